@@ -1,0 +1,114 @@
+#include "config.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "error.hpp"
+#include "profile.hpp"
+#include "profile_store.hpp"
+
+namespace gpurun {
+namespace {
+
+using nlohmann::json;
+
+Error bad(const std::string& source, const std::string& key, const std::string& expected) {
+  return Error(source + ": key '" + key + "': expected " + expected);
+}
+
+std::string one_of(const std::string& source, const std::string& key, const json& v,
+                   std::initializer_list<const char*> allowed) {
+  std::string list;
+  for (const char* a : allowed) list += std::string(list.empty() ? "" : "|") + a;
+  if (!v.is_string()) throw bad(source, key, list);
+  std::string s = v.get<std::string>();
+  for (const char* a : allowed)
+    if (s == a) return s;
+  throw bad(source, key, list + ", got \"" + s.substr(0, 40) + "\"");
+}
+
+fs::path absolute_path(const std::string& source, const std::string& key, const json& v) {
+  if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>()[0] != '/')
+    throw bad(source, key, "an absolute path");
+  return v.get<std::string>();
+}
+
+}  // namespace
+
+fs::path config_path(const std::optional<fs::path>& explicit_path) {
+  if (explicit_path && !explicit_path->empty()) return *explicit_path;
+  if (const char* env = std::getenv("GPU_RUN_CONFIG"); env && *env) return env;
+  return kDefaultConfigPath;
+}
+
+Config parse_config(const std::string& text, const std::string& source) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(source + ": malformed JSON: " + std::string(e.what()) +
+                " (fix the file or remove it to use the defaults)");
+  }
+  if (!doc.is_object()) throw Error(source + ": expected a JSON object");
+  Config c;
+  c.source = source;
+  for (const auto& [key, v] : doc.items()) {
+    if (key == "default_profile") {
+      if (v.is_null()) c.default_profile.reset();
+      else if (v.is_string() && is_valid_profile_name(v.get<std::string>())) c.default_profile = v.get<std::string>();
+      else throw bad(source, key, "null or a profile name");
+    } else if (key == "engine") {
+      c.engine = one_of(source, key, v, {"docker", "podman"});
+    } else if (key == "gpu_request") {
+      c.gpu_request = one_of(source, key, v, {"docker", "cdi", "none"});
+    } else if (key == "profile_dirs") {
+      if (!v.is_array()) throw bad(source, key, "an array of absolute paths");
+      for (const auto& d : v) c.profile_dirs.push_back(absolute_path(source, key, d));
+    } else if (key == "runtimes") {
+      if (!v.is_array() || v.empty()) throw bad(source, key, "a non-empty array of runtime names or paths");
+      c.runtimes.clear();
+      for (const auto& r : v) {
+        if (!r.is_string() || r.get<std::string>().empty()) throw bad(source, key, "strings");
+        c.runtimes.push_back(r.get<std::string>());
+      }
+    } else if (key == "hook_path") {
+      c.hook_path = absolute_path(source, key, v);
+    } else if (key == "log_file") {
+      c.log_file = absolute_path(source, key, v);
+    } else if (key == "perf_log") {
+      c.perf_log = absolute_path(source, key, v);
+    } else if (key == "log_level") {
+      c.log_level = one_of(source, key, v, {"error", "warn", "info", "debug"});
+    } else if (key == "on_error") {
+      c.on_error = one_of(source, key, v, {"fail", "warn"});
+    } else if (key == "memory_fraction_max") {
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0 || v.get<double>() > 1)
+        throw bad(source, key, "a number in (0, 1]");
+      c.memory_fraction_max = v.get<double>();
+    } else if (key == "$schema" || key == "comment") {
+      continue;
+    } else {
+      throw Error(source + ": key '" + key + "': unknown key (known: default_profile, engine, gpu_request, "
+                  "profile_dirs, runtimes, hook_path, log_file, log_level, on_error, memory_fraction_max, perf_log)");
+    }
+  }
+  return c;
+}
+
+Config load_config(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) return Config{};
+  return parse_config(read_small_file(path, 1 << 20, "config"), path.string());
+}
+
+std::string effective_gpu_request(const Config& config, const std::string& engine) {
+  if (!config.gpu_request.empty()) return config.gpu_request;
+  return engine == "podman" ? "cdi" : "docker";
+}
+
+}  // namespace gpurun

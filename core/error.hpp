@@ -1,0 +1,32 @@
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace gpurun {
+
+// Exit codes shared by every binary: 2 means the user asked for something wrong
+// (bad flag, profile, size), 1 means the system failed while doing what was asked.
+enum ExitCode : int { kExitOk = 0, kExitFailure = 1, kExitUsage = 2 };
+
+// The project's one error type. Carries an errno (0 when none) and an exit code;
+// gains context as it travels up ("load profile x: ...").
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message, int errno_value = 0, int exit_code = kExitUsage);
+
+  int errno_value() const { return errno_; }
+  int exit_code() const { return exit_code_; }
+
+  // Returns a copy whose message is "context: <this message>".
+  Error with_context(const std::string& context) const;
+
+ private:
+  int errno_;
+  int exit_code_;
+};
+
+// A failure of the system (a syscall, an engine) rather than of the user's input.
+Error system_error(const std::string& what, int errno_value);
+
+}  // namespace gpurun

@@ -1,0 +1,88 @@
+#include "fd.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <random>
+
+#include "error.hpp"
+
+namespace gpurun {
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.release();
+  }
+  return *this;
+}
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int UniqueFd::release() {
+  int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+std::string read_bounded(int fd, std::size_t max_bytes, const std::string& what) {
+  std::string out;
+  char buf[16384];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw system_error(what + ": read", errno);
+    }
+    if (n == 0) break;
+    if (out.size() + static_cast<std::size_t>(n) > max_bytes)
+      throw Error(what + ": more than " + std::to_string(max_bytes) + " bytes, refusing to read further");
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+void write_all(int fd, const std::string& data, const std::string& what) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw system_error(what + ": write", errno);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+void write_file_atomic(const std::string& path, const std::string& data, unsigned mode) {
+  std::string dir = ".";
+  auto slash = path.rfind('/');
+  if (slash != std::string::npos) dir = slash == 0 ? "/" : path.substr(0, slash);
+  std::string tmp = path + ".gpu-run-tmp." + std::to_string(::getpid()) + "." +
+                    std::to_string(std::random_device{}());
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
+  if (!fd) throw system_error("write " + path + ": create " + tmp, errno);
+  try {
+    write_all(fd.get(), data, "write " + tmp);
+    if (::fchmod(fd.get(), mode) != 0) throw system_error("chmod " + tmp, errno);
+    if (::fsync(fd.get()) != 0) throw system_error("fsync " + tmp, errno);
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  fd = UniqueFd();
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    throw system_error("write " + path + ": rename", err);
+  }
+  UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (dfd) ::fsync(dfd.get());
+}
+
+}  // namespace gpurun

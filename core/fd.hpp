@@ -1,0 +1,37 @@
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace gpurun {
+
+// A move-only owner of a file descriptor; closes it on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+
+  int get() const { return fd_; }
+  int release();
+  explicit operator bool() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+// Reads `fd` to EOF, failing (Error naming `what`) past `max_bytes`. Retries EINTR.
+std::string read_bounded(int fd, std::size_t max_bytes, const std::string& what);
+
+// Writes all of `data` to `fd`, retrying short writes and EINTR.
+void write_all(int fd, const std::string& data, const std::string& what);
+
+// Atomically replaces `path` with `data`: a temp file in the same directory, fsync,
+// rename. Keeps `mode`.
+void write_file_atomic(const std::string& path, const std::string& data, unsigned mode = 0644);
+
+}  // namespace gpurun

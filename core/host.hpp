@@ -1,0 +1,43 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace gpurun {
+
+namespace fs = std::filesystem;
+
+// What this process (and so a container started from it) may use.
+struct HostInfo {
+  unsigned cpus = 1;                              // min(affinity, cgroup quota), at least 1
+  unsigned affinity_cpus = 1;
+  std::optional<double> cgroup_cpu_quota;         // CPUs allowed by cpu.max / cfs quota
+  std::optional<std::uint64_t> cgroup_memory_limit;
+  std::uint64_t mem_total = 0;
+  std::uint64_t mem_available = 0;
+};
+
+// Probes the running process: sched_getaffinity, its cgroup (v1 or v2) under
+// `root`/sys/fs/cgroup, and `root`/proc/meminfo. Missing files are not errors.
+HostInfo probe_host(const fs::path& root = "/");
+
+// Pure parsers, exposed for tests.
+// cgroup v2 "cpu.max": "max 100000" -> nullopt, "200000 100000" -> 2.0.
+std::optional<double> parse_cpu_max(const std::string& text);
+// cgroup v1 quota/period (quota -1 means none).
+std::optional<double> parse_cfs_quota(const std::string& quota, const std::string& period);
+// "memory.max" (v2, "max") or "memory.limit_in_bytes" (v1, huge = none).
+std::optional<std::uint64_t> parse_memory_limit(const std::string& text);
+// Returns {MemTotal, MemAvailable} in bytes from /proc/meminfo text.
+std::pair<std::uint64_t, std::uint64_t> parse_meminfo(const std::string& text);
+// The cgroup path of the process for `controller` ("" = v2 unified) from /proc/self/cgroup.
+std::optional<std::string> parse_proc_cgroup(const std::string& text, const std::string& controller);
+// The number of CPUs in a cpuset list such as "0-3,8,10-11".
+std::optional<unsigned> parse_cpu_list(const std::string& text);
+
+// CPUs the job may use: affinity bounded by quota (rounded up), at least 1.
+unsigned usable_cpus(unsigned affinity, std::optional<double> quota);
+
+}  // namespace gpurun

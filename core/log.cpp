@@ -1,0 +1,66 @@
+#include "log.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+
+#include "fd.hpp"
+
+namespace gpurun {
+
+LogLevel parse_log_level(const std::string& name) {
+  if (name == "error") return LogLevel::kError;
+  if (name == "warn") return LogLevel::kWarn;
+  if (name == "debug") return LogLevel::kDebug;
+  return LogLevel::kInfo;
+}
+
+Logger::Logger(std::string path, LogLevel level, std::string program)
+    : path_(std::move(path)), level_(level), program_(std::move(program)) {}
+
+void Logger::log(LogLevel level, const std::string& message) const {
+  if (level > level_ && !echo_) return;
+  static const char* const kNames[] = {"error", "warn", "info", "debug"};
+  char stamp[32];
+  std::time_t now = std::time(nullptr);
+  struct tm tm {};
+  ::gmtime_r(&now, &tm);
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::string line = std::string(stamp) + " " + program_ + "[" + std::to_string(::getpid()) +
+                     "] level=" + kNames[static_cast<int>(level)] + " " + message + "\n";
+  if (echo_) (void)!::write(STDERR_FILENO, line.data(), line.size());
+  if (level > level_ || path_.empty()) return;
+  UniqueFd fd(::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640));
+  if (!fd) return;
+  (void)!::write(fd.get(), line.data(), line.size());
+}
+
+std::string log_quote(const std::string& value) {
+  bool plain = !value.empty();
+  for (unsigned char c : value)
+    if (c <= ' ' || c == '"' || c == '\\' || c >= 0x7f || c == '=') plain = false;
+  if (plain && value.size() <= 200) return value;
+  std::string out = "\"";
+  std::size_t n = 0;
+  for (unsigned char c : value) {
+    if (++n > 200) {
+      out += "...";
+      break;
+    }
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c >= 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace gpurun

@@ -1,0 +1,312 @@
+#include "profile.hpp"
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <regex>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "error.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+using nlohmann::json;
+
+const std::map<std::string, std::uint64_t>& dtype_sizes() {
+  static const std::map<std::string, std::uint64_t> sizes = {
+      {"float64", 8}, {"float32", 4}, {"float16", 2}, {"bfloat16", 2}, {"int64", 8},
+      {"int32", 4},   {"int16", 2},   {"int8", 1},    {"uint8", 1},    {"bool", 1}};
+  return sizes;
+}
+
+const std::set<std::string>& known_keys() {
+  static const std::set<std::string> keys = {
+      "$schema",      "schema",          "name",           "description", "extends",
+      "fields",       "sample_bytes",    "batch_size",     "workers_per_gpu",
+      "prefetch_factor", "pin_memory",   "headroom",       "nccl_reserve", "min_shm",
+      "max_shm",      "calibration"};
+  return keys;
+}
+
+std::string type_name(const json& v) {
+  if (v.is_number_integer()) return "integer " + v.dump();
+  if (v.is_number()) return "number " + v.dump();
+  std::string dumped = v.dump();
+  if (dumped.size() > 40) dumped = dumped.substr(0, 40) + "...";
+  return std::string(v.type_name()) + " " + dumped;
+}
+
+Error key_error(const std::string& source, const std::string& key, const std::string& expected,
+                const json& got) {
+  return Error(source + ": key '" + key + "': expected " + expected + ", got " + type_name(got));
+}
+
+std::uint64_t positive_int(const std::string& source, const std::string& key, const json& v,
+                           std::uint64_t max, bool allow_zero = false) {
+  const std::string expected = std::string(allow_zero ? "a whole number >= 0" : "a whole number >= 1") +
+                               " and <= " + std::to_string(max);
+  if (!v.is_number_integer()) throw key_error(source, key, expected, v);
+  if (v.is_number_unsigned()) {
+    auto n = v.get<std::uint64_t>();
+    if (n > max || (n == 0 && !allow_zero)) throw key_error(source, key, expected, v);
+    return n;
+  }
+  auto n = v.get<std::int64_t>();
+  if (n < 0 || (n == 0 && !allow_zero) || static_cast<std::uint64_t>(n) > max)
+    throw key_error(source, key, expected, v);
+  return static_cast<std::uint64_t>(n);
+}
+
+// Sizes in profiles are strings ("1g") or byte counts.
+std::uint64_t size_value(const std::string& source, const std::string& key, const json& v) {
+  if (v.is_number_integer()) return positive_int(source, key, v, kTiB * 1024, true);
+  if (!v.is_string()) throw key_error(source, key, "a size such as \"512m\" or a byte count", v);
+  try {
+    return parse_size(v.get<std::string>(), source + ": key '" + key + "'");
+  } catch (const Error& e) {
+    throw Error(e.what());
+  }
+}
+
+void validate_fields(const std::string& source, const json& v) {
+  if (!v.is_array() || v.empty())
+    throw key_error(source, "fields", "a non-empty array of {name, shape, dtype}", v);
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const json& f = v[i];
+    const std::string where = "fields[" + std::to_string(i) + "]";
+    if (!f.is_object()) throw key_error(source, where, "an object {name, shape, dtype}", f);
+    for (const auto& [k, val] : f.items()) {
+      if (k != "name" && k != "shape" && k != "dtype")
+        throw Error(source + ": key '" + where + "." + k + "': unknown key (expected name, shape, dtype)");
+      (void)val;
+    }
+    if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
+      throw key_error(source, where + ".name", "a non-empty string", f.value("name", json()));
+    if (!names.insert(f["name"].get<std::string>()).second)
+      throw Error(source + ": key '" + where + ".name': duplicate field name '" +
+                  f["name"].get<std::string>() + "'");
+    if (!f.contains("shape") || !f["shape"].is_array() || f["shape"].size() > 8)
+      throw key_error(source, where + ".shape", "an array of at most 8 dimensions, [] for a scalar",
+                      f.value("shape", json()));
+    long double elements = 1;
+    for (std::size_t d = 0; d < f["shape"].size(); ++d) {
+      elements *= static_cast<long double>(positive_int(
+          source, where + ".shape[" + std::to_string(d) + "]", f["shape"][d], 1u << 30));
+    }
+    if (elements > static_cast<long double>(kTiB))
+      throw Error(source + ": key '" + where + ".shape': a sample of more than 2^40 elements is not plausible");
+    if (!f.contains("dtype") || !f["dtype"].is_string() || !dtype_sizes().count(f["dtype"].get<std::string>()))
+      throw key_error(source, where + ".dtype",
+                      "one of float64 float32 float16 bfloat16 int64 int32 int16 int8 uint8 bool",
+                      f.value("dtype", json()));
+  }
+}
+
+void validate_calibration(const std::string& source, const json& v) {
+  if (!v.is_object()) throw key_error(source, "calibration", "an object", v);
+  static const std::set<std::string> keys = {"peak_shm", "workers", "batch_size", "gpus",
+                                             "prefetch_factor", "pin_memory", "measured_at"};
+  for (const auto& [k, val] : v.items()) {
+    const std::string key = "calibration." + k;
+    if (!keys.count(k)) throw Error(source + ": key '" + key + "': unknown key");
+    if (k == "peak_shm") size_value(source, key, val);
+    else if (k == "pin_memory") { if (!val.is_boolean()) throw key_error(source, key, "true or false", val); }
+    else if (k == "measured_at") { if (!val.is_string()) throw key_error(source, key, "a string", val); }
+    else if (k == "workers" || k == "gpus") positive_int(source, key, val, 4096, true);
+    else positive_int(source, key, val, 1u << 20);
+  }
+  for (const char* k : {"peak_shm", "workers", "batch_size", "gpus", "prefetch_factor"})
+    if (!v.contains(k)) throw Error(source + ": key 'calibration." + k + "': missing");
+}
+
+std::pair<std::size_t, std::size_t> line_column(const std::string& text, std::size_t byte) {
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+
+}  // namespace
+
+std::uint64_t dtype_size(const std::string& dtype) {
+  auto it = dtype_sizes().find(dtype);
+  if (it == dtype_sizes().end()) throw Error("unknown dtype '" + dtype + "'");
+  return it->second;
+}
+
+std::uint64_t sample_bytes(const Profile& profile) {
+  if (profile.sample_bytes) return *profile.sample_bytes;
+  std::uint64_t total = 0;
+  for (const Field& f : profile.fields) {
+    std::uint64_t n = dtype_size(f.dtype);
+    for (auto d : f.shape) n *= d;
+    total += n;
+  }
+  return total;
+}
+
+bool is_valid_profile_name(const std::string& name) {
+  static const std::regex pattern("([a-z0-9][a-z0-9._-]{0,62}/)?[a-z0-9][a-z0-9._-]{0,62}");
+  if (!std::regex_match(name, pattern)) return false;
+  // "a..b" is a legal part, but ".." never reaches the file system as a component.
+  return name.find("..") == std::string::npos;
+}
+
+json parse_profile_document(const std::string& text, const std::string& source) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    auto [line, column] = line_column(text, e.byte == 0 ? 0 : e.byte - 1);
+    std::string why = e.what();
+    auto pos = why.find("syntax error");
+    if (pos != std::string::npos) why = why.substr(pos);
+    throw Error(source + ":" + std::to_string(line) + ":" + std::to_string(column) +
+                ": malformed JSON: " + why);
+  }
+  if (!doc.is_object()) throw Error(source + ": expected a JSON object at the top level");
+  for (const auto& [key, v] : doc.items()) {
+    if (!known_keys().count(key)) {
+      throw Error(source + ": key '" + key + "': unknown key (a typo would size wrong); known keys: "
+                  "name, description, extends, fields, sample_bytes, batch_size, workers_per_gpu, "
+                  "prefetch_factor, pin_memory, headroom, nccl_reserve, min_shm, max_shm, calibration");
+    }
+    if (key == "schema") {
+      if (!v.is_number_integer() || v.get<std::int64_t>() != 1)
+        throw key_error(source, key, "1 (the only schema version)", v);
+    } else if (key == "$schema" || key == "description") {
+      if (!v.is_string()) throw key_error(source, key, "a string", v);
+    } else if (key == "name" || key == "extends") {
+      if (!v.is_string() || !is_valid_profile_name(v.get<std::string>()))
+        throw key_error(source, key, "a profile name like 'imagenet' or 'team/name'", v);
+    } else if (key == "fields") {
+      validate_fields(source, v);
+    } else if (key == "sample_bytes") {
+      if (v.is_string()) size_value(source, key, v);
+      else positive_int(source, key, v, kTiB);
+    } else if (key == "batch_size") {
+      positive_int(source, key, v, 1u << 20);
+    } else if (key == "workers_per_gpu") {
+      if (!(v.is_string() && v.get<std::string>() == "auto")) {
+        if (!v.is_number_integer()) throw key_error(source, key, "\"auto\" or a whole number 0..1024", v);
+        positive_int(source, key, v, 1024, true);
+      }
+    } else if (key == "prefetch_factor") {
+      positive_int(source, key, v, 1024);
+    } else if (key == "pin_memory") {
+      if (!v.is_boolean()) throw key_error(source, key, "true or false", v);
+    } else if (key == "headroom") {
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 1.0 ||
+          v.get<double>() > 16.0)
+        throw key_error(source, key, "a number between 1.0 and 16.0", v);
+    } else if (key == "nccl_reserve" || key == "min_shm" || key == "max_shm") {
+      size_value(source, key, v);
+    } else if (key == "calibration") {
+      validate_calibration(source, v);
+    }
+  }
+  if (doc.contains("fields") && doc.contains("sample_bytes"))
+    throw Error(source + ": keys 'fields' and 'sample_bytes' exclude each other: give one");
+  return doc;
+}
+
+json merge_profile_documents(const json& parent, const json& child) {
+  json merged = parent;
+  // A child that describes its samples replaces the parent's description of them entirely.
+  if (child.contains("fields")) merged.erase("sample_bytes");
+  if (child.contains("sample_bytes")) merged.erase("fields");
+  // A measurement belongs to the profile that was measured, never to its children.
+  merged.erase("calibration");
+  for (const auto& [key, v] : child.items()) merged[key] = v;
+  return merged;
+}
+
+Profile profile_from_document(const json& doc, const std::string& source) {
+  static const char* const required[] = {"batch_size", "prefetch_factor", "workers_per_gpu",
+                                         "pin_memory", "headroom", "nccl_reserve", "min_shm",
+                                         "max_shm"};
+  for (const char* key : required) {
+    if (!doc.contains(key))
+      throw Error(source + ": key '" + key + "': missing (set it or extend a profile that does, e.g. \"extends\": \"default\")");
+  }
+  if (!doc.contains("fields") && !doc.contains("sample_bytes"))
+    throw Error(source + ": key 'fields': missing (give 'fields' or 'sample_bytes' to describe a sample)");
+  Profile p;
+  p.name = doc.value("name", std::string());
+  p.description = doc.value("description", std::string());
+  if (doc.contains("fields")) {
+    for (const auto& f : doc["fields"]) {
+      p.fields.push_back({f["name"].get<std::string>(), f["shape"].get<std::vector<std::uint64_t>>(),
+                          f["dtype"].get<std::string>()});
+    }
+  } else {
+    const json& sb = doc["sample_bytes"];
+    p.sample_bytes = sb.is_string() ? parse_size(sb.get<std::string>()) : sb.get<std::uint64_t>();
+  }
+  p.batch_size = doc["batch_size"].get<std::uint64_t>();
+  if (doc["workers_per_gpu"].is_number()) p.workers_per_gpu = doc["workers_per_gpu"].get<std::uint64_t>();
+  p.prefetch_factor = doc["prefetch_factor"].get<std::uint64_t>();
+  p.pin_memory = doc["pin_memory"].get<bool>();
+  p.headroom = doc["headroom"].get<double>();
+  p.nccl_reserve = size_value(source, "nccl_reserve", doc["nccl_reserve"]);
+  p.min_shm = size_value(source, "min_shm", doc["min_shm"]);
+  p.max_shm = size_value(source, "max_shm", doc["max_shm"]);
+  if (p.min_shm > p.max_shm)
+    throw Error(source + ": key 'min_shm': " + format_size(p.min_shm) + " is above max_shm " +
+                format_size(p.max_shm));
+  if (doc.contains("calibration")) {
+    const json& c = doc["calibration"];
+    Calibration cal;
+    cal.peak_shm = size_value(source, "calibration.peak_shm", c["peak_shm"]);
+    cal.workers = c["workers"].get<std::uint64_t>();
+    cal.batch_size = c["batch_size"].get<std::uint64_t>();
+    cal.gpus = c["gpus"].get<std::uint64_t>();
+    cal.prefetch_factor = c["prefetch_factor"].get<std::uint64_t>();
+    cal.pin_memory = c.value("pin_memory", p.pin_memory);
+    cal.measured_at = c.value("measured_at", std::string());
+    p.calibration = cal;
+  }
+  return p;
+}
+
+json profile_to_json(const Profile& p) {
+  json doc;
+  doc["name"] = p.name;
+  doc["description"] = p.description;
+  if (p.sample_bytes) {
+    doc["sample_bytes"] = *p.sample_bytes;
+  } else {
+    json fields = json::array();
+    for (const Field& f : p.fields) fields.push_back({{"name", f.name}, {"shape", f.shape}, {"dtype", f.dtype}});
+    doc["fields"] = fields;
+  }
+  doc["batch_size"] = p.batch_size;
+  doc["workers_per_gpu"] = p.workers_per_gpu ? json(*p.workers_per_gpu) : json("auto");
+  doc["prefetch_factor"] = p.prefetch_factor;
+  doc["pin_memory"] = p.pin_memory;
+  doc["headroom"] = p.headroom;
+  doc["nccl_reserve"] = engine_size(p.nccl_reserve);
+  doc["min_shm"] = engine_size(p.min_shm);
+  doc["max_shm"] = engine_size(p.max_shm);
+  if (p.calibration) {
+    const Calibration& c = *p.calibration;
+    doc["calibration"] = {{"peak_shm", engine_size(c.peak_shm)}, {"workers", c.workers},
+                          {"batch_size", c.batch_size}, {"gpus", c.gpus},
+                          {"prefetch_factor", c.prefetch_factor}, {"pin_memory", c.pin_memory},
+                          {"measured_at", c.measured_at}};
+  }
+  return doc;
+}
+
+}  // namespace gpurun

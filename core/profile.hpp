@@ -1,0 +1,77 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace gpurun {
+
+namespace fs = std::filesystem;
+
+// One tensor of a collated sample: shape is per sample, dtype uses PyTorch's names.
+struct Field {
+  std::string name;
+  std::vector<std::uint64_t> shape;
+  std::string dtype;
+};
+
+// A measurement written by `gpu-run-ctl calibrate`: the peak /dev/shm use seen for a
+// workload and the conditions it was taken under. The model scales it per batch.
+struct Calibration {
+  std::uint64_t peak_shm = 0;
+  std::uint64_t workers = 0;
+  std::uint64_t batch_size = 0;
+  std::uint64_t gpus = 0;
+  std::uint64_t prefetch_factor = 0;
+  bool pin_memory = true;
+  std::string measured_at;
+};
+
+// A fully merged profile (extends resolved, every key present).
+struct Profile {
+  std::string name;
+  std::string description;
+  std::vector<Field> fields;                 // empty when sample_bytes is used
+  std::optional<std::uint64_t> sample_bytes;
+  std::uint64_t batch_size = 0;
+  std::optional<std::uint64_t> workers_per_gpu;  // nullopt means "auto"
+  std::uint64_t prefetch_factor = 0;
+  bool pin_memory = true;
+  double headroom = 1.0;
+  std::uint64_t nccl_reserve = 0;
+  std::uint64_t min_shm = 0;
+  std::uint64_t max_shm = 0;
+  std::optional<Calibration> calibration;
+  // The files that made this profile, the profile's own first, then each parent.
+  std::vector<fs::path> chain;
+};
+
+// Size in bytes of one element of a PyTorch dtype; throws Error for unknown names.
+std::uint64_t dtype_size(const std::string& dtype);
+
+// Bytes of one sample: sum of prod(shape) * dtype_size, or sample_bytes.
+std::uint64_t sample_bytes(const Profile& profile);
+
+// True when `name` is a valid profile name: `[team/]name`, each part
+// `[a-z0-9][a-z0-9._-]{0,62}` (so no "..", no absolute paths).
+bool is_valid_profile_name(const std::string& name);
+
+// Parses one profile file's text strictly: unknown keys, wrong types and bad values are
+// Errors naming `source` and the key; syntax errors give source:line:column. The result
+// holds only the keys the file sets (validated), for merging along `extends`.
+nlohmann::json parse_profile_document(const std::string& text, const std::string& source);
+
+// Merges a child document over its parent's (already merged) document.
+nlohmann::json merge_profile_documents(const nlohmann::json& parent, const nlohmann::json& child);
+
+// Turns a merged document into a Profile; every required key must be present.
+Profile profile_from_document(const nlohmann::json& doc, const std::string& source);
+
+// The document form of a profile (for `profiles show` and calibrate's output).
+nlohmann::json profile_to_json(const Profile& profile);
+
+}  // namespace gpurun

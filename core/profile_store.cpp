@@ -1,0 +1,232 @@
+#include "profile_store.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "config.hpp"
+#include "error.hpp"
+#include "fd.hpp"
+
+namespace gpurun {
+namespace {
+
+constexpr std::size_t kMaxProfileBytes = 1 << 20;
+constexpr int kMaxExtendsDepth = 16;
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The JSON schema ships beside the profiles and is not one.
+bool is_schema_file(const fs::path& file) {
+  const std::string f = file.filename().string();
+  return f.size() > 12 && f.compare(f.size() - 12, 12, ".schema.json") == 0;
+}
+
+bool looks_like_path(const std::string& s) {
+  return s.find('/') != std::string::npos && (s.size() > 5 && s.compare(s.size() - 5, 5, ".json") == 0);
+}
+
+}  // namespace
+
+std::string read_small_file(const fs::path& path, std::size_t max_bytes, const std::string& what) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (!fd) {
+    int err = errno;
+    throw Error(what + " " + path.string() + ": cannot open: " + std::strerror(err) +
+                    (err == EACCES ? " (check its permissions)" : ""),
+                err);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw system_error(what + " " + path.string() + ": stat", errno);
+  if (S_ISDIR(st.st_mode))
+    throw Error(what + " " + path.string() + ": is a directory, expected a JSON file");
+  if (!S_ISREG(st.st_mode))
+    throw Error(what + " " + path.string() + ": is not a regular file");
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
+    throw Error(what + " " + path.string() + ": larger than " + std::to_string(max_bytes) + " bytes");
+  return read_bounded(fd.get(), max_bytes, what + " " + path.string());
+}
+
+ProfileStore::ProfileStore(std::vector<fs::path> dirs) : dirs_(std::move(dirs)) {}
+
+std::optional<fs::path> ProfileStore::find(const std::string& name) const {
+  if (!is_valid_profile_name(name) || is_schema_file(name + ".json")) return std::nullopt;
+  for (const fs::path& dir : dirs_) {
+    fs::path candidate = dir / (name + ".json");
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0) return candidate;
+  }
+  return std::nullopt;
+}
+
+Profile ProfileStore::load(const std::string& name_or_path, bool allow_path) const {
+  if (allow_path && looks_like_path(name_or_path)) return load_file(name_or_path);
+  if (!is_valid_profile_name(name_or_path)) {
+    std::string shown = name_or_path.substr(0, 80);
+    for (char& c : shown)
+      if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
+    throw Error("profile '" + shown + "': not a valid profile name (expected [team/]name of a-z 0-9 . _ -" +
+                std::string(allow_path ? ", or a path to a .json file" : "") + ")");
+  }
+  auto path = find(name_or_path);
+  if (!path) {
+    std::string message = "unknown profile '" + name_or_path + "'";
+    auto close = suggest(name_or_path);
+    if (!close.empty()) {
+      message += ": did you mean ";
+      for (std::size_t i = 0; i < close.size(); ++i) message += (i ? ", " : "") + close[i];
+      message += "?";
+    }
+    message += " (see 'gpu-run-ctl profiles list'; searched " + std::to_string(dirs_.size()) + " directories)";
+    throw Error(message);
+  }
+  std::vector<fs::path> seen;
+  return load_chain(*path, name_or_path, seen);
+}
+
+Profile ProfileStore::load_file(const fs::path& path) const {
+  std::vector<fs::path> seen;
+  return load_chain(path, path.stem().string(), seen);
+}
+
+Profile ProfileStore::load_chain(const fs::path& path, const std::string& display,
+                                 std::vector<fs::path>& seen) const {
+  std::vector<nlohmann::json> docs;
+  std::vector<fs::path> chain;
+  fs::path current = path;
+  for (int depth = 0;; ++depth) {
+    if (depth >= kMaxExtendsDepth)
+      throw Error(path.string() + ": key 'extends': chain deeper than " + std::to_string(kMaxExtendsDepth));
+    std::error_code ec;
+    fs::path canonical = fs::weakly_canonical(current, ec);
+    if (ec) canonical = current;
+    if (std::find(seen.begin(), seen.end(), canonical) != seen.end()) {
+      std::string cycle;
+      for (const auto& p : chain) cycle += p.stem().string() + " -> ";
+      throw Error(chain.back().string() + ": key 'extends': cycle " + cycle + current.stem().string());
+    }
+    seen.push_back(canonical);
+    std::string text = read_small_file(current, kMaxProfileBytes, "profile");
+    nlohmann::json doc = parse_profile_document(text, current.string());
+    docs.push_back(doc);
+    chain.push_back(current);
+    if (!doc.contains("extends")) break;
+    const std::string parent = doc["extends"].get<std::string>();
+    auto parent_path = find(parent);
+    if (!parent_path)
+      throw Error(current.string() + ": key 'extends': unknown parent profile '" + parent + "'");
+    current = *parent_path;
+  }
+  nlohmann::json merged = nlohmann::json::object();
+  for (auto it = docs.rbegin(); it != docs.rend(); ++it) merged = merge_profile_documents(merged, *it);
+  merged.erase("extends");
+  Profile profile = profile_from_document(merged, path.string());
+  if (!docs.front().contains("name")) profile.name = display;
+  else profile.name = docs.front()["name"].get<std::string>();
+  profile.chain = chain;
+  return profile;
+}
+
+std::vector<ProfileEntry> ProfileStore::list() const {
+  std::map<std::string, ProfileEntry> found;
+  for (const fs::path& dir : dirs_) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) continue;
+    auto add = [&](const fs::path& file, const std::string& name) {
+      if (file.extension() != ".json" || is_schema_file(file) || !is_valid_profile_name(name)) return;
+      auto it = found.find(name);
+      if (it == found.end()) found[name] = {name, file, {}};
+      else it->second.shadowed.push_back(file);
+    };
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      std::error_code ec2;
+      if (entry.is_regular_file(ec2)) {
+        add(entry.path(), entry.path().stem().string());
+      } else if (entry.is_directory(ec2)) {
+        for (const auto& sub : fs::directory_iterator(entry.path(), ec2)) {
+          std::error_code ec3;
+          if (sub.is_regular_file(ec3))
+            add(sub.path(), entry.path().filename().string() + "/" + sub.path().stem().string());
+        }
+      }
+    }
+  }
+  std::vector<ProfileEntry> out;
+  for (auto& [name, entry] : found) out.push_back(std::move(entry));
+  return out;
+}
+
+std::vector<std::string> ProfileStore::suggest(const std::string& name) const {
+  std::vector<std::pair<std::size_t, std::string>> scored;
+  for (const auto& entry : list()) {
+    std::size_t d = edit_distance(name, entry.name);
+    std::string base = entry.name.substr(entry.name.rfind('/') == std::string::npos ? 0 : entry.name.rfind('/') + 1);
+    d = std::min(d, edit_distance(name, base));
+    if (entry.name.find(name) != std::string::npos || name.find(base) != std::string::npos) d = std::min<std::size_t>(d, 1);
+    if (d <= std::max<std::size_t>(2, name.size() / 3)) scored.push_back({d, entry.name});
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < scored.size() && i < 3; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+std::optional<std::string> process_env(const std::string& name) {
+  const char* v = std::getenv(name.c_str());
+  if (!v) return std::nullopt;
+  return std::string(v);
+}
+
+fs::path builtin_profile_dir(const EnvLookup& env) {
+  if (auto v = env("GPU_RUN_BUILTIN_PROFILES"); v && !v->empty()) return *v;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "/usr/share/gpu-run/profiles";
+  return exe.parent_path().parent_path() / "share" / "gpu-run" / "profiles";
+}
+
+std::vector<fs::path> profile_search_path(const std::vector<fs::path>& cli_dirs, const Config& config,
+                                          bool include_user, const EnvLookup& env) {
+  std::vector<fs::path> dirs = cli_dirs;
+  if (include_user) {
+    if (auto v = env("GPU_RUN_PROFILE_PATH")) {
+      std::stringstream ss(*v);
+      std::string item;
+      while (std::getline(ss, item, ':'))
+        if (!item.empty()) dirs.emplace_back(item);
+    }
+    if (auto xdg = env("XDG_CONFIG_HOME"); xdg && !xdg->empty()) {
+      dirs.push_back(fs::path(*xdg) / "gpu-run" / "profiles");
+    } else if (auto home = env("HOME"); home && !home->empty()) {
+      dirs.push_back(fs::path(*home) / ".config" / "gpu-run" / "profiles");
+    }
+  }
+  for (const auto& d : config.profile_dirs) dirs.push_back(d);
+  dirs.emplace_back("/etc/gpu-run/profiles.d");
+  dirs.push_back(builtin_profile_dir(env));
+  return dirs;
+}
+
+}  // namespace gpurun

@@ -1,0 +1,72 @@
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "profile.hpp"
+
+namespace gpurun {
+
+namespace fs = std::filesystem;
+
+struct Config;
+
+// A profile file found on the search path.
+struct ProfileEntry {
+  std::string name;                  // "imagenet", "vision/resnet50"
+  fs::path path;                     // the file that wins
+  std::vector<fs::path> shadowed;    // same name further down the path
+};
+
+// Where profiles are looked up, first hit wins.
+class ProfileStore {
+ public:
+  explicit ProfileStore(std::vector<fs::path> dirs);
+
+  const std::vector<fs::path>& dirs() const { return dirs_; }
+
+  // The file for a profile name, or nullopt. The name must be valid.
+  std::optional<fs::path> find(const std::string& name) const;
+
+  // Loads and merges a profile by name, or by a path to a .json file when
+  // `allow_path` (a person's command line, never a container's input).
+  // Throws Error: unknown names list the closest known names.
+  Profile load(const std::string& name_or_path, bool allow_path = true) const;
+
+  // Loads a profile file (and its parents through the store).
+  Profile load_file(const fs::path& path) const;
+
+  // Every profile on the path, sorted by name.
+  std::vector<ProfileEntry> list() const;
+
+  // Up to three known names close to `name` (edit distance), best first.
+  std::vector<std::string> suggest(const std::string& name) const;
+
+ private:
+  Profile load_chain(const fs::path& path, const std::string& display, std::vector<fs::path>& seen) const;
+
+  std::vector<fs::path> dirs_;
+};
+
+using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
+
+// The process environment, as an EnvLookup.
+std::optional<std::string> process_env(const std::string& name);
+
+// The directory of built-in profiles: $GPU_RUN_BUILTIN_PROFILES if set, else
+// <dir of this executable>/../share/gpu-run/profiles.
+fs::path builtin_profile_dir(const EnvLookup& env = process_env);
+
+// The search path of DESIGN.md: cli dirs, GPU_RUN_PROFILE_PATH, the user's XDG dir
+// (when `include_user`), the config's profile_dirs, /etc/gpu-run/profiles.d, built-ins.
+std::vector<fs::path> profile_search_path(const std::vector<fs::path>& cli_dirs, const Config& config,
+                                          bool include_user, const EnvLookup& env = process_env);
+
+// Reads a whole small file, refusing directories, non-regular files and files over
+// `max_bytes`. Throws Error naming the path.
+std::string read_small_file(const fs::path& path, std::size_t max_bytes, const std::string& what);
+
+}  // namespace gpurun

@@ -1,0 +1,74 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "profile.hpp"
+
+namespace gpurun {
+
+// What a job asks for on top of its profile. Unset values come from the profile.
+struct SizingRequest {
+  unsigned gpus = 0;                              // 0: no GPU, one loader
+  std::optional<std::uint64_t> workers;           // per GPU rank
+  std::optional<std::uint64_t> batch_size;        // per GPU rank
+  std::optional<std::uint64_t> prefetch_factor;
+  std::optional<std::uint64_t> memory_limit;      // the container's memory limit, if any
+  unsigned cpus = 1;                              // CPUs the container may use
+  double memory_fraction_max = 0.5;
+};
+
+struct FieldBytes {
+  std::string name;
+  std::uint64_t bytes = 0;                        // page-rounded bytes of this field per batch
+};
+
+// The decided size and every term that led to it.
+struct ShmPlan {
+  std::string profile;
+  unsigned gpus = 0;
+  unsigned ranks = 1;
+  std::uint64_t workers = 0;
+  bool workers_auto = false;
+  unsigned cpus = 1;
+  std::uint64_t batch_size = 0;
+  std::uint64_t prefetch_factor = 0;
+  bool pin_memory = true;
+  std::uint64_t hold = 0;
+  std::vector<FieldBytes> fields;
+  bool calibrated = false;
+  std::uint64_t batch_bytes = 0;
+  std::uint64_t per_rank = 0;
+  std::uint64_t nccl = 0;
+  double headroom = 1.0;
+  std::uint64_t need = 0;                         // before the min/max clamp
+  std::uint64_t shm = 0;                          // the size to apply
+  std::uint64_t min_shm = 0;
+  std::uint64_t max_shm = 0;
+  std::optional<std::uint64_t> memory_limit;
+  double memory_fraction_max = 0.5;
+  // Empty when the plan can be applied; else why not, with the numbers and what to change.
+  std::string problem;
+};
+
+// PyTorch's DataLoader worker count for `ranks` loaders on `cpus` CPUs:
+// max(1, cpus / ranks), bounded by batch_size / 8 + 4.
+std::uint64_t recommend_workers(unsigned cpus, unsigned ranks, std::uint64_t batch_size);
+
+// Applies DESIGN.md's model. Pure: same inputs, same plan.
+ShmPlan plan_shm(const Profile& profile, const SizingRequest& request);
+
+// Throws Error (exit 2) with plan.problem when the plan cannot be applied.
+void require_fits(const ShmPlan& plan);
+
+// A breakdown a person can read, several lines.
+std::string explain(const ShmPlan& plan);
+
+// The same for programs.
+nlohmann::json plan_to_json(const ShmPlan& plan);
+
+}  // namespace gpurun

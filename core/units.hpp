@@ -1,0 +1,34 @@
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace gpurun {
+
+constexpr std::uint64_t kKiB = 1024;
+constexpr std::uint64_t kMiB = 1024 * kKiB;
+constexpr std::uint64_t kGiB = 1024 * kMiB;
+constexpr std::uint64_t kTiB = 1024 * kGiB;
+
+// Parses a size as Docker does ("64m", "1.5g", "512", "2G"), 1024-based and
+// case-insensitive, plus the IEC forms "Ki Mi Gi Ti" (optionally followed by "B").
+// Throws Error naming `what` on negatives, overflow, a non-zero value that rounds
+// to 0 bytes, empty input or trailing junk.
+std::uint64_t parse_size(std::string_view text, std::string_view what = "size");
+
+// "1.5GiB", "64MiB", "512B": for people.
+std::string format_size(std::uint64_t bytes);
+
+// The exact value for an engine's --shm-size: "<n>m" when a whole number of MiB,
+// else "<n>b".
+std::string engine_size(std::uint64_t bytes);
+
+// Rounds up to a multiple of `align` (a power of two); saturates at UINT64_MAX.
+std::uint64_t round_up(std::uint64_t value, std::uint64_t align);
+
+// Parses a non-negative decimal integer that fits in `max`; throws Error naming `what`.
+std::uint64_t parse_count(std::string_view text, std::string_view what,
+                          std::uint64_t max = 1u << 20);
+
+}  // namespace gpurun
