@@ -29,7 +29,15 @@ void Logger::log(LogLevel level, const std::string& message) const {
   ::gmtime_r(&now, &tm);
   std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
   std::string line = std::string(stamp) + " " + program_ + "[" + std::to_string(::getpid()) +
-                     "] level=" + kNames[static_cast<int>(level)] + " " + message + "\n";
+                     "] level=" + kNames[static_cast<int>(level)] + " ";
+  // One call, one line: a raw newline in a message (an unquoted value) must not start a
+  // line that a reader would take for another entry.
+  for (char c : message) {
+    if (c == '\n') line += "\\n";
+    else if (c == '\r') line += "\\r";
+    else line += c;
+  }
+  line += '\n';
   if (echo_) (void)!::write(STDERR_FILENO, line.data(), line.size());
   if (level > level_ || path_.empty()) return;
   UniqueFd fd(::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640));

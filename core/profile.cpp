@@ -193,8 +193,11 @@ json parse_profile_document(const std::string& text, const std::string& source) 
     } else if (key == "fields") {
       validate_fields(source, v);
     } else if (key == "sample_bytes") {
-      if (v.is_string()) size_value(source, key, v);
-      else positive_int(source, key, v, kTiB);
+      if (v.is_string()) {
+        if (size_value(source, key, v) == 0) throw key_error(source, key, "a size of at least 1 byte", v);
+      } else {
+        positive_int(source, key, v, kTiB);
+      }
     } else if (key == "batch_size") {
       positive_int(source, key, v, 1u << 20);
     } else if (key == "workers_per_gpu") {

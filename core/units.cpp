@@ -1,6 +1,7 @@
 #include "units.hpp"
 
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 
@@ -50,10 +51,12 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
     ++digits;
   }
   u128 frac_num = 0, frac_den = 1;
+  bool frac_nonzero = false;  // digits past the 18th are dropped but still make the value non-zero
   if (i < text.size() && text[i] == '.') {
     ++i;
     std::size_t frac_digits = 0;
     while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) {
+      if (text[i] != '0') frac_nonzero = true;
       if (frac_digits < 18) {
         frac_num = frac_num * 10 + static_cast<unsigned>(text[i] - '0');
         frac_den *= 10;
@@ -88,7 +91,7 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
   if (whole != 0 && bytes / whole != mult) throw size_error(what, shown, "too large");
   bytes += frac_num * mult / frac_den;
   if (bytes > kMax) throw size_error(what, shown, "too large");
-  if (bytes == 0 && (whole != 0 || frac_num != 0)) {
+  if (bytes == 0 && (whole != 0 || frac_nonzero)) {
     throw size_error(what, shown, "rounds to 0 bytes");
   }
   return static_cast<std::uint64_t>(bytes);
@@ -100,6 +103,11 @@ std::string format_size(std::uint64_t bytes) {
   int unit = 0;
   long double value = static_cast<long double>(bytes);
   while (value >= 1024 && unit < 6) {
+    value /= 1024;
+    ++unit;
+  }
+  // 1023.96KiB would print as "1024.0KiB": show it in the next unit instead.
+  if (unit < 6 && std::round(value * 10) >= 1024 * 10) {
     value /= 1024;
     ++unit;
   }
@@ -133,8 +141,10 @@ std::uint64_t parse_count(std::string_view text, std::string_view what, std::uin
   std::uint64_t value = 0;
   for (char c : text) {
     if (!std::isdigit(static_cast<unsigned char>(c))) throw fail("expected a whole number");
-    value = value * 10 + static_cast<unsigned>(c - '0');
-    if (value > max) throw fail("more than " + std::to_string(max));
+    const unsigned digit = static_cast<unsigned>(c - '0');
+    // Checked before multiplying so that a `max` near UINT64_MAX cannot wrap.
+    if (digit > max || value > (max - digit) / 10) throw fail("more than " + std::to_string(max));
+    value = value * 10 + digit;
   }
   return value;
 }

@@ -1,0 +1,183 @@
+#include "oci.hpp"
+
+#include <unistd.h>
+
+#include <sstream>
+
+#include "error.hpp"
+#include "fd.hpp"
+#include "gpus.hpp"
+#include "host.hpp"
+#include "profile_store.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+using nlohmann::json;
+
+std::map<std::string, std::string> string_map(const json& obj, const std::string& what) {
+  std::map<std::string, std::string> out;
+  if (obj.is_null()) return out;
+  if (!obj.is_object()) throw Error(what + ": expected an object of strings");
+  for (const auto& [k, v] : obj.items()) {
+    if (!v.is_string()) throw Error(what + ": value of '" + k.substr(0, 60) + "' is not a string");
+    out[k] = v.get<std::string>();
+  }
+  return out;
+}
+
+}  // namespace
+
+OciState parse_state(const std::string& text) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(std::string("OCI state on stdin: malformed JSON: ") + e.what());
+  }
+  if (!doc.is_object()) throw Error("OCI state on stdin: expected a JSON object");
+  OciState s;
+  if (!doc.contains("id") || !doc["id"].is_string() || doc["id"].get<std::string>().empty())
+    throw Error("OCI state on stdin: missing 'id'");
+  s.id = doc["id"].get<std::string>();
+  if (!doc.contains("bundle") || !doc["bundle"].is_string() || doc["bundle"].get<std::string>().empty() ||
+      doc["bundle"].get<std::string>()[0] != '/')
+    throw Error("OCI state on stdin: missing or relative 'bundle'");
+  s.bundle = doc["bundle"].get<std::string>();
+  if (doc.contains("pid")) {
+    if (!doc["pid"].is_number_integer() || doc["pid"].get<std::int64_t>() <= 0 ||
+        doc["pid"].get<std::int64_t>() > (1 << 22))
+      throw Error("OCI state on stdin: 'pid' is not a process id");
+    s.pid = static_cast<int>(doc["pid"].get<std::int64_t>());
+  }
+  s.status = doc.value("status", std::string());
+  if (doc.contains("annotations")) s.annotations = string_map(doc["annotations"], "OCI state: annotations");
+  return s;
+}
+
+OciState read_state(int fd) { return parse_state(read_bounded(fd, kMaxStateBytes, "OCI state on stdin")); }
+
+json load_spec(const fs::path& bundle) {
+  const fs::path path = bundle / "config.json";
+  std::string text = read_small_file(path, kMaxSpecBytes, "bundle config");
+  try {
+    json spec = json::parse(text);
+    if (!spec.is_object()) throw Error(path.string() + ": expected a JSON object");
+    return spec;
+  } catch (const json::parse_error& e) {
+    throw Error(path.string() + ": malformed JSON: " + e.what());
+  }
+}
+
+SpecFacts spec_facts(const json& spec, const fs::path& bundle) {
+  SpecFacts f;
+  std::string root = "rootfs";
+  if (spec.contains("root") && spec["root"].is_object() && spec["root"].contains("path") &&
+      spec["root"]["path"].is_string())
+    root = spec["root"]["path"].get<std::string>();
+  f.rootfs = fs::path(root).is_absolute() ? fs::path(root) : bundle / root;
+  if (spec.contains("annotations")) f.annotations = string_map(spec["annotations"], "config.json: annotations");
+  if (spec.contains("process") && spec["process"].is_object() && spec["process"].contains("env") &&
+      spec["process"]["env"].is_array()) {
+    for (const auto& e : spec["process"]["env"]) {
+      if (!e.is_string()) continue;
+      const std::string s = e.get<std::string>();
+      auto eq = s.find('=');
+      if (eq != std::string::npos) f.env[s.substr(0, eq)] = s.substr(eq + 1);
+    }
+  }
+  const json lx = spec.value("linux", json::object());
+  if (lx.is_object()) {
+    const json res = lx.value("resources", json::object());
+    if (res.is_object()) {
+      const json mem = res.value("memory", json::object());
+      if (mem.is_object() && mem.contains("limit") && mem["limit"].is_number_integer() &&
+          mem["limit"].get<std::int64_t>() > 0)
+        f.memory_limit = mem["limit"].get<std::uint64_t>();
+      const json cpu = res.value("cpu", json::object());
+      if (cpu.is_object()) {
+        if (cpu.contains("quota") && cpu["quota"].is_number_integer() && cpu["quota"].get<std::int64_t>() > 0) {
+          std::int64_t period = cpu.value("period", json(100000)).is_number_integer()
+                                    ? cpu.value("period", json(100000)).get<std::int64_t>()
+                                    : 100000;
+          if (period > 0) f.cpu_quota = static_cast<double>(cpu["quota"].get<std::int64_t>()) / period;
+        }
+        if (cpu.contains("cpus") && cpu["cpus"].is_string() && !cpu["cpus"].get<std::string>().empty())
+          f.cpuset_cpus = parse_cpu_list(cpu["cpus"].get<std::string>());
+      }
+    }
+    if (lx.contains("devices") && lx["devices"].is_array()) {
+      for (const auto& d : lx["devices"])
+        if (d.is_object() && d.contains("path") && d["path"].is_string() &&
+            is_gpu_device_path(d["path"].get<std::string>()))
+          ++f.gpu_devices;
+    }
+    if (lx.contains("namespaces") && lx["namespaces"].is_array()) {
+      for (const auto& ns : lx["namespaces"]) {
+        if (ns.is_object() && ns.value("type", json("")) == "ipc") {
+          f.has_ipc_namespace = true;
+          f.ipc_namespace_path = ns.contains("path") && ns["path"].is_string() && !ns["path"].get<std::string>().empty();
+        }
+      }
+    }
+  }
+  int idx = find_shm_mount(spec);
+  if (idx >= 0) {
+    const json& m = spec["mounts"][static_cast<std::size_t>(idx)];
+    f.shm_type = m.value("type", json("")).is_string() ? m.value("type", std::string()) : std::string();
+    if (m.contains("source") && m["source"].is_string()) f.shm_source = m["source"].get<std::string>();
+    if (m.contains("options") && m["options"].is_array()) {
+      for (const auto& o : m["options"]) {
+        if (!o.is_string()) continue;
+        std::string s = o.get<std::string>();
+        if (s.compare(0, 5, "bind") == 0 || s == "rbind") f.shm_type = "bind";
+        if (s.compare(0, 5, "size=") == 0) {
+          try {
+            f.shm_size = parse_size(s.substr(5), "size");
+          } catch (const Error&) {
+          }
+        }
+      }
+    }
+  }
+  return f;
+}
+
+int find_shm_mount(const json& spec) {
+  if (!spec.contains("mounts") || !spec["mounts"].is_array()) return -1;
+  int found = -1;
+  for (std::size_t i = 0; i < spec["mounts"].size(); ++i) {
+    const json& m = spec["mounts"][i];
+    if (!m.is_object() || !m.contains("destination") || !m["destination"].is_string()) continue;
+    std::string d = m["destination"].get<std::string>();
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    if (d == "/dev/shm") found = static_cast<int>(i);  // the last one wins, as when mounted in order
+  }
+  return found;
+}
+
+void set_tmpfs_size(json& mount, std::uint64_t bytes) {
+  json options = json::array();
+  if (mount.contains("options") && mount["options"].is_array()) {
+    for (const auto& o : mount["options"])
+      if (!(o.is_string() && o.get<std::string>().compare(0, 5, "size=") == 0)) options.push_back(o);
+  }
+  options.push_back("size=" + std::to_string(bytes));
+  mount["options"] = options;
+}
+
+bool add_hook(json& spec, const std::string& stage, const std::string& path, const std::vector<std::string>& args) {
+  if (!spec.contains("hooks") || !spec["hooks"].is_object()) spec["hooks"] = json::object();
+  json& hooks = spec["hooks"];
+  if (!hooks.contains(stage) || !hooks[stage].is_array()) hooks[stage] = json::array();
+  for (const auto& stage_name : {"prestart", "createRuntime"}) {
+    if (!hooks.contains(stage_name) || !hooks[stage_name].is_array()) continue;
+    for (const auto& h : hooks[stage_name])
+      if (h.is_object() && h.value("path", json("")) == path) return false;
+  }
+  hooks[stage].push_back({{"path", path}, {"args", args}});
+  return true;
+}
+
+}  // namespace gpurun

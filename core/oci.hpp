@@ -1,0 +1,70 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <istream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gpurun {
+
+namespace fs = std::filesystem;
+
+// Bounds on container-controlled input: the OCI state on stdin and a bundle's config.json.
+constexpr std::size_t kMaxStateBytes = 1 << 20;
+constexpr std::size_t kMaxSpecBytes = 8 << 20;
+constexpr std::size_t kMaxAnnotationBytes = 4096;
+
+// The OCI state a runtime passes to a hook on stdin.
+struct OciState {
+  std::string id;
+  int pid = 0;
+  fs::path bundle;
+  std::string status;
+  std::map<std::string, std::string> annotations;
+};
+
+// Parses the state; throws Error on malformed JSON, a missing id/bundle or a bad pid.
+OciState parse_state(const std::string& text);
+
+// Reads up to kMaxStateBytes from `fd` (stdin) and parses it.
+OciState read_state(int fd);
+
+// Loads <bundle>/config.json (bounded, regular file only).
+nlohmann::json load_spec(const fs::path& bundle);
+
+// What sizing needs from a container's spec.
+struct SpecFacts {
+  fs::path rootfs;                                // absolute
+  std::map<std::string, std::string> annotations;
+  std::map<std::string, std::string> env;
+  std::optional<std::uint64_t> memory_limit;
+  std::optional<double> cpu_quota;                // CPUs from quota/period
+  std::optional<unsigned> cpuset_cpus;
+  unsigned gpu_devices = 0;                       // /dev/nvidiaN entries in linux.devices
+  bool has_ipc_namespace = false;
+  bool ipc_namespace_path = false;                // joins an existing ipc namespace (path set)
+  // The spec's /dev/shm mount, if any.
+  std::optional<std::string> shm_type;            // "tmpfs", "bind", ...
+  std::optional<std::string> shm_source;
+  std::optional<std::uint64_t> shm_size;          // size= option of a tmpfs entry
+};
+
+// Extracts SpecFacts; tolerant of missing sections, strict about types it reads.
+SpecFacts spec_facts(const nlohmann::json& spec, const fs::path& bundle);
+
+// Index of the mount whose destination is /dev/shm, or -1.
+int find_shm_mount(const nlohmann::json& spec);
+
+// Sets size=<bytes> in a tmpfs mount's options (replacing an existing size=).
+void set_tmpfs_size(nlohmann::json& mount, std::uint64_t bytes);
+
+// Adds a hook entry at `stage` unless one with the same path is there. Returns true if added.
+bool add_hook(nlohmann::json& spec, const std::string& stage, const std::string& path,
+              const std::vector<std::string>& args);
+
+}  // namespace gpurun

@@ -1,0 +1,172 @@
+#include "shm_mount.hpp"
+
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <linux/openat2.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "error.hpp"
+#include "fd.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+constexpr std::uint64_t kResolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+
+// openat2 with a fallback (pre-5.6 kernels) that opens one component with O_NOFOLLOW.
+int open_no_symlinks(int dirfd, const char* name) {
+  struct open_how how {};
+  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW;
+  how.resolve = kResolve;
+  long fd = ::syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+  if (fd < 0 && errno == ENOSYS) fd = ::openat(dirfd, name, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  return static_cast<int>(fd);
+}
+
+std::string why_open_failed(int err, const std::string& path) {
+  if (err == ELOOP || err == ENOTDIR)
+    return path + " in the image is a symlink or not a directory: refusing to follow it (fix the image)";
+  if (err == EXDEV) return path + " escapes the container's root: refusing";
+  return path + ": " + std::strerror(err);
+}
+
+struct Fs {
+  struct stat st {};
+  struct statfs sfs {};
+  struct statvfs svfs {};
+};
+
+Fs inspect(int fd, const std::string& what) {
+  Fs f;
+  if (::fstat(fd, &f.st) != 0) throw system_error("stat " + what, errno);
+  if (::fstatfs(fd, &f.sfs) != 0) throw system_error("statfs " + what, errno);
+  if (::fstatvfs(fd, &f.svfs) != 0) throw system_error("statvfs " + what, errno);
+  return f;
+}
+
+std::uint64_t tmpfs_bytes(const Fs& f) {
+  return static_cast<std::uint64_t>(f.svfs.f_blocks) * static_cast<std::uint64_t>(f.svfs.f_frsize);
+}
+
+// MS_REMOUNT replaces the per-mount flags: pass back what is there, always with nosuid and nodev.
+unsigned long mount_flags(const Fs& f) {
+  unsigned long flags = MS_NOSUID | MS_NODEV;
+  if (f.svfs.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
+  if (f.svfs.f_flag & ST_RDONLY) flags |= MS_RDONLY;
+  if (f.svfs.f_flag & ST_NOATIME) flags |= MS_NOATIME;
+  if (f.svfs.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
+  if (f.svfs.f_flag & ST_RELATIME) flags |= MS_RELATIME;
+  return flags;
+}
+
+// Mount calls go through the directory fd: fchdir to it and act on ".", so no path the
+// image controls is looked up again between the checks and the mount.
+void mount_here(int dirfd, const char* source, const char* type, unsigned long flags, const std::string& data,
+                const std::string& what) {
+  if (::fchdir(dirfd) != 0) throw system_error(what + ": fchdir", errno);
+  if (::mount(source, ".", type, flags, data.c_str()) != 0) {
+    int err = errno;
+    (void)!::chdir("/");
+    throw system_error(what, err);
+  }
+  (void)!::chdir("/");
+}
+
+}  // namespace
+
+const char* outcome_name(ShmOutcome outcome) {
+  switch (outcome) {
+    case ShmOutcome::kResized: return "resized";
+    case ShmOutcome::kMounted: return "mounted";
+    case ShmOutcome::kUnchanged: return "unchanged";
+    case ShmOutcome::kHostShm: return "host-shm";
+  }
+  return "?";
+}
+
+std::optional<dev_t> host_shm_device() {
+  struct stat st {};
+  if (::stat("/dev/shm", &st) != 0) return std::nullopt;
+  return st.st_dev;
+}
+
+int open_mount_namespace(int pid) {
+  std::string path = "/proc/" + std::to_string(pid) + "/ns/mnt";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw system_error("open mount namespace " + path + " (is the container running?)", errno);
+  return fd;
+}
+
+void join_mount_namespace(int ns_fd, int pid) {
+  if (::setns(ns_fd, CLONE_NEWNS) != 0)
+    throw system_error("join mount namespace of pid " + std::to_string(pid), errno);
+}
+
+ShmResult apply_shm(const ShmTarget& t) {
+  const std::string root_text = t.rootfs.string();
+  UniqueFd root(::open(t.rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) throw system_error("open container root " + root_text, errno);
+
+  UniqueFd dev(open_no_symlinks(root.get(), "dev"));
+  if (!dev) throw Error(why_open_failed(errno, "/dev"), errno, kExitFailure);
+
+  ShmResult result;
+  UniqueFd shm(open_no_symlinks(dev.get(), "shm"));
+  if (!shm && errno != ENOENT) throw Error(why_open_failed(errno, "/dev/shm"), errno, kExitFailure);
+
+  const Fs dev_fs = inspect(dev.get(), "/dev");
+  if (shm) {
+    const Fs shm_fs = inspect(shm.get(), "/dev/shm");
+    if (t.host_shm_dev && shm_fs.st.st_dev == *t.host_shm_dev) {
+      result.outcome = ShmOutcome::kHostShm;
+      result.before = result.after = tmpfs_bytes(shm_fs);
+      return result;
+    }
+    const bool mount_point = shm_fs.st.st_dev != dev_fs.st.st_dev;
+    if (mount_point) {
+      if (shm_fs.sfs.f_type != TMPFS_MAGIC)
+        throw Error("/dev/shm in the container is a mount but not a tmpfs: refusing to touch it", 0, kExitFailure);
+      result.before = tmpfs_bytes(shm_fs);
+      if (t.size <= result.before && !(t.allow_shrink && t.size < result.before)) {
+        result.outcome = ShmOutcome::kUnchanged;
+        result.after = result.before;
+        return result;
+      }
+      mount_here(shm.get(), nullptr, nullptr, MS_REMOUNT | mount_flags(shm_fs), "size=" + std::to_string(t.size),
+                 "remount /dev/shm with size=" + engine_size(t.size));
+      result.outcome = ShmOutcome::kResized;
+      result.after = tmpfs_bytes(inspect(shm.get(), "/dev/shm"));
+      return result;
+    }
+  }
+  // No /dev/shm mount (--ipc=none): a new tmpfs, but only inside the engine's tmpfs /dev,
+  // never on a directory of the image itself.
+  if (dev_fs.sfs.f_type != TMPFS_MAGIC)
+    throw Error("/dev in the container is not a tmpfs and has no /dev/shm mount: refusing to mount into the image", 0,
+                kExitFailure);
+  if (!shm) {
+    if (::mkdirat(dev.get(), "shm", 01777) != 0 && errno != EEXIST) throw system_error("mkdir /dev/shm", errno);
+    shm = UniqueFd(open_no_symlinks(dev.get(), "shm"));
+    if (!shm) throw Error(why_open_failed(errno, "/dev/shm"), errno, kExitFailure);
+  }
+  mount_here(shm.get(), "shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+             "mode=1777,size=" + std::to_string(t.size), "mount tmpfs on /dev/shm");
+  // Re-open: the fd still names the directory under the new mount.
+  UniqueFd mounted(open_no_symlinks(dev.get(), "shm"));
+  if (!mounted) throw system_error("reopen /dev/shm", errno);
+  result.outcome = ShmOutcome::kMounted;
+  result.after = tmpfs_bytes(inspect(mounted.get(), "/dev/shm"));
+  return result;
+}
+
+}  // namespace gpurun

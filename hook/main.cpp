@@ -1,0 +1,21 @@
+#include <iostream>
+#include <string>
+
+#include "error.hpp"
+#include "hook.hpp"
+
+int main(int argc, char** argv) {
+  try {
+    gpurun::HookOptions options = gpurun::parse_hook_args(argc, argv);
+    std::string error_line;
+    int rc = gpurun::run_hook(options, error_line);
+    if (rc != 0 && !error_line.empty()) std::cerr << "gpu-run-hook: " << error_line << "\n";
+    return rc;
+  } catch (const gpurun::Error& e) {
+    std::cerr << (e.exit_code() == 0 ? "" : "gpu-run-hook: ") << e.what() << "\n";
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::cerr << "gpu-run-hook: " << e.what() << "\n";
+    return gpurun::kExitFailure;
+  }
+}

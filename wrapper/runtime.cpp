@@ -1,0 +1,165 @@
+#include "runtime.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "config.hpp"
+#include "error.hpp"
+#include "fd.hpp"
+#include "gpus.hpp"
+#include "host.hpp"
+#include "log.hpp"
+#include "oci.hpp"
+#include "profile_store.hpp"
+#include "shm_decision.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+// runc's global options that take a value.
+const std::set<std::string>& global_value_options() {
+  static const std::set<std::string> opts = {"--root", "--log", "--log-format", "--criu", "--rootless"};
+  return opts;
+}
+
+fs::path self_exe() {
+  std::error_code ec;
+  fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::path() : p;
+}
+
+bool is_executable(const fs::path& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
+}
+
+}  // namespace
+
+RuntimeArgs parse_runtime_args(const std::vector<std::string>& args) {
+  RuntimeArgs r;
+  std::size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.empty() || a[0] != '-') break;
+    if (a.find('=') == std::string::npos && global_value_options().count(a)) ++i;
+  }
+  if (i >= args.size()) return r;
+  r.subcommand = args[i++];
+  if (r.subcommand != "create" && r.subcommand != "run") return r;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--bundle" || a == "-b") {
+      if (i + 1 < args.size()) r.bundle = args[++i];
+    } else if (a.compare(0, 9, "--bundle=") == 0) {
+      r.bundle = a.substr(9);
+    } else if (a.compare(0, 3, "-b=") == 0) {
+      r.bundle = a.substr(3);
+    }
+  }
+  return r;
+}
+
+std::string find_real_runtime(const std::vector<std::string>& candidates) {
+  const fs::path self = self_exe();
+  std::string path_env = std::getenv("PATH") ? std::getenv("PATH") : "";
+  if (path_env.empty()) path_env = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  for (const std::string& c : candidates) {
+    std::vector<fs::path> tries;
+    if (c.find('/') != std::string::npos) {
+      tries.emplace_back(c);
+    } else {
+      std::stringstream ss(path_env);
+      std::string dir;
+      while (std::getline(ss, dir, ':'))
+        if (!dir.empty()) tries.push_back(fs::path(dir) / c);
+    }
+    for (const fs::path& t : tries) {
+      if (!is_executable(t)) continue;
+      std::error_code ec;
+      if (!self.empty() && fs::equivalent(t, self, ec)) continue;
+      return t.string();
+    }
+  }
+  std::string list;
+  for (const auto& c : candidates) list += (list.empty() ? "" : ", ") + c;
+  throw Error("no real OCI runtime found (tried " + list + "): install runc or set \"runtimes\" in the gpu-run config",
+              ENOENT, kExitFailure);
+}
+
+bool prepare_bundle(const std::string& bundle_arg, const std::string& config_file) {
+  const Config config = load_config(config_file);
+  Logger log(config.log_file.string(), parse_log_level(config.log_level), "gpu-run-runtime");
+  std::error_code ec;
+  fs::path bundle = fs::absolute(bundle_arg, ec);
+  if (ec) bundle = bundle_arg;
+  nlohmann::json spec = load_spec(bundle);
+  const SpecFacts facts = spec_facts(spec, bundle);
+  const ContainerRequest request = container_request({}, facts);
+  const std::string who = "bundle=" + log_quote(bundle.string());
+  if (!facts.has_ipc_namespace) {
+    if (request.named_anything() || config.default_profile)
+      log.info(who + " action=leave reason=" + log_quote("no ipc namespace: the container uses the host's /dev/shm"));
+    return false;
+  }
+  const HostInfo host_info = probe_host();
+  HostFacts host{host_info.cpus, count_host_gpus(), host_info.mem_total};
+  ProfileStore store(profile_search_path({}, config, /*include_user=*/false));
+  ShmDecision d = decide_shm(request, facts, config, store, host);
+  if (!d.error.empty()) {
+    const bool must_fail = d.explicit_request || config.on_error == "fail";
+    log.log(must_fail ? LogLevel::kError : LogLevel::kWarn,
+            who + " action=" + (must_fail ? "fail" : "skip") + " " + describe(d));
+    if (must_fail) throw Error(d.error, 0, kExitFailure);
+    return false;
+  }
+  if (!d.act) return false;
+  int idx = find_shm_mount(spec);
+  std::string action;
+  if (idx >= 0 && facts.shm_type == std::string("tmpfs")) {
+    if (facts.shm_size && *facts.shm_size >= d.size && !d.size_explicit) {
+      log.info(who + " action=unchanged " + describe(d) + " before=" + engine_size(*facts.shm_size));
+      return false;
+    }
+    set_tmpfs_size(spec["mounts"][static_cast<std::size_t>(idx)], d.size);
+    action = "spec-size";
+  } else {
+    fs::path hook = config.hook_path;
+    if (hook.empty()) hook = self_exe().parent_path() / "gpu-run-hook";
+    if (!add_hook(spec, "createRuntime", hook.string(),
+                  {"gpu-run-hook", "--config", config_file, "createRuntime"})) {
+      log.info(who + " action=unchanged reason=" + log_quote("hook already present") + " " + describe(d));
+      return false;
+    }
+    action = "inject-hook";
+  }
+  write_file_atomic((bundle / "config.json").string(), spec.dump(), 0644);
+  log.info(who + " action=" + action + " " + describe(d));
+  return true;
+}
+
+void run_runtime(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  RuntimeArgs ra = parse_runtime_args(args);
+  const std::string config_file = config_path(std::nullopt).string();
+  std::vector<std::string> runtimes = {"runc"};
+  if (ra.subcommand == "create" || ra.subcommand == "run") {
+    prepare_bundle(ra.bundle.value_or("."), config_file);
+  }
+  runtimes = load_config(config_file).runtimes;
+  const std::string real = find_real_runtime(runtimes);
+  std::vector<char*> argv2(argv, argv + argc);
+  argv2.push_back(nullptr);
+  ::execv(real.c_str(), argv2.data());
+  throw system_error("exec " + real, errno);
+}
+
+}  // namespace gpurun

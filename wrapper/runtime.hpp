@@ -1,0 +1,30 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpurun {
+
+// What gpu-run-runtime needs from a runc command line.
+struct RuntimeArgs {
+  std::string subcommand;             // "create", "run", "start", ... ("" if none)
+  std::optional<std::string> bundle;  // --bundle X, --bundle=X, -b X, -b=X (create/run only)
+};
+
+// Reads runc's argv (without argv[0]): global options, then the subcommand and its options.
+RuntimeArgs parse_runtime_args(const std::vector<std::string>& args);
+
+// On create/run: sizes /dev/shm in <bundle>/config.json (tmpfs size=, or the hook injected
+// at createRuntime), atomically. Returns false when the spec was left unchanged. Throws Error
+// when an explicit request cannot be met (or on_error is fail).
+bool prepare_bundle(const std::string& bundle, const std::string& config_file);
+
+// Resolves the real runtime to exec: the first of the config's `runtimes` found (absolute
+// path or on PATH), never this binary itself. Throws Error when none is found.
+std::string find_real_runtime(const std::vector<std::string>& candidates);
+
+// gpu-run-runtime's flow; execs the real runtime (returns only by throwing).
+[[noreturn]] void run_runtime(int argc, char** argv);
+
+}  // namespace gpurun
