@@ -50,14 +50,14 @@ int run_hook(const HookOptions& o, std::string& error_line) {
   ProfileStore store(profile_search_path({}, config, /*include_user=*/false));
 
   // Read, but do not parse, what the runtime and the container control.
-  std::string state_text = read_bounded(o.state_fd, kMaxStateBytes, "OCI state on stdin");
-  if (o.sandbox) {
-    drop_capabilities();
-    install_seccomp();
-  }
-
+  std::string state_text;
   OciState state;
   try {
+    state_text = read_bounded(o.state_fd, kMaxStateBytes, "OCI state on stdin");
+    if (o.sandbox) {
+      drop_capabilities();
+      install_seccomp();
+    }
     state = parse_state(state_text);
   } catch (const Error& e) {
     log.error(std::string("stage=") + log_quote(o.stage) + " action=fail error=" + log_quote(e.what()));
