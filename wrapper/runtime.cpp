@@ -1,9 +1,11 @@
 #include "runtime.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -50,7 +52,16 @@ RuntimeArgs parse_runtime_args(const std::vector<std::string>& args) {
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a.empty() || a[0] != '-') break;
-    if (a.find('=') == std::string::npos && global_value_options().count(a)) ++i;
+    std::string name = a, value;
+    auto eq = a.find('=');
+    if (eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    } else if (global_value_options().count(a) && i + 1 < args.size()) {
+      value = args[++i];
+    }
+    if (name == "--log") r.log = value;
+    if (name == "--log-format") r.log_format = value;
   }
   if (i >= args.size()) return r;
   r.subcommand = args[i++];
@@ -146,15 +157,35 @@ bool prepare_bundle(const std::string& bundle_arg, const std::string& config_fil
   return true;
 }
 
+void report_runtime_error(const RuntimeArgs& args, const std::string& message) {
+  if (!args.log || args.log->empty()) return;
+  char stamp[40];
+  std::time_t now = std::time(nullptr);
+  struct tm tm {};
+  ::gmtime_r(&now, &tm);
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  std::string line;
+  if (args.log_format == "json") {
+    line = nlohmann::json{{"level", "error"}, {"msg", "gpu-run: " + message}, {"time", stamp}}.dump() + "\n";
+  } else {
+    line = std::string("time=\"") + stamp + "\" level=error msg=" + log_quote("gpu-run: " + message) + "\n";
+  }
+  UniqueFd fd(::open(args.log->c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600));
+  if (fd) (void)!::write(fd.get(), line.data(), line.size());
+}
+
 void run_runtime(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   RuntimeArgs ra = parse_runtime_args(args);
   const std::string config_file = config_path(std::nullopt).string();
-  std::vector<std::string> runtimes = {"runc"};
-  if (ra.subcommand == "create" || ra.subcommand == "run") {
-    prepare_bundle(ra.bundle.value_or("."), config_file);
+  std::vector<std::string> runtimes;
+  try {
+    if (ra.subcommand == "create" || ra.subcommand == "run") prepare_bundle(ra.bundle.value_or("."), config_file);
+    runtimes = load_config(config_file).runtimes;
+  } catch (const Error& e) {
+    report_runtime_error(ra, e.what());
+    throw;
   }
-  runtimes = load_config(config_file).runtimes;
   const std::string real = find_real_runtime(runtimes);
   std::vector<char*> argv2(argv, argv + argc);
   argv2.push_back(nullptr);

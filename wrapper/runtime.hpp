@@ -10,7 +10,13 @@ namespace gpurun {
 struct RuntimeArgs {
   std::string subcommand;             // "create", "run", "start", ... ("" if none)
   std::optional<std::string> bundle;  // --bundle X, --bundle=X, -b X, -b=X (create/run only)
+  std::optional<std::string> log;     // runc's global --log FILE
+  std::string log_format = "text";    // runc's global --log-format text|json
 };
+
+// Writes an error where runc would: to the --log file in its format (containerd-shim
+// reads it to tell `docker run` why the create failed). Never throws.
+void report_runtime_error(const RuntimeArgs& args, const std::string& message);
 
 // Reads runc's argv (without argv[0]): global options, then the subcommand and its options.
 RuntimeArgs parse_runtime_args(const std::vector<std::string>& args);
