@@ -158,9 +158,8 @@ std::uint64_t sample_bytes(const Profile& profile) {
 
 bool is_valid_profile_name(const std::string& name) {
   static const std::regex pattern("([a-z0-9][a-z0-9._-]{0,62}/)?[a-z0-9][a-z0-9._-]{0,62}");
-  if (!std::regex_match(name, pattern)) return false;
-  // "a..b" is a legal part, but ".." never reaches the file system as a component.
-  return name.find("..") == std::string::npos;
+  // Each part starts with [a-z0-9], so "." and ".." can never be a path component.
+  return std::regex_match(name, pattern);
 }
 
 json parse_profile_document(const std::string& text, const std::string& source) {

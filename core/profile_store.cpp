@@ -45,7 +45,7 @@ bool is_schema_file(const fs::path& file) {
 }
 
 bool looks_like_path(const std::string& s) {
-  return s.find('/') != std::string::npos && (s.size() > 5 && s.compare(s.size() - 5, 5, ".json") == 0);
+  return s.size() > 5 && s.compare(s.size() - 5, 5, ".json") == 0;
 }
 
 }  // namespace
@@ -71,13 +71,21 @@ std::string read_small_file(const fs::path& path, std::size_t max_bytes, const s
 
 ProfileStore::ProfileStore(std::vector<fs::path> dirs) : dirs_(std::move(dirs)) {}
 
-std::optional<fs::path> ProfileStore::find(const std::string& name) const {
+std::optional<fs::path> ProfileStore::find(const std::string& name, const fs::path& below) const {
   if (!is_valid_profile_name(name) || is_schema_file(name + ".json")) return std::nullopt;
+  bool searching = below.empty();
   for (const fs::path& dir : dirs_) {
     fs::path candidate = dir / (name + ".json");
+    if (!searching) {
+      std::error_code ec;
+      searching = fs::equivalent(candidate, below, ec);
+      continue;
+    }
     struct stat st {};
     if (::stat(candidate.c_str(), &st) == 0) return candidate;
   }
+  // `below` is not on the path (a profile given as a file): search the whole path.
+  if (!searching) return find(name);
   return std::nullopt;
 }
 
@@ -134,7 +142,9 @@ Profile ProfileStore::load_chain(const fs::path& path, const std::string& displa
     chain.push_back(current);
     if (!doc.contains("extends")) break;
     const std::string parent = doc["extends"].get<std::string>();
-    auto parent_path = find(parent);
+    // "extends" of the profile's own name means the same profile further down the path.
+    const bool self = parent == current.stem().string() || (current.parent_path().filename() / current.stem()) == parent;
+    auto parent_path = find(parent, self ? current : fs::path());
     if (!parent_path)
       throw Error(current.string() + ": key 'extends': unknown parent profile '" + parent + "'");
     current = *parent_path;

@@ -28,8 +28,10 @@ class ProfileStore {
 
   const std::vector<fs::path>& dirs() const { return dirs_; }
 
-  // The file for a profile name, or nullopt. The name must be valid.
-  std::optional<fs::path> find(const std::string& name) const;
+  // The file for a profile name, or nullopt. The name must be valid. With `below`, only
+  // directories after the one holding `below` are searched (a profile that extends its
+  // own name overrides the one further down the path).
+  std::optional<fs::path> find(const std::string& name, const fs::path& below = {}) const;
 
   // Loads and merges a profile by name, or by a path to a .json file when
   // `allow_path` (a person's command line, never a container's input).

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# gpu-run-hook through podman's hooks.d: `gpu-run-ctl configure podman --hooks-dir DIR`
+# installs the hook, then `podman --hooks-dir DIR run --annotation gpu-run.profile=...`
+# gets its /dev/shm (podman's own tmpfs, bind-mounted in) resized.
+set -u
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/oci_lib.sh"
+it_require_root
+it_require_cmd podman runc conmon jq
+CTL=$BIN_DIR/gpu-run-ctl
+[[ -x $CTL ]] || it_die "$CTL is not built"
+
+work=$(it_tmpdir)
+it_on_exit rm -rf "$work"
+cfg=$work/config.json
+log=$work/gpu-run.log
+printf '{"log_file": "%s"}\n' "$log" >"$cfg"
+hooks=$work/hooks.d
+mkdir -p "$hooks"
+"$CTL" configure podman --hooks-dir "$hooks" --config "$cfg" >/dev/null
+assert_eq 0 $? "gpu-run-ctl configure podman writes the hooks.d file"
+assert_eq "$HOOK" "$(jq -r .hook.path "$hooks/gpu-run.json")" "the hooks.d file names the built hook"
+"$CTL" configure podman --hooks-dir "$hooks" --config "$cfg" >/dev/null
+assert_eq 1 "$(ls "$hooks" | wc -l)" "configure podman is idempotent"
+
+p=$(it_tmpdir)
+it_on_exit it_podman_cleanup "$p"
+it_podman_env "$p"
+it_podman_image gr-busybox
+shm_kib() { podman --hooks-dir "$hooks" run --rm "$@" gr-busybox sh -c 'df -k /dev/shm | tail -n 1' | awk '{print $2}'; }
+
+assert_eq "$(expected_kib imagenet 2)" "$(shm_kib --annotation gpu-run.profile=imagenet --annotation gpu-run.gpus=2)" \
+  "podman --annotation gpu-run.profile=imagenet --annotation gpu-run.gpus=2"
+assert_contains "$(tail -n 1 "$log")" "action=resized" "the hook resized podman's shm tmpfs"
+assert_eq 307200 "$(shm_kib --annotation gpu-run.shm-size=300m)" "podman --annotation gpu-run.shm-size=300m"
+assert_eq 64000 "$(shm_kib)" "no annotation: the hook does not run (podman's default 65536000 bytes)"
+
+out=$(podman --hooks-dir "$hooks" run --rm --annotation gpu-run.profile=imagenett gr-busybox true 2>&1)
+rc=$?
+((rc != 0)) && it_pass "unknown profile: podman run fails (exit $rc)" || it_fail "unknown profile: podman run succeeded"
+assert_contains "$out" "unknown profile 'imagenett'" "podman shows the hook's message"
+it_done

@@ -1,0 +1,357 @@
+#include "profile.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "error.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+using nlohmann::json;
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string parse_error(const std::string& text, const std::string& source = "team/x.json") {
+  return error_of([&] { parse_profile_document(text, source); });
+}
+
+// Every key a profile must have once merged, spelled as a user would.
+const char* const kComplete = R"({
+  "name": "imagenet",
+  "description": "test",
+  "fields": [
+    {"name": "image", "shape": [3, 224, 224], "dtype": "float32"},
+    {"name": "label", "shape": [], "dtype": "int64"}
+  ],
+  "batch_size": 64,
+  "workers_per_gpu": "auto",
+  "prefetch_factor": 2,
+  "pin_memory": true,
+  "headroom": 1.25,
+  "nccl_reserve": "1g",
+  "min_shm": "256m",
+  "max_shm": "256g"
+})";
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
+
+TEST(DtypeSize, PyTorchNames) {
+  EXPECT_EQ(dtype_size("float64"), 8u);
+  EXPECT_EQ(dtype_size("float32"), 4u);
+  EXPECT_EQ(dtype_size("float16"), 2u);
+  EXPECT_EQ(dtype_size("bfloat16"), 2u);
+  EXPECT_EQ(dtype_size("int64"), 8u);
+  EXPECT_EQ(dtype_size("int32"), 4u);
+  EXPECT_EQ(dtype_size("int16"), 2u);
+  EXPECT_EQ(dtype_size("int8"), 1u);
+  EXPECT_EQ(dtype_size("uint8"), 1u);
+  EXPECT_EQ(dtype_size("bool"), 1u);
+  EXPECT_THROW(dtype_size("float"), Error);
+  EXPECT_THROW(dtype_size("Float32"), Error);
+}
+
+TEST(ProfileDocument, CompleteDocumentParses) {
+  json doc = parse_profile_document(kComplete, "imagenet.json");
+  EXPECT_EQ(doc["batch_size"], 64);
+  Profile p = profile_from_document(doc, "imagenet.json");
+  EXPECT_EQ(p.name, "imagenet");
+  ASSERT_EQ(p.fields.size(), 2u);
+  EXPECT_EQ(p.fields[0].name, "image");
+  EXPECT_EQ(p.fields[0].shape, (std::vector<std::uint64_t>{3, 224, 224}));
+  EXPECT_EQ(p.fields[0].dtype, "float32");
+  EXPECT_TRUE(p.fields[1].shape.empty());
+  EXPECT_FALSE(p.sample_bytes.has_value());
+  EXPECT_EQ(p.batch_size, 64u);
+  EXPECT_FALSE(p.workers_per_gpu.has_value());  // "auto"
+  EXPECT_EQ(p.prefetch_factor, 2u);
+  EXPECT_TRUE(p.pin_memory);
+  EXPECT_DOUBLE_EQ(p.headroom, 1.25);
+  EXPECT_EQ(p.nccl_reserve, 1073741824u);
+  EXPECT_EQ(p.min_shm, 268435456u);
+  EXPECT_EQ(p.max_shm, 274877906944u);  // 256 * 1024^3
+  EXPECT_FALSE(p.calibration.has_value());
+  // 3*224*224 float32 = 150528 * 4 = 602112 bytes, + one int64 label = 602120.
+  EXPECT_EQ(sample_bytes(p), 602120u);
+}
+
+TEST(ProfileDocument, OnlyTheKeysTheFileSets) {
+  json doc = parse_profile_document(R"({"extends": "default", "batch_size": 8})", "a.json");
+  EXPECT_EQ(doc.size(), 2u);
+}
+
+TEST(ProfileDocument, UnknownKeyNamesFileAndKey) {
+  std::string m = parse_error(R"({"batch_size": 64, "batchsize": 64})");
+  EXPECT_EQ(m.rfind("team/x.json: key 'batchsize': unknown key", 0), 0u) << m;
+}
+
+TEST(ProfileDocument, WrongTypesNameTheKey) {
+  struct Case {
+    const char* text;
+    const char* key;
+  } cases[] = {
+      {R"({"batch_size": "64"})", "'batch_size'"},
+      {R"({"batch_size": 0})", "'batch_size'"},
+      {R"({"batch_size": -1})", "'batch_size'"},
+      {R"({"batch_size": 1.5})", "'batch_size'"},
+      {R"({"batch_size": 2000000})", "'batch_size'"},
+      {R"({"prefetch_factor": 0})", "'prefetch_factor'"},
+      {R"({"workers_per_gpu": "many"})", "'workers_per_gpu'"},
+      {R"({"workers_per_gpu": -1})", "'workers_per_gpu'"},
+      {R"({"workers_per_gpu": 1025})", "'workers_per_gpu'"},
+      {R"({"pin_memory": 1})", "'pin_memory'"},
+      {R"({"pin_memory": "true"})", "'pin_memory'"},
+      {R"({"headroom": 0.5})", "'headroom'"},
+      {R"({"headroom": 17})", "'headroom'"},
+      {R"({"headroom": "1.25"})", "'headroom'"},
+      {R"({"nccl_reserve": true})", "'nccl_reserve'"},
+      {R"({"min_shm": "2x"})", "'min_shm'"},
+      {R"({"max_shm": -5})", "'max_shm'"},
+      {R"({"description": 3})", "'description'"},
+      {R"({"name": "Bad Name"})", "'name'"},
+      {R"({"extends": "../etc/passwd"})", "'extends'"},
+      {R"({"schema": 2})", "'schema'"},
+      {R"({"sample_bytes": 0})", "'sample_bytes'"},
+      {R"({"sample_bytes": "0"})", "'sample_bytes'"},
+      {R"({"sample_bytes": [1]})", "'sample_bytes'"},
+      {R"({"fields": []})", "'fields'"},
+      {R"({"fields": {"name": "x"}})", "'fields'"},
+      {R"({"calibration": 5})", "'calibration'"},
+  };
+  for (const auto& c : cases) {
+    std::string m = parse_error(c.text);
+    EXPECT_EQ(m.rfind("team/x.json: key ", 0), 0u) << c.text << " -> " << m;
+    EXPECT_CONTAINS(m, c.key);
+    EXPECT_CONTAINS(m, "expected");
+  }
+}
+
+TEST(ProfileDocument, AcceptedValueForms) {
+  EXPECT_NO_THROW(parse_profile_document(R"({"workers_per_gpu": 0})", "a.json"));
+  EXPECT_NO_THROW(parse_profile_document(R"({"workers_per_gpu": "auto"})", "a.json"));
+  EXPECT_NO_THROW(parse_profile_document(R"({"headroom": 1})", "a.json"));
+  EXPECT_NO_THROW(parse_profile_document(R"({"min_shm": 0, "max_shm": 1048576})", "a.json"));
+  EXPECT_NO_THROW(parse_profile_document(R"({"sample_bytes": "1.5k"})", "a.json"));
+  EXPECT_NO_THROW(parse_profile_document(R"({"schema": 1, "$schema": "profile.schema.json"})", "a.json"));
+  EXPECT_NO_THROW(parse_profile_document(R"({"name": "vision/resnet50"})", "a.json"));
+}
+
+TEST(ProfileDocument, MalformedJsonGivesLineAndColumn) {
+  // Line 3 lacks the comma after 64: the parser stops at the string that follows it.
+  const std::string text =
+      "{\n"
+      "  \"name\": \"x\",\n"
+      "  \"batch_size\": 64 \"pin_memory\": true\n"
+      "}\n";
+  std::string m = parse_error(text, "/p/x.json");
+  ASSERT_EQ(m.rfind("/p/x.json:3:", 0), 0u) << m;
+  // The unexpected token "pin_memory" spans columns 20..31 of line 3.
+  int column = std::stoi(m.substr(std::string("/p/x.json:3:").size()));
+  EXPECT_GE(column, 20) << m;
+  EXPECT_LE(column, 32) << m;
+  EXPECT_CONTAINS(m, "malformed JSON");
+}
+
+TEST(ProfileDocument, MalformedJsonOnFirstLineAndTruncated) {
+  std::string m = parse_error("{\"a\": }", "x.json");
+  EXPECT_EQ(m.rfind("x.json:1:", 0), 0u) << m;
+  m = parse_error("{\n\"batch_size\": 1,\n", "x.json");
+  EXPECT_EQ(m.rfind("x.json:3:", 0), 0u) << m;  // end of input after the newline on line 2
+  m = parse_error("", "x.json");
+  EXPECT_EQ(m.rfind("x.json:1:1:", 0), 0u) << m;
+}
+
+TEST(ProfileDocument, TopLevelMustBeAnObject) {
+  EXPECT_CONTAINS(parse_error("[1, 2]"), "JSON object");
+  EXPECT_CONTAINS(parse_error("\"imagenet\""), "JSON object");
+}
+
+TEST(ProfileFields, Validation) {
+  auto with_fields = [](const std::string& fields) { return parse_error("{\"fields\": " + fields + "}"); };
+  std::string m = with_fields(R"([{"name": "image", "shape": [3], "dtype": "float128"}])");
+  EXPECT_CONTAINS(m, "'fields[0].dtype'");
+  EXPECT_CONTAINS(m, "float32");  // lists the valid names
+  m = with_fields(R"([{"name": "a", "shape": [1], "dtype": "int8"}, {"name": "b", "shape": [3, -224], "dtype": "int8"}])");
+  EXPECT_CONTAINS(m, "'fields[1].shape[1]'");
+  m = with_fields(R"([{"name": "a", "shape": [0], "dtype": "int8"}])");
+  EXPECT_CONTAINS(m, "'fields[0].shape[0]'");
+  m = with_fields(R"([{"name": "a", "shape": [2.5], "dtype": "int8"}])");
+  EXPECT_CONTAINS(m, "'fields[0].shape[0]'");
+  m = with_fields(R"([{"name": "a", "shape": 3, "dtype": "int8"}])");
+  EXPECT_CONTAINS(m, "'fields[0].shape'");
+  m = with_fields(R"([{"name": "a", "shape": [1,1,1,1,1,1,1,1,1], "dtype": "int8"}])");
+  EXPECT_CONTAINS(m, "'fields[0].shape'");
+  // 2^30 * 2^30 elements in one sample is not a real workload.
+  m = with_fields(R"([{"name": "a", "shape": [1073741824, 1073741824], "dtype": "int8"}])");
+  EXPECT_CONTAINS(m, "'fields[0].shape'");
+  m = with_fields(R"([{"name": "x", "shape": [1], "dtype": "int8"}, {"name": "x", "shape": [2], "dtype": "int8"}])");
+  EXPECT_CONTAINS(m, "'fields[1].name'");
+  EXPECT_CONTAINS(m, "duplicate field name 'x'");
+  m = with_fields(R"([{"name": "", "shape": [1], "dtype": "int8"}])");
+  EXPECT_CONTAINS(m, "'fields[0].name'");
+  m = with_fields(R"([{"shape": [1], "dtype": "int8"}])");
+  EXPECT_CONTAINS(m, "'fields[0].name'");
+  m = with_fields(R"([{"name": "a", "shape": [1], "dtype": "int8", "layout": "nchw"}])");
+  EXPECT_CONTAINS(m, "'fields[0].layout'");
+  EXPECT_CONTAINS(m, "unknown key");
+  m = with_fields(R"([{"name": "a", "shape": [1]}])");
+  EXPECT_CONTAINS(m, "'fields[0].dtype'");
+  m = with_fields(R"(["image"])");
+  EXPECT_CONTAINS(m, "'fields[0]'");
+}
+
+TEST(ProfileDocument, FieldsAndSampleBytesExcludeEachOther) {
+  std::string m = parse_error(R"({"fields": [{"name": "a", "shape": [], "dtype": "int8"}], "sample_bytes": 10})");
+  EXPECT_CONTAINS(m, "team/x.json");
+  EXPECT_CONTAINS(m, "'fields'");
+  EXPECT_CONTAINS(m, "'sample_bytes'");
+}
+
+TEST(ProfileDocument, Calibration) {
+  EXPECT_NO_THROW(parse_profile_document(
+      R"({"calibration": {"peak_shm": "400m", "workers": 4, "batch_size": 64, "gpus": 1, "prefetch_factor": 2,
+          "pin_memory": true, "measured_at": "2024-01-01T00:00:00Z"}})",
+      "a.json"));
+  std::string m = parse_error(R"({"calibration": {"workers": 4, "batch_size": 64, "gpus": 1, "prefetch_factor": 2}})");
+  EXPECT_CONTAINS(m, "'calibration.peak_shm'");
+  EXPECT_CONTAINS(m, "missing");
+  m = parse_error(R"({"calibration": {"peak_shm": 1, "workers": 4, "batch_size": 64, "gpus": 1, "prefetch_factor": 2, "when": "x"}})");
+  EXPECT_CONTAINS(m, "'calibration.when'");
+  m = parse_error(R"({"calibration": {"peak_shm": 1, "workers": 4, "batch_size": 0, "gpus": 1, "prefetch_factor": 2}})");
+  EXPECT_CONTAINS(m, "'calibration.batch_size'");
+  m = parse_error(R"({"calibration": {"peak_shm": "lots", "workers": 4, "batch_size": 1, "gpus": 1, "prefetch_factor": 2}})");
+  EXPECT_CONTAINS(m, "'calibration.peak_shm'");
+}
+
+TEST(ProfileMerge, ChildKeysWinAndParentKeysStay) {
+  json parent = parse_profile_document(kComplete, "p.json");
+  json child = parse_profile_document(R"({"name": "c", "extends": "imagenet", "batch_size": 8})", "c.json");
+  json merged = merge_profile_documents(parent, child);
+  EXPECT_EQ(merged["batch_size"], 8);
+  EXPECT_EQ(merged["name"], "c");
+  EXPECT_EQ(merged["nccl_reserve"], "1g");
+  EXPECT_EQ(merged["fields"], parent["fields"]);
+}
+
+TEST(ProfileMerge, ChildFieldsReplaceParentSampleBytes) {
+  json parent = {{"sample_bytes", 1000}, {"batch_size", 4}};
+  json child = {{"fields", json::array({{{"name", "a"}, {"shape", json::array({2})}, {"dtype", "int8"}}})}};
+  json merged = merge_profile_documents(parent, child);
+  EXPECT_FALSE(merged.contains("sample_bytes"));
+  EXPECT_TRUE(merged.contains("fields"));
+  EXPECT_EQ(merged["batch_size"], 4);
+}
+
+TEST(ProfileMerge, ChildSampleBytesReplaceParentFields) {
+  json parent = parse_profile_document(kComplete, "p.json");
+  json merged = merge_profile_documents(parent, json{{"sample_bytes", "1m"}});
+  EXPECT_FALSE(merged.contains("fields"));
+  Profile p = profile_from_document(merged, "c.json");
+  EXPECT_EQ(p.sample_bytes, std::optional<std::uint64_t>(1048576));
+  EXPECT_TRUE(p.fields.empty());
+  EXPECT_EQ(sample_bytes(p), 1048576u);
+}
+
+TEST(ProfileMerge, CalibrationIsNotInherited) {
+  json parent = parse_profile_document(kComplete, "p.json");
+  parent["calibration"] = {{"peak_shm", "400m"}, {"workers", 4}, {"batch_size", 64}, {"gpus", 1},
+                           {"prefetch_factor", 2}};
+  json merged = merge_profile_documents(parent, json{{"batch_size", 32}});
+  EXPECT_FALSE(merged.contains("calibration"));
+  EXPECT_FALSE(profile_from_document(merged, "c.json").calibration.has_value());
+  // The child's own measurement is kept.
+  json own = merge_profile_documents(parent, json{{"calibration", parent["calibration"]}});
+  ASSERT_TRUE(own.contains("calibration"));
+  Profile p = profile_from_document(own, "c.json");
+  ASSERT_TRUE(p.calibration.has_value());
+  EXPECT_EQ(p.calibration->peak_shm, 419430400u);  // 400 * 1048576
+  EXPECT_EQ(p.calibration->workers, 4u);
+  EXPECT_TRUE(p.calibration->pin_memory);  // defaults to the profile's pin_memory
+}
+
+TEST(ProfileFromDocument, MissingRequiredKeyNamesIt) {
+  json doc = parse_profile_document(kComplete, "p.json");
+  for (const char* key : {"batch_size", "prefetch_factor", "workers_per_gpu", "pin_memory", "headroom",
+                          "nccl_reserve", "min_shm", "max_shm"}) {
+    json d = doc;
+    d.erase(key);
+    std::string m = error_of([&] { profile_from_document(d, "/x/p.json"); });
+    EXPECT_CONTAINS(m, "/x/p.json");
+    EXPECT_CONTAINS(m, std::string("'") + key + "'");
+    EXPECT_CONTAINS(m, "missing");
+  }
+  json d = doc;
+  d.erase("fields");
+  EXPECT_CONTAINS(error_of([&] { profile_from_document(d, "p.json"); }), "'fields'");
+}
+
+TEST(ProfileFromDocument, MinAboveMaxIsAnError) {
+  json doc = parse_profile_document(kComplete, "p.json");
+  doc["min_shm"] = "2g";
+  doc["max_shm"] = "1g";
+  std::string m = error_of([&] { profile_from_document(doc, "p.json"); });
+  EXPECT_CONTAINS(m, "'min_shm'");
+  EXPECT_CONTAINS(m, "2GiB");
+  EXPECT_CONTAINS(m, "1GiB");
+}
+
+TEST(ProfileToJson, RoundTrips) {
+  json doc = parse_profile_document(kComplete, "p.json");
+  doc["workers_per_gpu"] = 3;
+  doc["calibration"] = {{"peak_shm", "400m"}, {"workers", 4}, {"batch_size", 64}, {"gpus", 2},
+                        {"prefetch_factor", 2}, {"pin_memory", false}, {"measured_at", "then"}};
+  Profile a = profile_from_document(doc, "p.json");
+  json out = profile_to_json(a);
+  // What profile_to_json writes must itself be a valid profile document.
+  Profile b = profile_from_document(parse_profile_document(out.dump(), "out.json"), "out.json");
+  EXPECT_EQ(b.name, a.name);
+  EXPECT_EQ(b.fields.size(), a.fields.size());
+  EXPECT_EQ(b.workers_per_gpu, std::optional<std::uint64_t>(3));
+  EXPECT_EQ(b.nccl_reserve, a.nccl_reserve);
+  EXPECT_EQ(b.min_shm, a.min_shm);
+  EXPECT_EQ(b.max_shm, a.max_shm);
+  ASSERT_TRUE(b.calibration.has_value());
+  EXPECT_EQ(b.calibration->peak_shm, 419430400u);
+  EXPECT_EQ(b.calibration->gpus, 2u);
+  EXPECT_FALSE(b.calibration->pin_memory);
+  EXPECT_EQ(b.calibration->measured_at, "then");
+  EXPECT_EQ(out["workers_per_gpu"], 3);
+  EXPECT_EQ(out["nccl_reserve"], "1024m");
+}
+
+TEST(ProfileName, Valid) {
+  for (const char* n : {"imagenet", "multi-gpu", "vision/resnet50", "a", "0", "v1.2_x-y", "team/a.b",
+                        "nlp/bert-large"}) {
+    EXPECT_TRUE(is_valid_profile_name(n)) << n;
+  }
+  EXPECT_TRUE(is_valid_profile_name(std::string(63, 'a')));                           // 1 + 62
+  EXPECT_TRUE(is_valid_profile_name(std::string(63, 'a') + "/" + std::string(63, 'b')));
+}
+
+TEST(ProfileName, Invalid) {
+  for (const char* n : {"", "..", ".", "../x", "x/..", "x/../y", "/etc/passwd", "a/b/c", "ImageNet", "imageNet",
+                        "-x", ".hidden", "_x", "a/", "/a", "a//b", "a b", "a\\b", "team/.x", "x.json/"}) {
+    EXPECT_FALSE(is_valid_profile_name(n)) << n;
+  }
+  EXPECT_FALSE(is_valid_profile_name(std::string(64, 'a')));
+  EXPECT_FALSE(is_valid_profile_name("team/" + std::string(64, 'a')));
+  EXPECT_FALSE(is_valid_profile_name(std::string(64, 'a') + "/x"));
+  EXPECT_FALSE(is_valid_profile_name(std::string("a\0b", 3)));
+  EXPECT_FALSE(is_valid_profile_name("a\n"));
+}
+
+}  // namespace
+}  // namespace gpurun

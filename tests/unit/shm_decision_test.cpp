@@ -1,0 +1,153 @@
+#include "shm_decision.hpp"
+
+#include <gtest/gtest.h>
+
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+class ShmDecisionTest : public ::testing::Test {
+ protected:
+  ProfileStore store_{{GPU_RUN_SOURCE_PROFILES}};
+  Config config_;
+  HostFacts host_{2, 0, 24 * kGiB};
+
+  SpecFacts spec_with_env(std::map<std::string, std::string> env) {
+    SpecFacts s;
+    s.env = std::move(env);
+    s.has_ipc_namespace = true;
+    return s;
+  }
+  ShmDecision decide(const SpecFacts& spec, std::map<std::string, std::string> state_annotations = {}) {
+    return decide_shm(container_request(state_annotations, spec), spec, config_, store_, host_);
+  }
+};
+
+TEST_F(ShmDecisionTest, NothingNamedAndNoDefaultLeavesAlone) {
+  ShmDecision d = decide(spec_with_env({{"PATH", "/bin"}}));
+  EXPECT_FALSE(d.act);
+  EXPECT_FALSE(d.explicit_request);
+  EXPECT_TRUE(d.error.empty());
+}
+
+TEST_F(ShmDecisionTest, DefaultProfileApplies) {
+  config_.default_profile = "mnist";
+  ShmDecision d = decide(spec_with_env({}));
+  EXPECT_TRUE(d.act);
+  EXPECT_FALSE(d.explicit_request);
+  EXPECT_EQ(d.source, "default");
+  EXPECT_EQ(d.profile, "mnist");
+  // mnist: 1 worker, tiny batches -> min_shm 128m.
+  EXPECT_EQ(d.size, 128 * kMiB);
+}
+
+TEST_F(ShmDecisionTest, AnnotationsWinOverEnvAndStateOverSpec) {
+  SpecFacts spec = spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}});
+  spec.annotations["gpu-run.profile"] = "cifar";
+  ContainerRequest r = container_request({}, spec);
+  EXPECT_EQ(r.profile, "cifar");
+  EXPECT_EQ(r.source, "annotation");
+  r = container_request({{"gpu-run.profile", "medical"}}, spec);
+  EXPECT_EQ(r.profile, "medical");
+  spec.env["GPU_RUN_GPUS"] = "2";
+  r = container_request({}, spec);
+  EXPECT_EQ(r.source, "annotation+env");
+}
+
+TEST_F(ShmDecisionTest, ImagenetTwoGpusMatchesTheModel) {
+  ShmDecision d = decide(spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}, {"GPU_RUN_GPUS", "2"}}));
+  ASSERT_TRUE(d.act) << d.error;
+  // 2 CPUs / 2 ranks -> 1 worker. batch = pageup(64*3*224*224*4) + pageup(64*8) = 38535168 + 4096.
+  // per_rank = (2*1+1) * 38539264 = 115617792; 1.25 * (2*115617792 + 1073741824) = 1631221760 -> 1556 MiB.
+  EXPECT_EQ(d.size, 1556 * kMiB);
+  EXPECT_EQ(d.workers, 1u);
+  EXPECT_EQ(d.gpus, 2u);
+}
+
+TEST_F(ShmDecisionTest, GpusFromNvidiaVisibleDevicesAndDevices) {
+  ShmDecision d = decide(spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}, {"NVIDIA_VISIBLE_DEVICES", "0,1,2"}}));
+  EXPECT_EQ(d.gpus, 3u);
+  d = decide(spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}, {"NVIDIA_VISIBLE_DEVICES", "none"}}));
+  EXPECT_EQ(d.gpus, 0u);
+  SpecFacts spec = spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}, {"NVIDIA_VISIBLE_DEVICES", "all"}});
+  spec.gpu_devices = 4;
+  EXPECT_EQ(decide(spec).gpus, 4u);
+  spec = spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}});
+  spec.gpu_devices = 2;
+  EXPECT_EQ(decide(spec).gpus, 2u);
+}
+
+TEST_F(ShmDecisionTest, ExplicitSize) {
+  ShmDecision d = decide(spec_with_env({{"GPU_RUN_SHM_SIZE", "2g"}}));
+  EXPECT_TRUE(d.act);
+  EXPECT_TRUE(d.size_explicit);
+  EXPECT_EQ(d.size, 2 * kGiB);
+  SpecFacts spec = spec_with_env({});
+  spec.annotations["io.kubernetes.cri-o.ShmSize"] = "300m";
+  EXPECT_EQ(decide(spec).size, 300 * kMiB);
+}
+
+TEST_F(ShmDecisionTest, BadInputsAreErrorsNotThrows) {
+  struct Case {
+    const char* key;
+    std::string value;
+    const char* expect;
+  };
+  const std::vector<Case> cases = {
+      {"gpu-run.shm-size", "99999999t", "too large"},
+      {"gpu-run.shm-size", "-1g", "negative"},
+      {"gpu-run.shm-size", "100k", "below 1MiB"},
+      {"gpu-run.shm-size", "1t", "more than this host's memory"},
+      {"gpu-run.profile", "../../etc/passwd", "not a valid profile name"},
+      {"gpu-run.profile", "/tmp/x.json", "not a valid profile name"},
+      {"gpu-run.profile", std::string("imagenet\0x", 10), "not a valid profile name"},
+      {"gpu-run.profile", std::string(5000, 'a'), "too long"},
+      {"gpu-run.profile", "imagenett", "did you mean imagenet"},
+      {"gpu-run.gpus", "2x", "invalid number"},
+      {"gpu-run.workers", "-3", "negative"},
+      {"gpu-run.batch-size", "0", "at least 1"},
+  };
+  for (const Case& c : cases) {
+    ShmDecision d = decide(spec_with_env({}), {{c.key, c.value}});
+    EXPECT_FALSE(d.act) << c.key << "=" << c.value.substr(0, 20);
+    EXPECT_TRUE(d.explicit_request);
+    EXPECT_NE(d.error.find(c.expect), std::string::npos) << c.key << ": " << d.error;
+  }
+}
+
+TEST_F(ShmDecisionTest, MemoryLimitBoundsThePlanAndExplicitSizes) {
+  SpecFacts spec = spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}, {"GPU_RUN_GPUS", "2"}});
+  spec.memory_limit = 512 * kMiB;
+  ShmDecision d = decide(spec);
+  EXPECT_FALSE(d.act);
+  EXPECT_NE(d.error.find("does not fit the memory limit"), std::string::npos) << d.error;
+  spec = spec_with_env({{"GPU_RUN_SHM_SIZE", "400m"}});
+  spec.memory_limit = 512 * kMiB;
+  d = decide(spec);
+  EXPECT_NE(d.error.find("memory limit"), std::string::npos) << d.error;
+  spec.memory_limit = 1 * kGiB;
+  EXPECT_TRUE(decide(spec).act);
+}
+
+TEST_F(ShmDecisionTest, CpusOfTheContainerDriveAutoWorkers) {
+  host_.cpus = 16;
+  SpecFacts spec = spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}});
+  spec.cpu_quota = 4.0;
+  EXPECT_EQ(decide(spec).workers, 4u);
+  spec.cpu_quota.reset();
+  spec.cpuset_cpus = 6;
+  EXPECT_EQ(decide(spec).workers, 6u);
+  spec.cpuset_cpus.reset();
+  EXPECT_EQ(decide(spec).workers, 12u);  // bounded by batch_size/8+4 = 12
+}
+
+TEST_F(ShmDecisionTest, DescribeIsOneLine) {
+  ShmDecision d = decide(spec_with_env({}), {{"gpu-run.profile", "bad\nname"}});
+  std::string line = describe(d);
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  EXPECT_NE(line.find("error="), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpurun

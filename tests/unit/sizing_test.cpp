@@ -1,0 +1,358 @@
+#include "sizing.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <limits>
+#include <set>
+#include <string>
+
+#include "error.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+#define EXPECT_CONTAINS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
+
+constexpr std::uint64_t MiB = 1048576;
+constexpr std::uint64_t GiB = 1073741824;
+
+// ImageNet-like: 3x224x224 float32 image + int64 label, batch 64, auto workers,
+// prefetch 2, pin_memory, headroom 1.25, nccl 1 GiB, shm in [256 MiB, 256 GiB].
+Profile imagenet_like() {
+  Profile p;
+  p.name = "test";
+  p.fields = {{"image", {3, 224, 224}, "float32"}, {"label", {}, "int64"}};
+  p.batch_size = 64;
+  p.prefetch_factor = 2;
+  p.pin_memory = true;
+  p.headroom = 1.25;
+  p.nccl_reserve = GiB;
+  p.min_shm = 256 * MiB;
+  p.max_shm = 256 * GiB;
+  return p;
+}
+
+SizingRequest request(unsigned gpus, std::optional<std::uint64_t> workers, unsigned cpus = 8) {
+  SizingRequest r;
+  r.gpus = gpus;
+  r.workers = workers;
+  r.cpus = cpus;
+  return r;
+}
+
+// Batch of 64 for imagenet_like():
+//   image: 64 * 3*224*224 * 4 = 64 * 602112 = 38,535,168 = 9408 pages exactly
+//   label: 64 * 8 = 512 -> one page, 4096
+//   batch_bytes = 38,539,264
+constexpr std::uint64_t kImage64 = 38535168;
+constexpr std::uint64_t kBatch64 = 38539264;
+
+TEST(PlanShm, OneGpuPinMemory) {
+  ShmPlan p = plan_shm(imagenet_like(), request(1, 4));
+  ASSERT_EQ(p.fields.size(), 2u);
+  EXPECT_EQ(p.fields[0].name, "image");
+  EXPECT_EQ(p.fields[0].bytes, kImage64);
+  EXPECT_EQ(p.fields[1].bytes, 4096u);
+  EXPECT_EQ(p.batch_bytes, kBatch64);
+  EXPECT_EQ(p.ranks, 1u);
+  EXPECT_EQ(p.workers, 4u);
+  EXPECT_FALSE(p.workers_auto);
+  EXPECT_EQ(p.hold, 1u);
+  // per_rank = (2 * 4 + 1) * 38,539,264 = 346,853,376
+  EXPECT_EQ(p.per_rank, 346853376u);
+  EXPECT_EQ(p.nccl, 0u);  // a single rank reserves nothing for NCCL
+  // need = 1.25 * 346,853,376 = 433,566,720 = 413.48 MiB -> 414 MiB = 434,110,464
+  EXPECT_EQ(p.need, 414 * MiB);
+  EXPECT_EQ(p.shm, 414 * MiB);
+  EXPECT_TRUE(p.problem.empty()) << p.problem;
+  EXPECT_NO_THROW(require_fits(p));
+}
+
+TEST(PlanShm, NoPinMemoryHoldsTwo) {
+  Profile prof = imagenet_like();
+  prof.pin_memory = false;
+  ShmPlan p = plan_shm(prof, request(1, 4));
+  EXPECT_EQ(p.hold, 2u);
+  // per_rank = (2 * 4 + 2) * 38,539,264 = 385,392,640
+  EXPECT_EQ(p.per_rank, 385392640u);
+  // need = 1.25 * 385,392,640 = 481,740,800 = 459.42 MiB -> 460 MiB
+  EXPECT_EQ(p.shm, 460 * MiB);
+}
+
+TEST(PlanShm, ZeroGpusIsOneRankLikeOneGpu) {
+  ShmPlan zero = plan_shm(imagenet_like(), request(0, 4));
+  ShmPlan one = plan_shm(imagenet_like(), request(1, 4));
+  EXPECT_EQ(zero.gpus, 0u);
+  EXPECT_EQ(zero.ranks, 1u);
+  EXPECT_EQ(zero.nccl, 0u);
+  EXPECT_EQ(zero.shm, 414 * MiB);
+  EXPECT_EQ(zero.shm, one.shm);
+}
+
+TEST(PlanShm, TwoRanksAddNcclReserve) {
+  ShmPlan p = plan_shm(imagenet_like(), request(2, 4));
+  EXPECT_EQ(p.ranks, 2u);
+  EXPECT_EQ(p.nccl, GiB);
+  // 2 * 346,853,376 + 1,073,741,824 = 1,767,448,576; * 1.25 = 2,209,310,720
+  // = 2106.96 MiB -> 2107 MiB
+  EXPECT_EQ(p.need, 2107 * MiB);
+  EXPECT_EQ(p.shm, 2107 * MiB);
+}
+
+TEST(PlanShm, EightRanks) {
+  ShmPlan p = plan_shm(imagenet_like(), request(8, 4));
+  // 8 * 346,853,376 + 1 GiB = 2,774,827,008 + 1,073,741,824 = 3,848,568,832
+  // * 1.25 = 4,810,711,040 = 4587.85 MiB -> 4588 MiB
+  EXPECT_EQ(p.shm, 4588 * MiB);
+}
+
+TEST(PlanShm, MinShmClamp) {
+  // MNIST-like: 1x28x28 float32 + int64 label, batch 64, 1 worker, min 128 MiB.
+  Profile prof = imagenet_like();
+  prof.fields = {{"image", {1, 28, 28}, "float32"}, {"label", {}, "int64"}};
+  prof.min_shm = 128 * MiB;
+  ShmPlan p = plan_shm(prof, request(1, 1));
+  // image 64 * 784 * 4 = 200,704 = 49 pages; label one page -> batch 204,800
+  EXPECT_EQ(p.batch_bytes, 204800u);
+  // per_rank = (2 * 1 + 1) * 204,800 = 614,400; need = 768,000 -> 1 MiB
+  EXPECT_EQ(p.per_rank, 614400u);
+  EXPECT_EQ(p.need, 1 * MiB);
+  EXPECT_EQ(p.shm, 128 * MiB);
+  EXPECT_TRUE(p.problem.empty());
+  EXPECT_CONTAINS(explain(p), "raised to min_shm 128MiB");
+}
+
+TEST(PlanShm, AboveMaxShmIsAProblemNotAClamp) {
+  Profile prof = imagenet_like();
+  prof.max_shm = 256 * MiB;
+  prof.min_shm = 64 * MiB;
+  ShmPlan p = plan_shm(prof, request(1, 4));
+  EXPECT_EQ(p.need, 414 * MiB);
+  EXPECT_EQ(p.shm, 414 * MiB);  // not silently cut to max_shm
+  EXPECT_CONTAINS(p.problem, "414MiB");
+  EXPECT_CONTAINS(p.problem, "max_shm 256MiB");
+  EXPECT_CONTAINS(p.problem, "--workers");
+  try {
+    require_fits(p);
+    FAIL() << "require_fits did not throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), p.problem);
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+  }
+  EXPECT_CONTAINS(explain(p), "DOES NOT FIT");
+}
+
+TEST(PlanShm, MemoryLimitWithFraction) {
+  SizingRequest r = request(1, 4);
+  r.memory_limit = 512 * MiB;
+  r.memory_fraction_max = 0.5;
+  ShmPlan p = plan_shm(imagenet_like(), r);
+  // shm 414 MiB > 0.5 * 512 MiB = 256 MiB. Enough memory would be 414 / 0.5 = 828 MiB.
+  EXPECT_EQ(p.shm, 414 * MiB);
+  EXPECT_CONTAINS(p.problem, "414MiB");
+  EXPECT_CONTAINS(p.problem, "memory limit 512MiB");
+  EXPECT_CONTAINS(p.problem, "50% = 256MiB");
+  EXPECT_CONTAINS(p.problem, "--memory to at least 828m");
+  EXPECT_CONTAINS(p.problem, "--workers (now 4)");
+  EXPECT_CONTAINS(p.problem, "--batch-size (now 64)");
+  EXPECT_THROW(require_fits(p), Error);
+
+  r.memory_limit = 1 * GiB;  // budget 512 MiB >= 414 MiB
+  EXPECT_TRUE(plan_shm(imagenet_like(), r).problem.empty());
+  r.memory_limit = 828 * MiB;  // budget exactly 414 MiB: fits
+  EXPECT_TRUE(plan_shm(imagenet_like(), r).problem.empty());
+  r.memory_limit = 828 * MiB - 2;  // budget one byte short
+  EXPECT_FALSE(plan_shm(imagenet_like(), r).problem.empty());
+
+  r.memory_limit = 1 * GiB;
+  r.memory_fraction_max = 0.25;  // budget 256 MiB
+  ShmPlan q = plan_shm(imagenet_like(), r);
+  EXPECT_CONTAINS(q.problem, "25% = 256MiB");
+  // 414 MiB / 0.25 = 1656 MiB
+  EXPECT_CONTAINS(q.problem, "at least 1656m");
+}
+
+TEST(PlanShm, WorkersZeroPutsNothingPerRank) {
+  ShmPlan p = plan_shm(imagenet_like(), request(1, 0));
+  EXPECT_EQ(p.workers, 0u);
+  EXPECT_EQ(p.per_rank, 0u);
+  EXPECT_EQ(p.need, 0u);
+  EXPECT_EQ(p.shm, 256 * MiB);  // min_shm
+  EXPECT_CONTAINS(explain(p), "workers=0");
+  // Two ranks with no workers still reserve NCCL's share: 1.25 * 1 GiB = 1280 MiB.
+  ShmPlan two = plan_shm(imagenet_like(), request(2, 0));
+  EXPECT_EQ(two.per_rank, 0u);
+  EXPECT_EQ(two.shm, 1280 * MiB);
+}
+
+TEST(RecommendWorkers, CpusPerRankBoundedByBatch) {
+  EXPECT_EQ(recommend_workers(16, 1, 64), 12u);  // min(16, 64/8 + 4 = 12)
+  EXPECT_EQ(recommend_workers(16, 2, 64), 8u);   // min(16/2 = 8, 12)
+  EXPECT_EQ(recommend_workers(16, 3, 64), 5u);   // 16/3 = 5
+  EXPECT_EQ(recommend_workers(1, 4, 64), 1u);    // max(1, 1/4 = 0)
+  EXPECT_EQ(recommend_workers(0, 1, 64), 1u);
+  EXPECT_EQ(recommend_workers(64, 1, 2), 4u);    // 2/8 + 4 = 4
+  EXPECT_EQ(recommend_workers(64, 1, 128), 20u); // 128/8 + 4 = 20
+  EXPECT_EQ(recommend_workers(8, 0, 64), 8u);    // 0 ranks counts as 1
+}
+
+TEST(PlanShm, AutoWorkers) {
+  // Profile workers "auto", 16 CPUs, 2 GPUs: min(16/2 = 8, 64/8 + 4 = 12) = 8 per rank.
+  ShmPlan p = plan_shm(imagenet_like(), request(2, std::nullopt, 16));
+  EXPECT_TRUE(p.workers_auto);
+  EXPECT_EQ(p.workers, 8u);
+  EXPECT_EQ(p.cpus, 16u);
+  // per_rank = (2 * 8 + 1) * 38,539,264 = 655,167,488
+  EXPECT_EQ(p.per_rank, 655167488u);
+  // 2 * 655,167,488 + 1 GiB = 2,384,076,800; * 1.25 = 2,980,096,000 = 2842.04 MiB -> 2843 MiB
+  EXPECT_EQ(p.shm, 2843 * MiB);
+  EXPECT_CONTAINS(explain(p), "auto: 16 CPUs / 2 rank(s)");
+}
+
+TEST(PlanShm, WorkersPrecedence) {
+  Profile prof = imagenet_like();
+  prof.workers_per_gpu = 3;
+  ShmPlan fixed = plan_shm(prof, request(1, std::nullopt, 64));
+  EXPECT_EQ(fixed.workers, 3u);
+  EXPECT_FALSE(fixed.workers_auto);
+  ShmPlan asked = plan_shm(prof, request(1, 6, 64));
+  EXPECT_EQ(asked.workers, 6u);
+  EXPECT_FALSE(asked.workers_auto);
+}
+
+TEST(PlanShm, RequestOverridesBatchAndPrefetch) {
+  SizingRequest r = request(1, 2);
+  r.batch_size = 32;
+  r.prefetch_factor = 4;
+  ShmPlan p = plan_shm(imagenet_like(), r);
+  EXPECT_EQ(p.batch_size, 32u);
+  EXPECT_EQ(p.prefetch_factor, 4u);
+  // image 32 * 602,112 = 19,267,584 (4704 pages); label 256 -> 4096; batch 19,271,680
+  EXPECT_EQ(p.batch_bytes, 19271680u);
+  // per_rank = (4 * 2 + 1) * 19,271,680 = 173,445,120; * 1.25 = 216,806,400 = 206.76 MiB -> 207 MiB,
+  // below min_shm 256 MiB
+  EXPECT_EQ(p.per_rank, 173445120u);
+  EXPECT_EQ(p.need, 207 * MiB);
+  EXPECT_EQ(p.shm, 256 * MiB);
+}
+
+TEST(PlanShm, SampleBytesProfile) {
+  Profile prof = imagenet_like();
+  prof.fields.clear();
+  prof.sample_bytes = 1000;
+  prof.batch_size = 10;
+  prof.min_shm = 0;
+  ShmPlan p = plan_shm(prof, request(1, 1));
+  // 10 * 1000 = 10,000 -> 3 pages = 12,288
+  ASSERT_EQ(p.fields.size(), 1u);
+  EXPECT_EQ(p.fields[0].name, "sample");
+  EXPECT_EQ(p.batch_bytes, 12288u);
+  // (2 * 1 + 1) * 12,288 = 36,864; * 1.25 = 46,080 -> 1 MiB
+  EXPECT_EQ(p.shm, 1 * MiB);
+}
+
+TEST(PlanShm, CalibrationScalesPerSample) {
+  Profile prof = imagenet_like();
+  prof.min_shm = 0;
+  Calibration c;
+  c.peak_shm = 400 * MiB;  // 419,430,400 bytes
+  c.workers = 4;
+  c.batch_size = 64;
+  c.gpus = 1;
+  c.prefetch_factor = 2;
+  c.pin_memory = true;
+  prof.calibration = c;
+  SizingRequest r = request(1, 2);
+  r.batch_size = 32;
+  ShmPlan p = plan_shm(prof, r);
+  EXPECT_TRUE(p.calibrated);
+  EXPECT_TRUE(p.fields.empty());
+  // Measured: 1 rank * (2 * 4 + 1) = 9 outstanding batches of 64.
+  // Per batch of 32: 419,430,400 * 32 / (9 * 64) = 23,301,688.9 -> 23,301,689 -> 5689 pages = 23,302,144
+  EXPECT_EQ(p.batch_bytes, 23302144u);
+  // per_rank = (2 * 2 + 1) * 23,302,144 = 116,510,720; * 1.25 = 145,638,400 = 138.9 MiB -> 139 MiB
+  EXPECT_EQ(p.per_rank, 116510720u);
+  EXPECT_EQ(p.shm, 139 * MiB);
+  EXPECT_CONTAINS(explain(p), "calibration");
+}
+
+TEST(PlanShm, CalibrationAtItsOwnConditionsReproducesThePeak) {
+  Profile prof = imagenet_like();
+  prof.min_shm = 0;
+  Calibration c;
+  c.peak_shm = 400 * MiB;
+  c.workers = 4;
+  c.batch_size = 64;
+  c.gpus = 2;
+  c.prefetch_factor = 2;
+  c.pin_memory = false;
+  prof.calibration = c;
+  prof.pin_memory = false;
+  ShmPlan p = plan_shm(prof, request(2, 4));
+  // Measured over 2 ranks * (2 * 4 + 2) = 20 batches: 20,971,520 each, already page-aligned.
+  EXPECT_EQ(p.batch_bytes, 20971520u);
+  EXPECT_EQ(p.ranks * p.per_rank, 400 * MiB);
+}
+
+TEST(PlanShm, SaturatesInsteadOfOverflowing) {
+  Profile prof = imagenet_like();
+  prof.fields = {{"huge", {1u << 30, 1u << 30}, "float64"}};
+  prof.batch_size = 1u << 20;
+  ShmPlan p = plan_shm(prof, request(8, 1024));
+  EXPECT_EQ(p.need, std::numeric_limits<std::uint64_t>::max());
+  EXPECT_FALSE(p.problem.empty());
+  EXPECT_THROW(require_fits(p), Error);
+}
+
+TEST(PlanShm, IsPure) {
+  SizingRequest r = request(2, std::nullopt, 12);
+  r.memory_limit = 64 * GiB;
+  EXPECT_EQ(plan_to_json(plan_shm(imagenet_like(), r)), plan_to_json(plan_shm(imagenet_like(), r)));
+}
+
+TEST(PlanToJson, Keys) {
+  SizingRequest r = request(1, 4);
+  nlohmann::json j = plan_to_json(plan_shm(imagenet_like(), r));
+  std::set<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.insert(k);
+  const std::set<std::string> expected = {
+      "profile",      "gpus",           "ranks",       "workers",        "workers_auto", "cpus",
+      "batch_size",   "prefetch_factor", "pin_memory", "hold",           "fields",       "calibrated",
+      "batch_bytes",  "per_rank_bytes", "nccl_bytes",  "headroom",       "need_bytes",   "shm_bytes",
+      "shm",          "min_shm_bytes",  "max_shm_bytes", "fits",         "memory_limit_bytes"};
+  EXPECT_EQ(keys, expected);
+  EXPECT_EQ(j["profile"], "test");
+  EXPECT_EQ(j["shm"], "414m");
+  EXPECT_EQ(j["shm_bytes"], 414 * MiB);
+  EXPECT_EQ(j["batch_bytes"], kBatch64);
+  EXPECT_EQ(j["per_rank_bytes"], 346853376u);
+  EXPECT_EQ(j["fits"], true);
+  EXPECT_TRUE(j["memory_limit_bytes"].is_null());
+  ASSERT_EQ(j["fields"].size(), 2u);
+  EXPECT_EQ(j["fields"][0]["name"], "image");
+  EXPECT_EQ(j["fields"][0]["bytes"], kImage64);
+
+  r.memory_limit = 512 * MiB;
+  nlohmann::json bad = plan_to_json(plan_shm(imagenet_like(), r));
+  EXPECT_EQ(bad["fits"], false);
+  EXPECT_EQ(bad["memory_limit_bytes"], 512 * MiB);
+  ASSERT_TRUE(bad.contains("problem"));
+  EXPECT_CONTAINS(bad["problem"].get<std::string>(), "memory limit");
+}
+
+TEST(Explain, ShowsEveryTerm) {
+  std::string e = explain(plan_shm(imagenet_like(), request(2, 4)));
+  EXPECT_CONTAINS(e, "profile test: 2 rank(s)");
+  EXPECT_CONTAINS(e, "image 36.8MiB");  // 38,535,168 / 1,048,576 = 36.75
+  EXPECT_CONTAINS(e, "(prefetch_factor 2 x workers 4 + hold 1)");
+  EXPECT_CONTAINS(e, "nccl_reserve = 1GiB");
+  EXPECT_CONTAINS(e, "shm          = 2.1GiB");  // 2107 MiB
+  EXPECT_EQ(e.find("DOES NOT FIT"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpurun
