@@ -50,7 +50,7 @@ Config parse_config(const std::string& text, const std::string& source) {
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for "1e999"
     throw Error(source + ": malformed JSON: " + std::string(e.what()) +
                 " (fix the file or remove it to use the defaults)");
   }

@@ -33,7 +33,7 @@ OciState parse_state(const std::string& text) {
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for "1e999"
     throw Error(std::string("OCI state on stdin: malformed JSON: ") + e.what());
   }
   if (!doc.is_object()) throw Error("OCI state on stdin: expected a JSON object");
@@ -51,7 +51,10 @@ OciState parse_state(const std::string& text) {
       throw Error("OCI state on stdin: 'pid' is not a process id");
     s.pid = static_cast<int>(doc["pid"].get<std::int64_t>());
   }
-  s.status = doc.value("status", std::string());
+  if (doc.contains("status")) {
+    if (!doc["status"].is_string()) throw Error("OCI state on stdin: 'status' is not a string");
+    s.status = doc["status"].get<std::string>();
+  }
   if (doc.contains("annotations")) s.annotations = string_map(doc["annotations"], "OCI state: annotations");
   return s;
 }
@@ -65,7 +68,7 @@ json load_spec(const fs::path& bundle) {
     json spec = json::parse(text);
     if (!spec.is_object()) throw Error(path.string() + ": expected a JSON object");
     return spec;
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for "1e999"
     throw Error(path.string() + ": malformed JSON: " + e.what());
   }
 }

@@ -173,6 +173,8 @@ json parse_profile_document(const std::string& text, const std::string& source) 
     if (pos != std::string::npos) why = why.substr(pos);
     throw Error(source + ":" + std::to_string(line) + ":" + std::to_string(column) +
                 ": malformed JSON: " + why);
+  } catch (const json::exception& e) {  // out_of_range for a number such as 1e999
+    throw Error(source + ": malformed JSON: " + e.what());
   }
   if (!doc.is_object()) throw Error(source + ": expected a JSON object at the top level");
   for (const auto& [key, v] : doc.items()) {

@@ -21,10 +21,15 @@ std::uint64_t sat_mul(std::uint64_t a, std::uint64_t b) {
 
 std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
-std::uint64_t scale(std::uint64_t bytes, double factor) {
-  long double v = static_cast<long double>(bytes) * factor;
-  if (v >= 18446744073709551615.0L) return UINT64_MAX;
+// ceil(v) in bytes, saturating: converting a value past UINT64_MAX is undefined behaviour.
+std::uint64_t ceil_bytes(long double v) {
+  if (!(v < 18446744073709551615.0L)) return UINT64_MAX;
+  if (v <= 0) return 0;
   return static_cast<std::uint64_t>(std::ceil(v));
+}
+
+std::uint64_t scale(std::uint64_t bytes, double factor) {
+  return ceil_bytes(static_cast<long double>(bytes) * factor);
 }
 
 }  // namespace
@@ -43,7 +48,11 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   p.batch_size = r.batch_size.value_or(profile.batch_size);
   p.prefetch_factor = r.prefetch_factor.value_or(profile.prefetch_factor);
   p.pin_memory = profile.pin_memory;
-  p.hold = profile.pin_memory ? 1 : 2;
+  // With pin_memory on a GPU, the pin thread copies each batch out of /dev/shm and drops the
+  // shared one: only the prefetch_factor * workers outstanding batches are there. Without a
+  // pin thread (no pin_memory, or no GPU: PyTorch then skips pinning) the loop's current batch
+  // and the previous one are still in /dev/shm. Measured in bench/torch (bench/RESULTS.md).
+  p.hold = profile.pin_memory && r.gpus > 0 ? 0 : 2;
   if (r.workers) {
     p.workers = *r.workers;
   } else if (profile.workers_per_gpu) {
@@ -56,10 +65,10 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
     // Scale the measured cost per outstanding batch to this batch size.
     const Calibration& c = *profile.calibration;
     std::uint64_t m_ranks = std::max<std::uint64_t>(1, c.gpus);
-    std::uint64_t m_hold = c.pin_memory ? 1 : 2;
+    std::uint64_t m_hold = c.pin_memory && c.gpus > 0 ? 0 : 2;
     std::uint64_t m_slots = m_ranks * (c.workers == 0 ? 1 : c.prefetch_factor * c.workers + m_hold);
     long double per_sample = static_cast<long double>(c.peak_shm) / m_slots / c.batch_size;
-    p.batch_bytes = round_up(static_cast<std::uint64_t>(std::ceil(per_sample * p.batch_size)), kPage);
+    p.batch_bytes = round_up(ceil_bytes(per_sample * p.batch_size), kPage);
     p.calibrated = true;
   } else {
     for (const Field& f : profile.fields) {
@@ -95,8 +104,8 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   } else if (p.memory_limit) {
     auto budget = static_cast<std::uint64_t>(static_cast<long double>(*p.memory_limit) * p.memory_fraction_max);
     if (p.shm > budget) {
-      std::uint64_t memory_needed = round_up(
-          static_cast<std::uint64_t>(std::ceil(static_cast<long double>(p.shm) / p.memory_fraction_max)), kMiB);
+      std::uint64_t memory_needed =
+          round_up(ceil_bytes(static_cast<long double>(p.shm) / p.memory_fraction_max), kMiB);
       why << "planned /dev/shm of " << format_size(p.shm) << " does not fit the memory limit "
           << format_size(*p.memory_limit) << " (shm pages count against it; at most "
           << static_cast<int>(p.memory_fraction_max * 100 + 0.5) << "% = " << format_size(budget)

@@ -1,0 +1,341 @@
+#!/usr/bin/python3
+"""A real PyTorch DataLoader workload for measuring how much /dev/shm it needs.
+
+N ranks are simulated as N processes (forked from one launcher, as torchrun starts one
+process per GPU), each with its own DataLoader over a synthetic Dataset whose samples have
+a profile's field shapes and dtypes. The consumer sleeps per batch (a GPU-bound training
+step), so the workers run ahead and fill the prefetch queues to PyTorch's limit.
+
+Run it with Debian's interpreter (/usr/bin/python3, python3-torch 1.13, CPU only):
+
+    /usr/bin/python3 bench/torch/workload.py --field 3x224x224:float32 --field :int64 \
+        --batch-size 64 --workers 4 --prefetch-factor 2 --ranks 1 [--pin-memory] \
+        [--shm-size 64m]
+
+With --shm-size it first enters a private mount namespace with a fresh tmpfs of that size on
+/dev/shm (needs root), like a container's /dev/shm; without it, it uses the /dev/shm it finds.
+It prints one JSON line: {"ok": ..., "error": PyTorch's message or null, "peak_shm_bytes": ...}
+and exits 0 only when every rank consumed every batch.
+
+pin_memory: torch 1.13 without CUDA silently turns pin_memory off (the iterator's
+_pin_memory = pin_memory and torch.cuda.is_available()), so the pin thread would never run.
+With --pin-memory (and pin_mode "sim", the default) this workload runs PyTorch's own pin thread
+(_utils.pin_memory._pin_memory_loop, with the real queues) and replaces only the copy into
+page-locked CUDA host memory by a copy into ordinary process memory (Tensor.clone). Both
+copies take the batch out of /dev/shm and drop the shared-memory original, which is the effect
+on /dev/shm that matters here. pin_mode "off" keeps PyTorch's behaviour on this machine (no pin
+thread at all).
+"""
+
+import argparse
+import ctypes
+import json
+import os
+import re
+import select
+import signal
+import sys
+import tempfile
+import time
+
+import torch
+import torch.utils.data as tud
+from torch.utils.data import _utils as tud_utils
+
+DTYPES = {
+    "float64": torch.float64, "float32": torch.float32, "float16": torch.float16,
+    "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32,
+    "int16": torch.int16, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
+}
+
+
+class SyntheticDataset(tud.Dataset):
+    """Samples of the given (shape, dtype) fields. torch.zeros writes every page, as a real
+    decode/augment pipeline does; the values do not matter for /dev/shm."""
+
+    def __init__(self, fields, length):
+        self.fields = [(tuple(shape), DTYPES[dtype]) for shape, dtype in fields]
+        self.length = length
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, i):
+        return tuple(torch.zeros(shape, dtype=dt) for shape, dt in self.fields)
+
+
+def _clone_out_of_shm(data, device=None):
+    if isinstance(data, torch.Tensor):
+        return data.clone()
+    if isinstance(data, (list, tuple)):
+        return [_clone_out_of_shm(d) for d in data]
+    if isinstance(data, dict):
+        return {k: _clone_out_of_shm(v) for k, v in data.items()}
+    return data
+
+
+def install_pin_simulation():
+    """Make torch 1.13 start its pin-memory thread without CUDA (see the module docstring)."""
+    torch.cuda.current_device = lambda: 0
+    torch.cuda.set_device = lambda device: None
+    tud_utils.pin_memory.pin_memory = _clone_out_of_shm
+
+
+def batch_bytes_estimate(fields, batch_size):
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for shape, dtype in fields:
+        n = batch_size * torch.tensor([], dtype=DTYPES[dtype]).element_size()
+        for d in shape:
+            n *= d
+        total += (n + page - 1) // page * page
+    return total
+
+
+def finished_waiting(it):
+    """How many of the rank's outstanding batches are finished and waiting for the consumer:
+    in the worker result queue (no pin thread) or already pinned (pin thread)."""
+    if it._pin_memory:
+        return it._data_queue.qsize()
+    return it._worker_result_queue.qsize()
+
+
+def wait_until_full(it, max_wait):
+    """The consumer of GPU-bound training: the step takes longer than loading, so by the time
+    it asks for the next batch every outstanding batch (prefetch_factor * workers of them,
+    PyTorch's limit) is finished. Waits for exactly that, so the queues are full each time."""
+    deadline = time.monotonic() + max_wait
+    while finished_waiting(it) < it._tasks_outstanding:
+        # A worker killed meanwhile (SIGBUS on a full /dev/shm): raise PyTorch's own error now
+        # (its SIGCHLD path) rather than after next()'s 5 s status-check timeout.
+        torch._C._error_if_any_worker_fails()
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+    return True
+
+
+def rank_main(spec, rank, start_fd_r):
+    """One rank: its own DataLoader, a consumer slower than the workers."""
+    try:
+        sim_pin = spec["pin_memory"] and spec.get("pin_mode", "sim") == "sim"
+        if sim_pin:
+            install_pin_simulation()
+        n = spec["batches"]
+        ds = SyntheticDataset(spec["fields"], n * spec["batch_size"])
+        loader = tud.DataLoader(
+            ds, batch_size=spec["batch_size"], num_workers=spec["workers"],
+            prefetch_factor=spec["prefetch_factor"], pin_memory=spec["pin_memory"],
+            pin_memory_device=("sim" if sim_pin else ""), drop_last=True)
+        os.read(start_fd_r, 1)  # all ranks start together, as DDP ranks do
+        it = iter(loader)       # starts the workers; prefetch_factor*workers indices go out at once
+        got = unfilled = 0
+        if not wait_until_full(it, spec["max_wait"]):
+            unfilled += 1
+        for batch in it:        # `batch` keeps the previous batch alive while next() runs
+            got += 1
+            time.sleep(spec["delay"])  # the training step ...
+            if not wait_until_full(it, spec["max_wait"]):  # ... which outlasts loading
+                unfilled += 1
+        it = None
+        if got:
+            del batch
+        print(f"GPU_RUN_BENCH_STATS rank {rank} unfilled={unfilled}", file=sys.stderr, flush=True)
+        if got != n:
+            print(f"rank {rank}: consumed {got} of {n} batches", file=sys.stderr, flush=True)
+            os._exit(3)
+        os._exit(0)
+    except BaseException as e:  # report PyTorch's message, exactly
+        msg = f"{type(e).__name__}: {e}".strip().splitlines()
+        print(f"GPU_RUN_BENCH_ERROR rank {rank}: {msg[0] if msg else type(e).__name__}", file=sys.stderr, flush=True)
+        os._exit(1)
+
+
+def default_batches(prefetch_factor, workers):
+    """Fill the queues, then refill them twice over (every worker several times)."""
+    return 2 * prefetch_factor * workers + 4
+
+
+def shm_used():
+    st = os.statvfs("/dev/shm")
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def launch(spec):
+    """Run spec["ranks"] ranks against the current /dev/shm. Returns a result dict."""
+    ranks = spec["ranks"]
+    base_used = shm_used()
+    r, w = os.pipe()
+    pids = {}
+    for k in range(ranks):
+        pid = os.fork()
+        if pid == 0:
+            os.close(w)
+            rank_main(spec, k, r)
+            os._exit(4)
+        pids[pid] = k
+    os.close(r)
+    os.write(w, b"x" * ranks)
+    os.close(w)
+    t0 = time.monotonic()
+    peak = 0
+    failed = {}
+    deadline = t0 + spec["timeout"]
+    while pids:
+        used = shm_used() - base_used
+        if used > peak:
+            peak = used
+        for pid in list(pids):
+            got, status = os.waitpid(pid, os.WNOHANG)
+            if got:
+                k = pids.pop(pid)
+                code = os.waitstatus_to_exitcode(status)
+                if code != 0:
+                    failed[k] = code
+        if failed or time.monotonic() > deadline:
+            break
+        time.sleep(0.002)
+    timed_out = bool(pids) and not failed
+    for pid in pids:  # a failed rank ends the job, as in torchrun
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for pid in pids:
+        os.waitpid(pid, 0)
+    return {
+        "ok": not failed and not timed_out,
+        "failed_ranks": {str(k): v for k, v in failed.items()},
+        "timed_out": timed_out,
+        "peak_shm_bytes": peak,
+        "batch_bytes": batch_bytes_estimate(spec["fields"], spec["batch_size"]),
+        "elapsed": round(time.monotonic() - t0, 3),
+    }
+
+
+# --- private mount namespace with a tmpfs on /dev/shm --------------------------------------
+CLONE_NEWNS = 0x00020000
+MS_REC, MS_PRIVATE = 0x4000, 1 << 18
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+
+def enter_shm_namespace(size_bytes):
+    """unshare -m --propagation private; mount -t tmpfs -o size=SIZE shm /dev/shm"""
+    if _libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    if _libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) != 0:
+        raise OSError(ctypes.get_errno(), "mount --make-rprivate /")
+    opts = f"size={size_bytes},mode=1777".encode()
+    if _libc.mount(b"shm", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) != 0:
+        raise OSError(ctypes.get_errno(), "mount tmpfs on /dev/shm")
+
+
+def measure(spec, shm_bytes):
+    """Fork a child that enters a private mount namespace with a tmpfs of shm_bytes on
+    /dev/shm and runs the workload there. Returns the result dict plus "error" (the PyTorch
+    message from the first failing rank) and "bus_error" (the worker's SIGBUS report seen)."""
+    errfile = tempfile.TemporaryFile()
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            os.setsid()
+            os.dup2(errfile.fileno(), 2)
+            enter_shm_namespace(shm_bytes)
+            res = launch(spec)
+        except BaseException as e:
+            res = {"ok": False, "setup_error": f"{type(e).__name__}: {e}"}
+        os.write(w, json.dumps(res).encode())
+        os.close(w)
+        os._exit(0)
+    os.close(w)
+    chunks = []
+    deadline = time.monotonic() + spec["timeout"] + 30  # the launcher has its own deadline; this is the backstop
+    while True:
+        ready, _, _ = select.select([r], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            os.killpg(pid, signal.SIGKILL)
+            break
+        b = os.read(r, 65536)
+        if not b:
+            break
+        chunks.append(b)
+    os.close(r)
+    os.waitpid(pid, 0)
+    try:  # stragglers in the child's session (workers of killed ranks)
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        res = json.loads(b"".join(chunks) or b"{}")
+    except ValueError:
+        res = {}
+    res.setdefault("ok", False)
+    errfile.seek(0)
+    err = errfile.read().decode(errors="replace")
+    errfile.close()
+    res["stderr_tail"] = err[-2000:]
+    res["bus_error"] = "bus error" in err.lower()
+    msg = None
+    for line in err.replace("\x00", "").splitlines():
+        if "GPU_RUN_BENCH_ERROR" in line:
+            msg = line.split("GPU_RUN_BENCH_ERROR", 1)[1].split(":", 1)[1].strip()
+            break
+    if msg is None and not res["ok"]:
+        msg = res.get("setup_error") or ("timeout" if res.get("timed_out") else
+                                          (err.strip().splitlines() or ["failed without a message"])[-1])
+    res["error"] = msg
+    res["unfilled_waits"] = sum(int(m) for m in re.findall(r"GPU_RUN_BENCH_STATS rank \d+ unfilled=(\d+)", err))
+    res["shm_bytes"] = shm_bytes
+    return res
+
+
+def parse_size(s):
+    s = s.strip().lower()
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    if s and s[-1] in mult:
+        return int(float(s[:-1]) * mult[s[-1]])
+    return int(s)
+
+
+def parse_field(s):
+    shape, dtype = s.split(":")
+    return [[int(d) for d in shape.split("x")] if shape else [], dtype]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--field", action="append", required=True, help="SHAPE:DTYPE, e.g. 3x224x224:float32, :int64")
+    ap.add_argument("--batch-size", type=int, required=True)
+    ap.add_argument("--workers", type=int, required=True)
+    ap.add_argument("--prefetch-factor", type=int, default=2)
+    ap.add_argument("--ranks", type=int, default=1)
+    ap.add_argument("--pin-memory", action="store_true")
+    ap.add_argument("--pin-mode", choices=["sim", "off"], default="sim")
+    ap.add_argument("--batches", type=int, help="per rank (default 2*prefetch*workers+4)")
+    ap.add_argument("--delay", type=float, default=0.02, help="consumer seconds per batch before it waits for full queues")
+    ap.add_argument("--max-wait", type=float, default=30, help="longest wait for full queues per batch")
+    ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--shm-size", help="run in a private mount namespace with a tmpfs of this size on /dev/shm")
+    a = ap.parse_args()
+    spec = {
+        "fields": [parse_field(f) for f in a.field], "batch_size": a.batch_size, "workers": a.workers,
+        "prefetch_factor": a.prefetch_factor, "ranks": a.ranks, "pin_memory": a.pin_memory,
+        "pin_mode": a.pin_mode, "batches": a.batches or default_batches(a.prefetch_factor, a.workers),
+        "delay": a.delay, "max_wait": a.max_wait, "timeout": a.timeout,
+    }
+    if a.shm_size:
+        res = measure(spec, parse_size(a.shm_size))
+        res.pop("stderr_tail", None)
+        sys.stderr.write("" if res["ok"] else (res["error"] or "") + "\n")
+    else:
+        res = launch(spec)
+    print(json.dumps(res))
+    sys.exit(0 if res["ok"] else 1)
+
+
+if __name__ == "__main__":
+    main()

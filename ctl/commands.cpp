@@ -1,0 +1,58 @@
+#include "commands.hpp"
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "configure_docker.hpp"
+#include "configure_podman.hpp"
+#include "error.hpp"
+#include "k8s.hpp"
+#include "plan.hpp"
+#include "profiles.hpp"
+
+namespace gpurun {
+namespace {
+
+// "gpu-run-ctl profiles validate": the deepest subcommand the command line reached.
+std::string command_path(const CLI::App& app) {
+  std::string path = app.get_name();
+  const CLI::App* current = &app;
+  for (;;) {
+    const auto chosen = current->get_subcommands();
+    if (chosen.empty()) break;
+    current = chosen.front();
+    path += " " + current->get_name();
+  }
+  return path;
+}
+
+}  // namespace
+
+void add_ctl_commands(CLI::App& app) {
+  app.name("gpu-run-ctl");
+  app.description("Plan, inspect and install gpu-run: /dev/shm sized for PyTorch DataLoader jobs in containers");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("gpu-run-ctl ") + GPU_RUN_VERSION);
+  app.footer("Run `gpu-run-ctl COMMAND --help` for a command's options. Exit status: 0 ok, 1 failure "
+             "(or invalid profiles), 2 a wrong request.");
+  add_plan_command(app);
+  add_profiles_command(app);
+  add_k8s_command(app);
+  CLI::App* configure = app.add_subcommand("configure", "Register gpu-run with docker (daemon.json) or podman (hooks.d)");
+  configure->require_subcommand(1);
+  add_configure_docker_command(*configure);
+  add_configure_podman_command(*configure);
+}
+
+int report_parse_error(const CLI::App& app, const CLI::ParseError& error) {
+  if (error.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(error);
+  const std::string where = command_path(app);
+  std::string what = error.what();
+  for (char& c : what)
+    if (c == '\n') c = ' ';
+  std::cerr << where << ": " << what << " (see " << where << " --help)\n";
+  return kExitUsage;
+}
+
+}  // namespace gpurun

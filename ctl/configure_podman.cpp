@@ -1,0 +1,120 @@
+#include "configure_podman.hpp"
+
+#include <unistd.h>
+
+#include <iostream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+
+#include "config.hpp"
+#include "ctl_common.hpp"
+#include "error.hpp"
+
+namespace gpurun {
+
+using nlohmann::ordered_json;
+
+ordered_json hooks_d_document(const std::string& hook_path, const std::string& config_path, bool always) {
+  ordered_json doc;
+  doc["version"] = "1.0.0";
+  doc["hook"] = {{"path", hook_path}, {"args", {"gpu-run-hook", "--config", config_path, "createRuntime"}}};
+  // Every condition in "when" must match, so "always" stands alone.
+  if (always) doc["when"] = {{"always", true}};
+  else doc["when"] = {{"annotations", {{kHookAnnotationPattern, ".*"}}}};
+  doc["stages"] = {"createRuntime"};
+  return doc;
+}
+
+FileEdit hook_file_edit(const std::optional<std::string>& existing, const std::string& source,
+                        const ordered_json& wanted) {
+  FileEdit edit;
+  edit.text = wanted.dump(2) + "\n";
+  edit.changed = true;
+  if (!existing) return edit;
+  ordered_json current;
+  try {
+    current = ordered_json::parse(*existing);
+  } catch (const ordered_json::parse_error& e) {
+    throw Error(json_syntax_error(*existing, e.byte, e.what(), source) +
+                "; podman fails on a malformed hooks file: fix or remove it (gpu-run-ctl leaves it as it is)");
+  }
+  if (current == wanted) {
+    edit.changed = false;
+  } else {
+    edit.notes.push_back(source + " had other content: replaced");
+  }
+  return edit;
+}
+
+void run_configure_podman(const ConfigurePodmanOptions& o) {
+  const fs::path hook = fs::absolute(o.hook_path ? fs::path(*o.hook_path) : self_dir() / "gpu-run-hook");
+  // podman stats the hook's path when it reads hooks.d and refuses to run any container otherwise.
+  if (::access(hook.c_str(), X_OK) != 0)
+    throw Error(o.hook_path ? "--hook-path " + hook.string() + ": not an executable file; give gpu-run-hook's path"
+                            : hook.string() + ": no executable gpu-run-hook next to gpu-run-ctl; install it there or "
+                              "pass --hook-path PATH");
+  const fs::path config_file = fs::absolute(config_path(o.config));
+  const std::string missing_config = check_gpu_run_config(config_file);
+  const fs::path file = fs::path(o.hooks_dir) / kHookFileName;
+  const std::optional<std::string> existing = read_existing_file(file, "hooks.d file");
+  const FileEdit edit = hook_file_edit(existing, file.string(), hooks_d_document(hook.string(), config_file.string(), o.always));
+
+  if (o.dry_run) {
+    std::cout << edit.text;
+    std::cout.flush();
+    std::cerr << "gpu-run-ctl: dry run: " << file.string()
+              << (edit.changed ? " would contain the JSON above" : " is already configured") << "\n";
+    return;
+  }
+  if (!edit.changed) {
+    std::cout << file.string() << ": already configured (hook " << hook.string() << ", --config "
+              << config_file.string() << "); nothing changed\n";
+    return;
+  }
+  const std::optional<fs::path> backup =
+      existing ? std::optional<fs::path>(file.string() + ".gpu-run.bak") : std::nullopt;
+  replace_file(file, edit.text, existing, backup);
+  std::cout << "wrote " << file.string() << ": gpu-run-hook at createRuntime with --config " << config_file.string()
+            << "\n";
+  if (backup) std::cout << "backup of the previous file: " << backup->string() << "\n";
+  for (const auto& n : edit.notes) std::cout << "note: " << n << "\n";
+  if (o.always) {
+    std::cout << "the hook runs for every container; it sizes those that name a profile (annotation or env) and, "
+                 "when the config sets default_profile, all others\n";
+  } else {
+    std::cout << "podman injects the hook only into containers with a gpu-run annotation, e.g. "
+                 "`podman run --annotation gpu-run.profile=imagenet ...` (hooks.d cannot match environment "
+                 "variables; --always runs it for every container)\n";
+  }
+  std::cout << "each podman command reads hooks.d anew: nothing to restart (unless containers.conf sets "
+               "hooks_dir to other directories)\n";
+  std::cout << missing_config;
+}
+
+void add_configure_podman_command(CLI::App& configure) {
+  auto o = std::make_shared<ConfigurePodmanOptions>();
+  CLI::App* cmd = configure.add_subcommand("podman", "Install a hooks.d file that makes podman run gpu-run-hook");
+  cmd->add_option("--hooks-dir", o->hooks_dir, "The hooks.d directory to write gpu-run.json into")
+      ->type_name("DIR")
+      ->capture_default_str();
+  cmd->add_flag("--dry-run", o->dry_run, "Print the hooks.d file and write nothing");
+  cmd->add_option("--config", o->config,
+                  "The gpu-run config the hook reads, passed as --config (default: $GPU_RUN_CONFIG, else "
+                  "/etc/gpu-run/config.json)")
+      ->type_name("PATH");
+  cmd->add_option("--hook-path", o->hook_path, "gpu-run-hook to run (default: next to gpu-run-ctl)")->type_name("PATH");
+  cmd->add_flag("--always", o->always, "Inject the hook into every container, not only those with a gpu-run annotation");
+  cmd->footer(
+      "Writes <hooks-dir>/gpu-run.json (hooks.d schema 1.0.0, stage createRuntime, supported by\n"
+      "podman since 2.2). hooks.d can match annotations, commands, bind mounts or always, never\n"
+      "environment variables: by default the hook is injected when the container has one of the\n"
+      "annotations gpu-run.profile, gpu-run.gpus, gpu-run.workers, gpu-run.batch-size or\n"
+      "gpu-run.shm-size (`podman run --annotation gpu-run.profile=imagenet`); GPU_RUN_* env alone\n"
+      "and the host's default_profile take effect only with --always. Runtimes start hooks with\n"
+      "only the hook's own env, so the config path goes on its command line. Running it again\n"
+      "changes nothing; a malformed existing file is reported and never overwritten.");
+  cmd->callback([o] { run_configure_podman(*o); });
+}
+
+}  // namespace gpurun

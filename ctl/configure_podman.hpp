@@ -1,0 +1,50 @@
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "configure_docker.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace gpurun {
+
+constexpr const char* kDefaultHooksDir = "/usr/share/containers/oci/hooks.d";
+constexpr const char* kHookFileName = "gpu-run.json";
+
+// `gpu-run-ctl configure podman`: installs a hooks.d file so podman (and CRI-O) inject
+// gpu-run-hook at createRuntime.
+struct ConfigurePodmanOptions {
+  std::string hooks_dir = kDefaultHooksDir;
+  bool dry_run = false;
+  bool always = false;                         // inject into every container, not only annotated ones
+  std::optional<std::string> config;           // passed to the hook as --config
+  std::optional<std::string> hook_path;        // default: gpu-run-hook next to this program
+};
+
+// The annotation keys that make podman inject the hook: gpu-run.profile, .gpus, .workers,
+// .batch-size, .shm-size (a POSIX ERE; hooks.d cannot match environment variables).
+constexpr const char* kHookAnnotationPattern = "^gpu-run\\.(profile|gpus|workers|batch-size|shm-size)$";
+
+// The hooks.d (schema 1.0.0) document: gpu-run-hook with --config at createRuntime, when
+// one of gpu-run's annotations is set (or always). Pure.
+nlohmann::ordered_json hooks_d_document(const std::string& hook_path, const std::string& config_path, bool always);
+
+// Replaces an existing hooks.d file's content with `wanted` unless it already says the
+// same (compared as JSON). Throws Error (exit 2) with file:line:column when the existing
+// text is malformed: that file is never overwritten. Pure.
+FileEdit hook_file_edit(const std::optional<std::string>& existing, const std::string& source,
+                        const nlohmann::ordered_json& wanted);
+
+// Writes <hooks-dir>/gpu-run.json atomically (backup gpu-run.json.gpu-run.bak, which podman
+// ignores), or prints it with --dry-run.
+void run_configure_podman(const ConfigurePodmanOptions& options);
+
+// Registers `podman` on the `configure` command.
+void add_configure_podman_command(CLI::App& configure);
+
+}  // namespace gpurun

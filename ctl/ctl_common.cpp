@@ -1,0 +1,97 @@
+#include "ctl_common.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "error.hpp"
+#include "fd.hpp"
+
+namespace gpurun {
+
+namespace {
+constexpr std::size_t kMaxEditedFile = 4 << 20;
+}  // namespace
+
+Config load_ctl_config() { return load_config(config_path(std::nullopt)); }
+
+ProfileStore ctl_store(const std::vector<std::string>& dirs, const Config& config, const EnvLookup& env) {
+  std::vector<fs::path> cli_dirs(dirs.begin(), dirs.end());
+  return ProfileStore(profile_search_path(cli_dirs, config, /*include_user=*/true, env));
+}
+
+fs::path self_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) throw system_error("read /proc/self/exe to find this program's directory", ec.value());
+  return exe.parent_path();
+}
+
+std::string line_column(const std::string& text, std::size_t byte) {
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return std::to_string(line) + ":" + std::to_string(column);
+}
+
+std::string json_syntax_error(const std::string& text, std::size_t byte, const std::string& what,
+                              const std::string& source) {
+  // nlohmann counts bytes from 1 and points just past the offending one.
+  std::string why = what;
+  auto pos = why.find("syntax error");
+  if (pos != std::string::npos) why = why.substr(pos);
+  return source + ":" + line_column(text, byte == 0 ? 0 : byte - 1) + ": malformed JSON: " + why;
+}
+
+std::optional<std::string> read_existing_file(const fs::path& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return std::nullopt;
+    int err = errno;
+    throw Error(what + " " + path.string() + ": " + std::strerror(err), err);
+  }
+  return read_small_file(path, kMaxEditedFile, what);
+}
+
+void replace_file(const fs::path& link, const std::string& text, const std::optional<std::string>& old_text,
+                  const std::optional<fs::path>& backup) {
+  // A symlinked file (daemon.json kept in a config repository) is edited where it lives.
+  std::error_code link_ec;
+  const fs::path path = fs::is_symlink(link, link_ec) ? fs::canonical(link, link_ec) : link;
+  if (link_ec) throw Error(link.string() + ": cannot resolve the symlink: " + link_ec.message(), link_ec.value());
+  unsigned mode = 0644;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) mode = st.st_mode & 07777;
+  std::error_code ec;
+  if (path.has_parent_path() && !fs::is_directory(path.parent_path(), ec)) {
+    fs::create_directories(path.parent_path(), ec);
+    if (ec)
+      throw Error("create directory " + path.parent_path().string() + ": " + ec.message() +
+                      (ec.value() == EACCES ? " (run as root, or pick another path)" : ""),
+                  ec.value(), kExitFailure);
+  }
+  try {
+    if (old_text && backup) write_file_atomic(backup->string(), *old_text, mode);
+    write_file_atomic(path.string(), text, mode);
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + (e.errno_value() == EACCES ? " (run as root, or pick another path)" : ""),
+                e.errno_value(), e.exit_code());
+  }
+}
+
+std::string check_gpu_run_config(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT)
+    return "note: " + path.string() + " does not exist yet: gpu-run uses its built-in defaults until it does\n";
+  load_config(path);
+  return "";
+}
+
+}  // namespace gpurun

@@ -1,0 +1,46 @@
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "profile_store.hpp"
+
+namespace gpurun {
+
+namespace fs = std::filesystem;
+
+// The host config a person's gpu-run-ctl uses: $GPU_RUN_CONFIG or /etc/gpu-run/config.json.
+Config load_ctl_config();
+
+// The profile search path of a person's command line: `dirs` first, then DESIGN.md's path.
+ProfileStore ctl_store(const std::vector<std::string>& dirs, const Config& config,
+                       const EnvLookup& env = process_env);
+
+// The directory holding this executable (from /proc/self/exe).
+fs::path self_dir();
+
+// "line:column" (1-based) of byte offset `byte` in `text`.
+std::string line_column(const std::string& text, std::size_t byte);
+
+// The message for a JSON syntax error of `source`: "source:line:column: malformed JSON: ...".
+std::string json_syntax_error(const std::string& text, std::size_t byte, const std::string& what,
+                              const std::string& source);
+
+// An existing file's text, or nullopt when it does not exist. Throws Error naming the path.
+std::optional<std::string> read_existing_file(const fs::path& path, const std::string& what);
+
+// How `configure` replaces a file it edits: the old text (if any) goes to `backup`
+// first, then the new text replaces `path` atomically, keeping the old file's mode.
+// Creates missing parent directories. Throws Error naming the path.
+void replace_file(const fs::path& path, const std::string& text, const std::optional<std::string>& old_text,
+                  const std::optional<fs::path>& backup);
+
+// Checks the gpu-run config that `configure` points the runtime or hook at: loads it when it
+// exists (throwing its Error, naming the file and key, when malformed). Returns a note line
+// when it does not exist yet, else "".
+std::string check_gpu_run_config(const fs::path& path);
+
+}  // namespace gpurun

@@ -1,0 +1,180 @@
+#include "k8s.hpp"
+
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <regex>
+
+#include <CLI/CLI.hpp>
+
+#include "ctl_common.hpp"
+#include "error.hpp"
+#include "plan.hpp"
+#include "profile.hpp"
+#include "units.hpp"
+#include "yaml.hpp"
+
+namespace gpurun {
+namespace {
+
+using nlohmann::ordered_json;
+
+bool is_dns_label(const std::string& s) {
+  static const std::regex label("[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?");
+  return std::regex_match(s, label);
+}
+
+bool is_dns_subdomain(const std::string& s) {
+  static const std::regex subdomain("[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*");
+  return s.size() <= 253 && std::regex_match(s, subdomain);
+}
+
+std::string shown(const std::string& s) { return s.size() > 40 ? s.substr(0, 40) + "..." : s; }
+
+}  // namespace
+
+std::uint64_t parse_k8s_quantity(const std::string& text, const std::string& flag) {
+  static const std::regex pattern("([0-9]+)(\\.([0-9]+))?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?");
+  const std::string expected = flag + " '" + shown(text) +
+                               "': expected a Kubernetes memory quantity such as 16Gi (binary) or 16G (decimal)";
+  std::smatch m;
+  if (!std::regex_match(text, m, pattern)) {
+    static const std::regex docker_like("[0-9.]+([gGmMkKtT][bB]?|[mgkt])");
+    if (std::regex_match(text, docker_like))
+      throw Error(expected + "; Docker's 16g is written 16Gi here (and a lowercase m means milli)");
+    throw Error(expected);
+  }
+  static const std::pair<const char*, std::uint64_t> units[] = {
+      {"Ki", 1ull << 10}, {"Mi", 1ull << 20}, {"Gi", 1ull << 30}, {"Ti", 1ull << 40}, {"Pi", 1ull << 50},
+      {"Ei", 1ull << 60}, {"k", 1000ull},     {"M", 1000000ull}, {"G", 1000000000ull}, {"T", 1000000000000ull},
+      {"P", 1000000000000000ull}, {"E", 1000000000000000000ull}};
+  std::uint64_t unit = 1;
+  for (const auto& [suffix, bytes] : units)
+    if (m[4] == suffix) unit = bytes;
+  const std::string whole = m[1].str();
+  constexpr std::uint64_t kMax = 1ull << 62;
+  if (whole.size() > 19) throw Error(flag + " '" + shown(text) + "': too large");
+  const std::uint64_t integer = std::stoull(whole);
+  if (integer > kMax / unit) throw Error(flag + " '" + shown(text) + "': too large");
+  std::uint64_t bytes = integer * unit;
+  if (m[3].matched) {
+    const long double fraction = std::stold("0." + m[3].str());
+    bytes += static_cast<std::uint64_t>(std::ceil(fraction * static_cast<long double>(unit)));
+  }
+  if (bytes == 0) throw Error(flag + " '" + shown(text) + "': must be more than 0 bytes");
+  return bytes;
+}
+
+std::string k8s_quantity(std::uint64_t bytes) {
+  static const std::pair<const char*, std::uint64_t> units[] = {
+      {"Ei", 1ull << 60}, {"Pi", 1ull << 50}, {"Ti", 1ull << 40}, {"Gi", 1ull << 30}, {"Mi", 1ull << 20},
+      {"Ki", 1ull << 10}};
+  if (bytes == 0) return "0";
+  for (const auto& [suffix, unit] : units)
+    if (bytes % unit == 0) return std::to_string(bytes / unit) + suffix;
+  return std::to_string(bytes);
+}
+
+ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
+  if (!is_dns_label(o.container))
+    throw Error("--container '" + shown(o.container) +
+                "': expected the container's name as Kubernetes writes it (lowercase letters, digits and '-', at most 63)");
+  if (o.runtime_class && !is_dns_subdomain(*o.runtime_class))
+    throw Error("--runtime-class '" + shown(*o.runtime_class) +
+                "': expected a RuntimeClass name (lowercase letters, digits, '-' and '.')");
+  const std::uint64_t base =
+      o.memory ? parse_k8s_quantity(*o.memory, "--memory") : kK8sBaseMemoryPerRank * std::max(plan.ranks, 1u);
+  if (base > (1ull << 62)) throw Error("--memory '" + shown(*o.memory) + "': too large");
+  const std::string memory = k8s_quantity(base + plan.shm);
+
+  ordered_json env = ordered_json::array();
+  for (const auto& [name, value] : {std::pair<std::string, std::string>{"GPU_RUN_PROFILE", plan.profile},
+                                    {"GPU_RUN_NUM_WORKERS", std::to_string(plan.workers)},
+                                    {"GPU_RUN_BATCH_SIZE", std::to_string(plan.batch_size)},
+                                    {"GPU_RUN_SHM_SIZE", engine_size(plan.shm)}})
+    env.push_back({{"name", name}, {"value", value}});
+
+  ordered_json limits = {{"memory", memory}};
+  if (plan.gpus > 0) limits["nvidia.com/gpu"] = std::to_string(plan.gpus);
+
+  ordered_json container;
+  container["name"] = o.container;
+  container["env"] = env;
+  container["resources"] = {{"requests", {{"memory", memory}}}, {"limits", limits}};
+  container["volumeMounts"] = ordered_json::array({{{"name", "dshm"}, {"mountPath", "/dev/shm"}}});
+
+  ordered_json spec;
+  if (o.runtime_class) spec["runtimeClassName"] = *o.runtime_class;
+  spec["containers"] = ordered_json::array({container});
+  spec["volumes"] = ordered_json::array(
+      {{{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", k8s_quantity(plan.shm)}}}}});
+  return {{"spec", spec}};
+}
+
+std::string render_k8s(const K8sOptions& o, const Config& config, const HostInfo& host, const EnvLookup& env) {
+  if (o.format != "yaml" && o.format != "json")
+    throw Error("--format '" + shown(o.format) + "': expected yaml or json");
+  const std::uint64_t gpus = parse_count(o.gpus, "--gpus", 1024);
+  PlanOptions po;
+  po.profile = o.profile;
+  po.gpus = std::to_string(gpus);
+  po.workers = o.workers;
+  po.batch_size = o.batch_size;
+  po.prefetch_factor = o.prefetch_factor;
+  po.cpus = o.cpus;
+  po.profile_dirs = o.profile_dirs;
+  const ShmPlan plan = make_plan(po, config, host, env);
+  require_fits(plan);
+  if (!is_valid_profile_name(plan.profile))
+    throw Error("--profile " + shown(o.profile) + ": the profile's name '" + shown(plan.profile) +
+                "' is not a valid profile name; set \"name\" in the file");
+  const ordered_json patch = k8s_patch(o, plan);
+  if (o.format == "json") return patch.dump(2) + "\n";
+  return "# gpu-run-ctl k8s: profile " + plan.profile + ", " + std::to_string(plan.gpus) + " GPU(s), " +
+         std::to_string(plan.workers) + " workers x batch " + std::to_string(plan.batch_size) +
+         " per rank: /dev/shm " + k8s_quantity(plan.shm) + "\n" + to_yaml(patch);
+}
+
+void run_k8s(const K8sOptions& o) {
+  std::cout << render_k8s(o, load_ctl_config(), probe_host());
+}
+
+void add_k8s_command(CLI::App& app) {
+  auto o = std::make_shared<K8sOptions>();
+  CLI::App* cmd = app.add_subcommand("k8s", "Print a pod spec patch giving a container a /dev/shm of the planned size");
+  cmd->add_option("--profile", o->profile, "Profile name or path to a .json file")->required()->type_name("NAME");
+  cmd->add_option("--gpus", o->gpus, "GPUs of the container (nvidia.com/gpu; 0 for none)")->required()->type_name("N");
+  cmd->add_option("--workers", o->workers, "DataLoader workers per GPU (default: the profile's, or from --cpus)")
+      ->type_name("N");
+  cmd->add_option("--batch-size", o->batch_size, "Batch size per GPU (default: the profile's)")->type_name("N");
+  cmd->add_option("--prefetch-factor", o->prefetch_factor, "DataLoader prefetch_factor (default: the profile's)")->type_name("N");
+  cmd->add_option("--memory", o->memory,
+                  "Memory the job needs besides /dev/shm, a Kubernetes quantity (e.g. 16Gi); requests and limits "
+                  "are this plus the shm size (default: 4Gi per GPU rank)")
+      ->type_name("QUANTITY");
+  cmd->add_option("--cpus", o->cpus, "CPUs the pod will have, for workers_per_gpu \"auto\" (default: this machine's)")
+      ->type_name("N");
+  cmd->add_option("--runtime-class", o->runtime_class, "Set spec.runtimeClassName (e.g. nvidia)")->type_name("NAME");
+  cmd->add_option("--container", o->container, "Name of the container to patch (strategic merge matches it by name)")
+      ->type_name("NAME")
+      ->capture_default_str();
+  cmd->add_option("--format", o->format, "yaml or json")->type_name("FORMAT")->capture_default_str();
+  cmd->add_option("--profile-dir", o->profile_dirs, "Look for profiles in DIR first (repeatable)")
+      ->type_name("DIR")
+      ->allow_extra_args(false);
+  cmd->footer(
+      "Kubernetes has no shmSize: the working method is an emptyDir with medium Memory and a\n"
+      "sizeLimit mounted at /dev/shm. Its pages count against the container's memory limit, so\n"
+      "requests.memory and limits.memory are raised by the shm size: they are --memory plus the\n"
+      "shm size, or without --memory a stated base of 4Gi per GPU rank (at least one) plus the\n"
+      "shm size. The container gets GPU_RUN_PROFILE, GPU_RUN_NUM_WORKERS, GPU_RUN_BATCH_SIZE and\n"
+      "GPU_RUN_SHM_SIZE. The patch is strategic-merge style for a Pod:\n"
+      "  kubectl patch --local -f pod.yaml -p \"$(gpu-run-ctl k8s --profile imagenet --gpus 2 --format json)\" -o yaml\n"
+      "For a Deployment, Job or StatefulSet wrap it in the pod template:\n"
+      "  kubectl patch deployment NAME -p \"{\\\"spec\\\":{\\\"template\\\":$(gpu-run-ctl k8s ... --format json)}}\"\n"
+      "(a running Pod's volumes cannot be changed: patch its template, or the manifest before creating it).");
+  cmd->callback([o] { run_k8s(*o); });
+}
+
+}  // namespace gpurun

@@ -1,0 +1,64 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "host.hpp"
+#include "profile_store.hpp"
+#include "sizing.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace gpurun {
+
+// Memory assumed per GPU rank for the training processes themselves when --memory is not
+// given (the pod's memory is this base plus /dev/shm).
+constexpr std::uint64_t kK8sBaseMemoryPerRank = 4ull << 30;
+
+// `gpu-run-ctl k8s`: a strategic-merge patch for a pod spec that gives the container a
+// memory-backed /dev/shm of the planned size (Kubernetes has no shmSize).
+struct K8sOptions {
+  std::string profile;
+  std::string gpus;                            // a count: nvidia.com/gpu
+  std::optional<std::string> workers;
+  std::optional<std::string> batch_size;
+  std::optional<std::string> prefetch_factor;
+  std::optional<std::string> memory;           // the base memory, a Kubernetes quantity
+  std::optional<std::string> cpus;             // CPUs of the pod, for workers_per_gpu "auto"
+  std::optional<std::string> runtime_class;
+  std::string container = "main";
+  std::string format = "yaml";                 // yaml | json
+  std::vector<std::string> profile_dirs;
+};
+
+// Parses a Kubernetes memory quantity ("16Gi", "1.5G", "512Mi", "1000000") to bytes, rounding
+// fractions up. Throws Error (exit 2) naming `flag` on anything else, with a hint for Docker's
+// "16g".
+std::uint64_t parse_k8s_quantity(const std::string& text, const std::string& flag);
+
+// Bytes as a Kubernetes quantity in the largest binary unit that is exact: "2Gi", "1556Mi", "4097".
+std::string k8s_quantity(std::uint64_t bytes);
+
+// The patch for a plan: spec.volumes (emptyDir, medium Memory, sizeLimit = shm), the container
+// (name, env, resources, the /dev/shm mount) and spec.runtimeClassName when asked. Pure.
+// Throws Error (exit 2) on a bad container or runtime class name or --memory.
+nlohmann::ordered_json k8s_patch(const K8sOptions& options, const ShmPlan& plan);
+
+// The plan for the options (as `plan` would make it, without a memory check: the pod's memory
+// is raised by the shm size), then the patch in --format. Throws Error (exit 2) on bad input
+// or when the plan is above the profile's max_shm.
+std::string render_k8s(const K8sOptions& options, const Config& config, const HostInfo& host,
+                       const EnvLookup& env = process_env);
+
+void run_k8s(const K8sOptions& options);
+
+// Registers `k8s` on `app`.
+void add_k8s_command(CLI::App& app);
+
+}  // namespace gpurun

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "profile_store.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace gpurun {
+
+// `gpu-run-ctl profiles list`: every profile on the search path.
+struct ProfilesListOptions {
+  std::vector<std::string> profile_dirs;
+  bool json = false;
+};
+
+// `gpu-run-ctl profiles show NAME`: one merged profile and the files that made it.
+struct ProfilesShowOptions {
+  std::string name;                            // a name, or a path to a .json file
+  std::vector<std::string> profile_dirs;
+  bool json = false;
+};
+
+// The name a profile file has on the search path ("vision/resnet50" for
+// <dir>/vision/resnet50.json), or the file's stem when it is in none of `dirs`.
+std::string profile_name_for(const fs::path& file, const std::vector<fs::path>& dirs);
+
+// The listing of `profiles list --json`: {"search_path": [...], "profiles": [{name, description,
+// path, shadowed, chain: [{name, path}], error?}]}. A profile that fails to load is listed
+// with its error rather than failing the listing.
+nlohmann::json list_profiles(const ProfileStore& store);
+
+// The document of `profiles show --json`: {"profile": <merged>, "path", "chain": [{name, path}],
+// "shadowed": [...]}. Throws Error for unknown or invalid profiles.
+nlohmann::json show_profile(const ProfileStore& store, const std::string& name_or_path);
+
+void run_profiles_list(const ProfilesListOptions& options);
+void run_profiles_show(const ProfilesShowOptions& options);
+
+// Registers `profiles` with list, show and validate on `app`.
+void add_profiles_command(CLI::App& app);
+
+}  // namespace gpurun

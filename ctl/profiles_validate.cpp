@@ -1,0 +1,206 @@
+#include "profiles_validate.hpp"
+
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "ctl_common.hpp"
+#include "error.hpp"
+#include "profile.hpp"
+#include "profile_store.hpp"
+#include "profiles.hpp"
+
+namespace gpurun {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t kMaxProfileBytes = 1 << 20;
+
+struct Target {
+  fs::path file;
+  fs::path base;                               // the directory the file's name is relative to
+  std::string base_name;                       // its last component ("vision" for a team directory)
+};
+
+bool is_schema_file(const fs::path& file) {
+  const std::string f = file.filename().string();
+  return f.size() > 12 && f.compare(f.size() - 12, 12, ".schema.json") == 0;
+}
+
+bool is_profile_file(const fs::directory_entry& entry) {
+  std::error_code ec;
+  return entry.is_regular_file(ec) && entry.path().extension() == ".json" && !is_schema_file(entry.path());
+}
+
+std::vector<fs::path> sorted_entries(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) out.push_back(entry.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The absolute, normalized form of `dir`, without a trailing slash.
+fs::path normal_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::path n = fs::absolute(dir, ec).lexically_normal();
+  if (n.filename().empty() && n.has_parent_path()) n = n.parent_path();
+  return n;
+}
+
+// A directory's profile files and those one level down (team directories).
+void collect(const fs::path& dir, std::vector<Target>& targets) {
+  const std::string base_name = normal_dir(dir).filename().string();
+  for (const auto& path : sorted_entries(dir)) {
+    fs::directory_entry entry(path);
+    std::error_code ec;
+    if (is_profile_file(entry)) {
+      targets.push_back({path, dir, base_name});
+    } else if (entry.is_directory(ec)) {
+      for (const auto& sub : sorted_entries(path))
+        if (is_profile_file(fs::directory_entry(sub))) targets.push_back({sub, dir, base_name});
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> profile_document_errors(const std::string& text, const std::string& source) {
+  try {
+    parse_profile_document(text, source);
+    return {};
+  } catch (const Error& whole) {
+    json doc;
+    try {
+      doc = json::parse(text);
+    } catch (const json::parse_error& e) {
+      return {json_syntax_error(text, e.byte, e.what(), source)};
+    }
+    if (!doc.is_object()) return {whole.what()};
+    std::vector<std::string> errors;
+    for (const auto& [key, value] : doc.items()) {
+      try {
+        parse_profile_document(json{{key, value}}.dump(), source);
+      } catch (const Error& e) {
+        errors.push_back(e.what());
+      }
+    }
+    // A problem between keys (fields together with sample_bytes) shows only on the whole.
+    if (errors.empty()) errors.push_back(whole.what());
+    return errors;
+  }
+}
+
+ValidationReport validate_profiles(const std::vector<fs::path>& paths, bool explicit_paths,
+                                   const std::vector<fs::path>& search_path) {
+  ValidationReport report;
+  std::set<std::string> reported;
+  auto add_error = [&](const std::string& line) {
+    if (reported.insert(line).second) report.errors.push_back(line);
+  };
+
+  std::vector<Target> targets;
+  std::vector<fs::path> store_dirs;
+  std::vector<fs::path> parents;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      collect(p, targets);
+      store_dirs.push_back(p);
+      // A team directory validated on its own: "team/x" names resolve through its parent.
+      const fs::path team = normal_dir(p);
+      if (explicit_paths && is_valid_profile_name(team.filename().string())) parents.push_back(team.parent_path());
+    } else if (fs::is_regular_file(p, ec)) {
+      const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+      targets.push_back({p, dir, normal_dir(dir).filename().string()});
+      store_dirs.push_back(dir);
+    } else if (explicit_paths) {
+      add_error(p.string() + ": no such directory or file (give directories of profiles or .json files)");
+    }
+  }
+  store_dirs.insert(store_dirs.end(), parents.begin(), parents.end());
+  store_dirs.insert(store_dirs.end(), search_path.begin(), search_path.end());
+  const ProfileStore store(store_dirs);
+
+  for (const Target& t : targets) {
+    report.files.push_back(t.file);
+    const std::string source = t.file.string();
+    const std::string where = profile_name_for(t.file, {t.base});
+    const std::size_t errors_before = report.errors.size();
+    if (!is_valid_profile_name(where)) {
+      add_error(source + ": file name: '" + where +
+                "' is not a valid profile name ([team/]name of a-z 0-9 . _ -, starting with a letter or digit), so "
+                "no one can ask for it: rename the file");
+    }
+    std::string text;
+    try {
+      text = read_small_file(t.file, kMaxProfileBytes, "profile");
+    } catch (const Error& e) {
+      add_error(e.what());
+      continue;
+    }
+    const std::vector<std::string> doc_errors = profile_document_errors(text, source);
+    for (const auto& e : doc_errors) add_error(e);
+    if (!doc_errors.empty()) continue;
+
+    const json doc = json::parse(text);
+    if (doc.contains("name")) {
+      const std::string name = doc["name"].get<std::string>();
+      const std::string team_name = t.base_name + "/" + where;
+      if (name != where && name != team_name) {
+        add_error(source + ": key 'name': '" + name + "' does not match the file's place, which makes it '" + where +
+                  "': rename the file to " + name + ".json (team/name lives in team/) or fix 'name'");
+      }
+    }
+    try {
+      store.load_file(t.file);
+    } catch (const Error& e) {
+      add_error(e.what());
+    }
+    if (report.errors.size() == errors_before) report.valid.push_back(where + " (" + source + ")");
+  }
+  return report;
+}
+
+void run_profiles_validate(const ProfilesValidateOptions& o) {
+  const Config config = load_ctl_config();
+  const std::vector<fs::path> search_path = profile_search_path({}, config, /*include_user=*/true);
+  const bool explicit_paths = !o.paths.empty();
+  const std::vector<fs::path> paths = explicit_paths ? std::vector<fs::path>(o.paths.begin(), o.paths.end())
+                                                     : search_path;
+  const ValidationReport report = validate_profiles(paths, explicit_paths, search_path);
+  for (const auto& line : report.valid) std::cout << "ok " << line << "\n";
+  std::cout.flush();
+  for (const auto& line : report.errors) std::cerr << line << "\n";
+  std::cerr.flush();
+  const std::string files = std::to_string(report.files.size()) + " profile file" + (report.files.size() == 1 ? "" : "s");
+  if (!report.errors.empty()) {
+    throw Error(std::to_string(report.errors.size()) + " error" + (report.errors.size() == 1 ? "" : "s") + " in " +
+                    files + " (each listed above as file: key: problem)",
+                0, kExitFailure);
+  }
+  std::cout << files << " valid";
+  if (report.files.empty()) std::cout << " (no *.json profiles found; give the directories that hold them)";
+  std::cout << "\n";
+}
+
+void add_profiles_validate_command(CLI::App& profiles) {
+  auto o = std::make_shared<ProfilesValidateOptions>();
+  CLI::App* cmd = profiles.add_subcommand(
+      "validate", "Check every *.json profile in PATHs (default: the whole search path); exit 1 on any error");
+  cmd->add_option("PATH", o->paths,
+                  "A directory of profiles (its team subdirectories too) or a .json file; repeatable")
+      ->type_name("PATH");
+  cmd->footer(
+      "Every error is one line on stderr: file: key 'k': problem. Each key is checked on its own,\n"
+      "then the name the file is found under, then its merged `extends` chain (parents are looked\n"
+      "up in PATHs, then on the search path). For a team's CI: gpu-run-ctl profiles validate profiles/");
+  cmd->callback([o] { run_profiles_validate(*o); });
+}
+
+}  // namespace gpurun

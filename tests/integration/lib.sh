@@ -1,0 +1,389 @@
+# shellcheck shell=bash
+# Shared helpers for gpu-run's shell integration tests. Source it from a test script:
+#
+#   source "$(dirname "$0")/lib.sh"
+#   it_require_root; it_require_cmd dockerd
+#   d=$(it_tmpdir); it_on_exit it_dockerd_stop "$d"; it_dockerd_start "$d"
+#   assert_eq 7 "$(...)" "exit code passes through"
+#   it_done
+#
+# Every daemon a test starts is private: its own data root, exec root, socket and pidfile
+# under a short directory in /tmp (unix socket paths are limited to ~108 bytes). Nothing here
+# talks to a system docker daemon or touches the host's /dev/shm.
+
+# dockerd, runc and friends live in sbin, which a non-login PATH may lack.
+case ":$PATH:" in
+  *:/usr/sbin:*) ;;
+  *) PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin ;;
+esac
+
+IT_PASSED=0
+IT_FAILED=0
+IT_NAME=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
+IT_CLEANUPS=()
+IT_ROOTFS=${IT_ROOTFS:-}
+
+it_log() { printf '[%s] %s\n' "$IT_NAME" "$*" >&2; }
+
+# Exits 77 (ctest's SKIP_RETURN_CODE) with REASON, or fails with it when
+# GPU_RUN_REQUIRE_INTEGRATION=1 (CI must run every integration test).
+it_skip() {
+  if [[ ${GPU_RUN_REQUIRE_INTEGRATION:-0} == 1 ]]; then
+    printf '[%s] FAIL: required component missing (GPU_RUN_REQUIRE_INTEGRATION=1): %s\n' "$IT_NAME" "$1" >&2
+    exit 1
+  fi
+  printf '[%s] SKIP: %s\n' "$IT_NAME" "$1" >&2
+  exit 77
+}
+
+# Aborts the test with MESSAGE: for setup failures after which no check makes sense.
+it_die() {
+  printf '[%s] FATAL: %s\n' "$IT_NAME" "$*" >&2
+  IT_FAILED=$((IT_FAILED + 1))
+  exit 1
+}
+
+it_require_root() { [[ $(id -u) -eq 0 ]] || it_skip "needs root (runs its own dockerd/podman)"; }
+
+# Skips unless every named command is on PATH.
+it_require_cmd() {
+  local c
+  for c in "$@"; do
+    command -v "$c" >/dev/null 2>&1 || it_skip "$c not found on PATH (scripts/install-deps installs it)"
+  done
+}
+
+# Runs "CMD ARGS..." at exit, last registered first. The test's exit code is kept.
+it_on_exit() {
+  local quoted
+  printf -v quoted '%q ' "$@"
+  IT_CLEANUPS+=("$quoted")
+}
+
+it__run_cleanups() {
+  local rc=$? i
+  trap - EXIT
+  for ((i = ${#IT_CLEANUPS[@]} - 1; i >= 0; i--)); do
+    eval "${IT_CLEANUPS[i]}" || it_log "cleanup failed: ${IT_CLEANUPS[i]}"
+  done
+  exit "$rc"
+}
+trap it__run_cleanups EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Prints a new empty directory with a short path under /tmp (unix socket paths must stay
+# short). The stop/cleanup functions below remove it.
+it_tmpdir() {
+  local d
+  d=$(mktemp -d /tmp/gr-XXXXXX) || it_die "mktemp failed"
+  printf '%s\n' "$d"
+}
+
+# ---------------------------------------------------------------------------------------
+# Assertions: each prints "ok - MSG" or "FAIL - MSG: details" and counts; none exits.
+
+it_pass() { IT_PASSED=$((IT_PASSED + 1)); printf 'ok - %s\n' "$1"; }
+it_fail() { IT_FAILED=$((IT_FAILED + 1)); printf 'FAIL - %s\n' "$1"; }
+
+# assert_eq EXPECTED ACTUAL MSG
+assert_eq() {
+  if [[ $1 == "$2" ]]; then
+    it_pass "$3"
+  else
+    it_fail "$3: expected [$1], got [$2]"
+  fi
+}
+
+# assert_contains HAYSTACK NEEDLE MSG
+assert_contains() {
+  if [[ $1 == *"$2"* ]]; then
+    it_pass "$3"
+  else
+    it_fail "$3: [$2] not found in [$1]"
+  fi
+}
+
+# assert_not_contains HAYSTACK NEEDLE MSG
+assert_not_contains() {
+  if [[ $1 != *"$2"* ]]; then
+    it_pass "$3"
+  else
+    it_fail "$3: [$2] unexpectedly found in [$1]"
+  fi
+}
+
+# assert_exit CODE CMD [ARG...]: runs CMD and checks its exit code. Its stdout and stderr
+# are kept in IT_OUT and IT_ERR for further checks.
+assert_exit() {
+  local want=$1 rc=0 out err
+  shift
+  out=$(mktemp) err=$(mktemp)
+  "$@" >"$out" 2>"$err" || rc=$?
+  IT_OUT=$(<"$out") IT_ERR=$(<"$err")
+  rm -f "$out" "$err"
+  if [[ $rc -eq $want ]]; then
+    it_pass "exit $want: $*"
+  else
+    it_fail "exit code of [$*]: expected $want, got $rc; stdout: [$IT_OUT] stderr: [$IT_ERR]"
+  fi
+}
+
+# Prints "N passed, M failed" and exits non-zero when anything failed.
+it_done() {
+  printf '%d passed, %d failed\n' "$IT_PASSED" "$IT_FAILED"
+  if [[ $IT_FAILED -ne 0 ]]; then exit 1; fi
+  if [[ $IT_PASSED -eq 0 ]]; then
+    printf '[%s] no check ran\n' "$IT_NAME" >&2
+    exit 1
+  fi
+  exit 0
+}
+
+# ---------------------------------------------------------------------------------------
+# Test images
+
+IT_APPLETS=(sh ash df cat dd sleep mount umount ls echo printf grep head tail wc true false
+  stat awk sed mkdir rm id env ps test '[' cut tr sort uniq touch cp mv ln chmod hostname
+  uname ulimit nproc free du find xargs seq kill date basename dirname readlink realpath which
+  tee yes expr)
+
+# Builds a busybox rootfs in DIR (created if missing): static /bin/busybox and applet links,
+# the usual mount points and minimal passwd/group files.
+it_busybox_rootfs() {
+  local dir=$1 bb a
+  bb=$(command -v busybox || true)
+  [[ -n $bb ]] || it_skip "busybox not found (apt-get install busybox-static)"
+  if ! it__is_static "$bb"; then
+    if [[ -x /bin/busybox ]] && it__is_static /bin/busybox; then
+      bb=/bin/busybox
+    else
+      it_skip "$bb is not statically linked (apt-get install busybox-static)"
+    fi
+  fi
+  mkdir -p "$dir"/{bin,sbin,dev/shm,proc,sys,tmp,etc,root,run,var/tmp,usr/bin}
+  chmod 1777 "$dir/tmp" "$dir/var/tmp"
+  cp "$bb" "$dir/bin/busybox"
+  local -A have=()
+  while read -r a; do have[$a]=1; done < <("$dir/bin/busybox" --list)
+  for a in "${IT_APPLETS[@]}"; do
+    [[ -n ${have[$a]:-} ]] && ln -sf busybox "$dir/bin/$a"
+  done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n' >"$dir/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$dir/etc/group"
+  printf 'gpu-run-test\n' >"$dir/etc/hostname"
+  : >"$dir/etc/hosts"
+  : >"$dir/etc/resolv.conf"
+}
+
+# True when the ELF file has no program interpreter (a static executable).
+it__is_static() {
+  # ldd prints "not a dynamic executable" (exit 1) for static binaries.
+  ! ldd "$1" >/dev/null 2>&1
+}
+
+# Sets IT_ROOTFS to a busybox rootfs built once per test run (call it outside $(...)).
+it_rootfs() {
+  local d
+  if [[ -z $IT_ROOTFS ]]; then
+    d=$(it_tmpdir)
+    it_on_exit rm -rf "$d"
+    it_busybox_rootfs "$d/rootfs"
+    IT_ROOTFS=$d/rootfs
+  fi
+}
+
+# ---------------------------------------------------------------------------------------
+# An isolated dockerd
+
+# Storage driver for test daemons: overlay2 works on these VMs' ext4 root; vfs is the
+# fallback that works anywhere (slower, copies each layer).
+IT_DOCKER_STORAGE_DRIVER=${IT_DOCKER_STORAGE_DRIVER:-overlay2}
+
+# it_dockerd_start DIR [DAEMON_JSON]: starts a private dockerd whose state lives in DIR and
+# exports DOCKER_HOST for it. DAEMON_JSON (a file, e.g. with a "runtimes" entry) is copied to
+# DIR/daemon.json; it must not set storage-driver (passed as a flag). The daemon inherits the
+# caller's environment (dockerd hands it down to runtimes, e.g. GPU_RUN_CONFIG).
+it_dockerd_start() {
+  local dir=$1 json=${2:-} sock pid i
+  it_require_cmd dockerd containerd runc docker
+  mkdir -p "$dir"
+  sock=$dir/docker.sock
+  ((${#sock} < 100)) || it_die "socket path too long for a unix socket: $sock"
+  if [[ -n $json ]]; then
+    cp "$json" "$dir/daemon.json" || it_die "cannot copy $json"
+  else
+    printf '{}\n' >"$dir/daemon.json"
+  fi
+  local args=(--data-root "$dir/root" --exec-root "$dir/exec" --pidfile "$dir/pid"
+    -H "unix://$sock" --bridge none --iptables=false --ip-masq=false --ip-forward=false
+    --storage-driver "$IT_DOCKER_STORAGE_DRIVER" --config-file "$dir/daemon.json")
+  # dockerd uses a running system containerd when its socket exists; start a private one
+  # instead so that nothing is shared with the host's engine.
+  if [[ -S /run/containerd/containerd.sock || ${IT_PRIVATE_CONTAINERD:-0} == 1 ]]; then
+    it__containerd_start "$dir"
+    args+=(--containerd "$dir/ctd.sock")
+  fi
+  dockerd "${args[@]}" >"$dir/dockerd.log" 2>&1 </dev/null &
+  pid=$!
+  printf '%s\n' "$pid" >"$dir/dockerd.launch-pid"
+  # The CLI talks to this daemon only: no user context, no ~/.docker.
+  export DOCKER_HOST=unix://$sock
+  export DOCKER_CONFIG=$dir/cli
+  mkdir -p "$DOCKER_CONFIG" && printf '{}\n' >"$DOCKER_CONFIG/config.json"
+  unset DOCKER_CONTEXT DOCKER_TLS_VERIFY DOCKER_CERT_PATH || true
+  for ((i = 0; i < 120; i++)); do
+    if docker info >/dev/null 2>&1; then
+      it_log "dockerd pid $pid up (storage $IT_DOCKER_STORAGE_DRIVER, DOCKER_HOST=$DOCKER_HOST)"
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then break; fi
+    sleep 0.5
+  done
+  it_log "dockerd did not come up; its log:"
+  tail -n 40 "$dir/dockerd.log" >&2
+  it_die "isolated dockerd failed to start (state in $dir)"
+}
+
+it__containerd_start() {
+  local dir=$1 i
+  mkdir -p "$dir/ctd"
+  cat >"$dir/ctd/config.toml" <<EOF
+version = 2
+root = "$dir/ctd/root"
+state = "$dir/ctd/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "$dir/ctd.sock"
+[ttrpc]
+  address = "$dir/ctd.sock.ttrpc"
+[debug]
+  address = ""
+EOF
+  containerd --config "$dir/ctd/config.toml" >"$dir/ctd/log" 2>&1 </dev/null &
+  printf '%s\n' "$!" >"$dir/ctd/pid"
+  for ((i = 0; i < 60; i++)); do
+    [[ -S $dir/ctd.sock ]] && return 0
+    sleep 0.5
+  done
+  tail -n 40 "$dir/ctd/log" >&2
+  it_die "private containerd failed to start (state in $dir/ctd)"
+}
+
+# Sends SIGTERM to PID, waits up to SECS, then SIGKILL.
+it__stop_pid() {
+  local pid=$1 secs=${2:-30} i
+  [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < secs * 5; i++)); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.2
+  done
+  it_log "pid $pid ignored SIGTERM for ${secs}s, killing it"
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+# Unmounts everything mounted at or below DIR, deepest first.
+it_umount_below() {
+  local dir=$1 m
+  # /proc/self/mounts escapes spaces as \040; test directories have none.
+  while read -r m; do
+    umount -l "$m" 2>/dev/null || true
+  done < <(awk -v d="$dir" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/self/mounts | sort -r)
+}
+
+# it_dockerd_stop DIR: removes the daemon's containers, stops it (and a private containerd),
+# unmounts what is left under DIR and removes DIR.
+it_dockerd_stop() {
+  local dir=$1 pid ids
+  [[ -d $dir ]] || return 0
+  if [[ -S $dir/docker.sock ]]; then
+    ids=$(DOCKER_HOST=unix://$dir/docker.sock docker ps -aq 2>/dev/null || true)
+    if [[ -n $ids ]]; then
+      # shellcheck disable=SC2086
+      DOCKER_HOST=unix://$dir/docker.sock docker rm -f $ids >/dev/null 2>&1 || true
+    fi
+  fi
+  pid=$(cat "$dir/pid" 2>/dev/null || cat "$dir/dockerd.launch-pid" 2>/dev/null || true)
+  it__stop_pid "$pid" 30
+  [[ -f $dir/ctd/pid ]] && it__stop_pid "$(cat "$dir/ctd/pid")" 15
+  it_umount_below "$dir"
+  rm -rf "$dir" 2>/dev/null || { sleep 1; it_umount_below "$dir"; rm -rf "$dir"; } ||
+    it_log "could not remove $dir"
+}
+
+# it_docker_image NAME: imports the busybox rootfs as image NAME into $DOCKER_HOST.
+it_docker_image() {
+  it_rootfs
+  tar -C "$IT_ROOTFS" -c . | docker import - "$1" >/dev/null || it_die "docker import $1 failed"
+}
+
+# Prints the number of containers (running or not) the current engine knows.
+it_docker_count() { docker ps -aq | wc -l; }
+
+# ---------------------------------------------------------------------------------------
+# An isolated podman
+
+# Storage driver for test podman stores: native overlay as root on ext4; vfs as fallback.
+IT_PODMAN_STORAGE_DRIVER=${IT_PODMAN_STORAGE_DRIVER:-overlay}
+
+# it_podman_env DIR: writes storage.conf and containers.conf into DIR and exports
+# CONTAINERS_CONF / CONTAINERS_STORAGE_CONF so that every podman call of the test uses
+# DIR for images, containers, locks (file locks, not the host's /dev/shm), events and tmp,
+# runc, cgroupfs, no network, and rlimits within this machine's hard limits.
+it_podman_env() {
+  local dir=$1
+  it_require_cmd podman runc conmon
+  mkdir -p "$dir"/{root,run,tmp,volumes}
+  cat >"$dir/storage.conf" <<EOF
+[storage]
+driver = "$IT_PODMAN_STORAGE_DRIVER"
+graphroot = "$dir/root"
+runroot = "$dir/run"
+EOF
+  cat >"$dir/containers.conf" <<EOF
+[containers]
+default_ulimits = ["nofile=20000:20000", "nproc=1024:1024"]
+netns = "none"
+log_driver = "k8s-file"
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+events_logfile_path = "$dir/events.log"
+lock_type = "file"
+tmp_dir = "$dir/tmp"
+volume_path = "$dir/volumes"
+static_dir = "$dir/root/libpod"
+EOF
+  export CONTAINERS_CONF=$dir/containers.conf
+  export CONTAINERS_STORAGE_CONF=$dir/storage.conf
+  if ! podman info >"$dir/info.log" 2>&1; then
+    cat "$dir/info.log" >&2
+    it_die "podman info failed with the test configuration in $dir"
+  fi
+  it_log "podman store in $dir (storage $IT_PODMAN_STORAGE_DRIVER, runtime runc)"
+}
+
+# it_podman_image NAME: imports the busybox rootfs as image NAME into the test store.
+it_podman_image() {
+  it_rootfs
+  tar -C "$IT_ROOTFS" -c . | podman import -q - "$1" >/dev/null || it_die "podman import $1 failed"
+}
+
+it_podman_count() { podman ps -aq | wc -l; }
+
+# it_podman_cleanup DIR: removes the test store's containers, unmounts what is left under
+# DIR and removes DIR.
+it_podman_cleanup() {
+  local dir=$1
+  [[ -d $dir ]] || return 0
+  if [[ -f $dir/containers.conf ]]; then
+    CONTAINERS_CONF=$dir/containers.conf CONTAINERS_STORAGE_CONF=$dir/storage.conf \
+      podman rm -af -t 0 >/dev/null 2>&1 || true
+  fi
+  it_umount_below "$dir"
+  rm -rf "$dir" 2>/dev/null || { sleep 1; it_umount_below "$dir"; rm -rf "$dir"; } ||
+    it_log "could not remove $dir"
+}
