@@ -18,7 +18,13 @@ LogLevel parse_log_level(const std::string& name) {
 }
 
 Logger::Logger(std::string path, LogLevel level, std::string program)
-    : path_(std::move(path)), level_(level), program_(std::move(program)) {}
+    : path_(std::move(path)), level_(level), program_(std::move(program)) {
+  if (!path_.empty()) fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+}
+
+Logger::~Logger() {
+  if (fd_ >= 0) ::close(fd_);
+}
 
 void Logger::log(LogLevel level, const std::string& message) const {
   if (level > level_ && !echo_) return;
@@ -39,10 +45,8 @@ void Logger::log(LogLevel level, const std::string& message) const {
   }
   line += '\n';
   if (echo_) (void)!::write(STDERR_FILENO, line.data(), line.size());
-  if (level > level_ || path_.empty()) return;
-  UniqueFd fd(::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640));
-  if (!fd) return;
-  (void)!::write(fd.get(), line.data(), line.size());
+  if (level > level_ || fd_ < 0) return;
+  (void)!::write(fd_, line.data(), line.size());
 }
 
 std::string log_quote(const std::string& value) {

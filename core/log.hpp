@@ -14,7 +14,11 @@ LogLevel parse_log_level(const std::string& name);
 // Logging never throws: a log that cannot be written must not fail a container.
 class Logger {
  public:
+  // Opens the file now (so lines still reach it after the caller changes mount namespace).
   Logger(std::string path, LogLevel level, std::string program);
+  ~Logger();
+  Logger(const Logger&) = delete;
+  Logger& operator=(const Logger&) = delete;
 
   void log(LogLevel level, const std::string& message) const;
   void error(const std::string& m) const { log(LogLevel::kError, m); }
@@ -27,6 +31,7 @@ class Logger {
 
  private:
   std::string path_;
+  int fd_ = -1;
   LogLevel level_;
   std::string program_;
   bool echo_ = false;

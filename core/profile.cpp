@@ -3,7 +3,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <regex>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -156,10 +155,25 @@ std::uint64_t sample_bytes(const Profile& profile) {
   return total;
 }
 
+namespace {
+
+// One part of a name: [a-z0-9][a-z0-9._-]{0,62}. It starts with [a-z0-9], so "." and
+// ".." can never be a path component. (A loop, not std::regex: this runs in the hook.)
+bool is_valid_name_part(const std::string& part) {
+  if (part.empty() || part.size() > 63) return false;
+  auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!alnum(part[0])) return false;
+  for (char c : part)
+    if (!alnum(c) && c != '.' && c != '_' && c != '-') return false;
+  return true;
+}
+
+}  // namespace
+
 bool is_valid_profile_name(const std::string& name) {
-  static const std::regex pattern("([a-z0-9][a-z0-9._-]{0,62}/)?[a-z0-9][a-z0-9._-]{0,62}");
-  // Each part starts with [a-z0-9], so "." and ".." can never be a path component.
-  return std::regex_match(name, pattern);
+  auto slash = name.find('/');
+  if (slash == std::string::npos) return is_valid_name_part(name);
+  return is_valid_name_part(name.substr(0, slash)) && is_valid_name_part(name.substr(slash + 1));
 }
 
 json parse_profile_document(const std::string& text, const std::string& source) {

@@ -63,8 +63,9 @@ std::optional<std::string> read_existing_file(const fs::path& path, const std::s
 void replace_file(const fs::path& link, const std::string& text, const std::optional<std::string>& old_text,
                   const std::optional<fs::path>& backup) {
   // A symlinked file (daemon.json kept in a config repository) is edited where it lives.
-  std::error_code link_ec;
-  const fs::path path = fs::is_symlink(link, link_ec) ? fs::canonical(link, link_ec) : link;
+  std::error_code status_ec, link_ec;
+  const bool is_link = fs::is_symlink(fs::symlink_status(link, status_ec));
+  const fs::path path = is_link ? fs::canonical(link, link_ec) : link;
   if (link_ec) throw Error(link.string() + ": cannot resolve the symlink: " + link_ec.message(), link_ec.value());
   unsigned mode = 0644;
   struct stat st {};
