@@ -1,0 +1,78 @@
+#include "container.hpp"
+
+#include <sys/statvfs.h>
+
+#include <nlohmann/json.hpp>
+
+#include "error.hpp"
+#include "process.hpp"
+
+namespace gpurun {
+
+ContainerInfo parse_inspect(const std::string& text, const std::string& engine) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw Error(engine + " inspect: malformed output: " + e.what());
+  }
+  if (doc.is_array()) {
+    if (doc.empty()) throw Error(engine + " inspect: no such container");
+    doc = doc[0];
+  }
+  if (!doc.is_object()) throw Error(engine + " inspect: unexpected output");
+  ContainerInfo c;
+  c.engine = engine;
+  c.id = doc.value("Id", std::string());
+  c.name = doc.value("Name", std::string());
+  if (!c.name.empty() && c.name[0] == '/') c.name.erase(0, 1);
+  const auto state = doc.value("State", nlohmann::json::object());
+  c.running = state.value("Running", false);
+  c.pid = state.value("Pid", 0);
+  const auto config = doc.value("Config", nlohmann::json::object());
+  c.image = config.value("Image", doc.value("ImageName", std::string()));
+  if (config.contains("Labels") && config["Labels"].is_object())
+    for (const auto& [k, v] : config["Labels"].items())
+      if (v.is_string()) c.labels[k] = v.get<std::string>();
+  if (config.contains("Env") && config["Env"].is_array())
+    for (const auto& e : config["Env"]) {
+      if (!e.is_string()) continue;
+      const std::string s = e.get<std::string>();
+      auto eq = s.find('=');
+      if (eq != std::string::npos) c.env[s.substr(0, eq)] = s.substr(eq + 1);
+    }
+  const auto host = doc.value("HostConfig", nlohmann::json::object());
+  c.ipc_mode = host.value("IpcMode", std::string());
+  if (host.contains("Memory") && host["Memory"].is_number_integer() && host["Memory"].get<std::int64_t>() > 0)
+    c.memory_limit = host["Memory"].get<std::uint64_t>();
+  if (host.contains("ShmSize") && host["ShmSize"].is_number_integer() && host["ShmSize"].get<std::int64_t>() > 0)
+    c.shm_size = host["ShmSize"].get<std::uint64_t>();
+  return c;
+}
+
+ContainerInfo inspect_container(const std::string& engine, const std::string& name_or_id) {
+  Captured r = run_capture({engine, "inspect", "--type", "container", name_or_id});
+  if (r.exit_code != 0) {
+    std::string why = r.err;
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    throw Error("container '" + name_or_id + "': " + engine + " inspect failed" + (why.empty() ? "" : ": " + why) +
+                " (is it running? wrong --engine?)");
+  }
+  return parse_inspect(r.out, engine);
+}
+
+std::optional<ShmUsage> shm_usage_at(const fs::path& path) {
+  struct statvfs st {};
+  if (::statvfs(path.c_str(), &st) != 0) return std::nullopt;
+  ShmUsage u;
+  u.size = static_cast<std::uint64_t>(st.f_blocks) * st.f_frsize;
+  u.used = static_cast<std::uint64_t>(st.f_blocks - st.f_bfree) * st.f_frsize;
+  return u;
+}
+
+std::optional<ShmUsage> shm_usage_of_pid(int pid) {
+  if (pid <= 0) return std::nullopt;
+  return shm_usage_at("/proc/" + std::to_string(pid) + "/root/dev/shm");
+}
+
+}  // namespace gpurun

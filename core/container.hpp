@@ -1,0 +1,47 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace gpurun {
+
+namespace fs = std::filesystem;
+
+// What `docker|podman inspect` says about a container, read once.
+struct ContainerInfo {
+  std::string engine;                          // docker | podman
+  std::string id;
+  std::string name;
+  std::string image;
+  int pid = 0;                                 // 0 when not running
+  bool running = false;
+  std::string ipc_mode;                        // private, shareable, host, none, container:X, ...
+  std::optional<std::uint64_t> memory_limit;   // HostConfig.Memory, when set
+  std::optional<std::uint64_t> shm_size;       // HostConfig.ShmSize, when set
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> env;
+};
+
+// Parses the JSON array `inspect` prints (first element). Throws Error when malformed.
+ContainerInfo parse_inspect(const std::string& json_text, const std::string& engine);
+
+// Runs `<engine> inspect <name_or_id>` once. Throws Error (naming the container) when the
+// engine fails or does not know it.
+ContainerInfo inspect_container(const std::string& engine, const std::string& name_or_id);
+
+// Size and use of a tmpfs, in bytes.
+struct ShmUsage {
+  std::uint64_t size = 0;
+  std::uint64_t used = 0;
+};
+
+// statvfs of `path`; nullopt when it cannot be read (the container exited).
+std::optional<ShmUsage> shm_usage_at(const fs::path& path);
+
+// The container's /dev/shm, through /proc/<pid>/root (no process started per sample).
+std::optional<ShmUsage> shm_usage_of_pid(int pid);
+
+}  // namespace gpurun

@@ -1,0 +1,132 @@
+#include "process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "error.hpp"
+#include "fd.hpp"
+
+namespace gpurun {
+namespace {
+
+std::vector<char*> c_argv(const std::vector<std::string>& argv) {
+  std::vector<char*> out;
+  for (const auto& a : argv) out.push_back(const_cast<char*>(a.c_str()));
+  out.push_back(nullptr);
+  return out;
+}
+
+[[noreturn]] void exec_or_die(const std::vector<std::string>& argv) {
+  auto args = c_argv(argv);
+  ::execvp(args[0], args.data());
+  const std::string msg = "cannot run " + argv[0] + ": " + std::strerror(errno) + "\n";
+  (void)!::write(STDERR_FILENO, msg.data(), msg.size());
+  ::_exit(127);
+}
+
+}  // namespace
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+Child& Child::operator=(Child&& other) noexcept {
+  if (this != &other) {
+    this->~Child();
+    pid_ = other.pid_;
+    other.pid_ = -1;
+  }
+  return *this;
+}
+
+Child::~Child() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+}
+
+int Child::wait() {
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0) {
+    if (errno != EINTR) throw system_error("wait for pid " + std::to_string(pid_), errno);
+  }
+  pid_ = -1;
+  return exit_code_of(status);
+}
+
+bool Child::poll(int& code) {
+  int status = 0;
+  pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == 0) return false;
+  if (r < 0) throw system_error("wait for pid " + std::to_string(pid_), errno);
+  pid_ = -1;
+  code = exit_code_of(status);
+  return true;
+}
+
+Child spawn(const std::vector<std::string>& argv) {
+  if (argv.empty()) throw Error("spawn: empty command");
+  pid_t pid = ::fork();
+  if (pid < 0) throw system_error("fork", errno);
+  if (pid == 0) exec_or_die(argv);
+  return Child(pid);
+}
+
+Captured run_capture(const std::vector<std::string>& argv) {
+  if (argv.empty()) throw Error("run: empty command");
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0) throw system_error("pipe", errno);
+  UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]);
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw system_error("pipe", errno);
+  UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
+  pid_t pid = ::fork();
+  if (pid < 0) throw system_error("fork", errno);
+  if (pid == 0) {
+    ::dup2(out_w.get(), STDOUT_FILENO);
+    ::dup2(err_w.get(), STDERR_FILENO);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
+    exec_or_die(argv);
+  }
+  Child child(pid);
+  out_w = UniqueFd();
+  err_w = UniqueFd();
+  Captured c;
+  struct pollfd fds[2] = {{out_r.get(), POLLIN, 0}, {err_r.get(), POLLIN, 0}};
+  int open_fds = 2;
+  char buf[8192];
+  while (open_fds > 0) {
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      throw system_error("poll", errno);
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) continue;
+        fds[i].fd = -1;
+        --open_fds;
+        continue;
+      }
+      std::string& dst = i == 0 ? c.out : c.err;
+      std::size_t limit = i == 0 ? (4u << 20) : (64u << 10);
+      if (dst.size() < limit) dst.append(buf, std::min<std::size_t>(static_cast<std::size_t>(n), limit - dst.size()));
+    }
+  }
+  c.exit_code = child.wait();
+  return c;
+}
+
+}  // namespace gpurun
