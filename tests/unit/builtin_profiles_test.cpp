@@ -1,12 +1,15 @@
 // The built-in profiles, loaded from the source tree through ProfileStore, sized by hand.
 //
-// Model (DESIGN.md), worked below for each profile with cpus = 8 so that "auto" workers
-// are fixed:
+// Model (DESIGN.md, with the measured hold term), worked below for each profile with cpus = 8
+// so that "auto" workers are fixed:
 //   batch_bytes = sum of pageup(batch * prod(shape) * dtype_size)      page = 4096
-//   per_rank    = (prefetch * workers + 1) * batch_bytes                 all pin_memory
+//   per_rank    = (prefetch * workers + hold) * batch_bytes
+//   hold        = (pin_memory && gpus > 0) ? 0 : 2                      all built-ins pin_memory,
+//                 so gpus 0 -> hold 2 (no pin thread without CUDA), gpus 1 and 2 -> hold 0
 //   need        = roundup(1.25 * (ranks * per_rank + (ranks > 1 ? nccl : 0)), 1 MiB)
 //   shm         = max(need, min_shm)                                     ranks = max(gpus, 1)
 // All built-ins use prefetch 2 and headroom 1.25 (from default.json).
+// "a < x <= b" below brackets x between whole MiB (n MiB = n * 1,048,576) to show the rounding.
 
 #include <gtest/gtest.h>
 
@@ -44,57 +47,78 @@ const Expected kExpected[] = {
     // default: batch 32, auto, nccl 512m, min 256m.
     //   image pageup(32*3*224*224*4) = 19,267,584 (4704 pages), label pageup(32*8) = 4096
     //   batch_bytes = 19,271,680
-    //   1 rank: workers min(8/1, 32/8+4 = 8) = 8; per_rank = 17 * 19,271,680 = 327,618,560
-    //           1.25 * 327,618,560 = 409,523,200 = 390.55 MiB -> 391 MiB
-    //   2 ranks: workers min(8/2 = 4, 8) = 4; per_rank = 9 * 19,271,680 = 173,445,120
-    //           1.25 * (346,890,240 + 536,870,912) = 1,104,701,440 = 1053.5 MiB -> 1054 MiB
-    {"default", pageup(32ull * 3 * 224 * 224 * 4) + pageup(32ull * 8), {8, 8, 4}, {391, 391, 1054},
+    //   gpus 0: workers min(8/1, 32/8+4 = 8) = 8; hold 2; per_rank = 18 * 19,271,680 = 346,890,240
+    //           1.25 * 346,890,240 = 433,612,800; 413 MiB = 433,061,888 < it <= 414 MiB -> 414 MiB
+    //   gpus 1: workers 8; hold 0; per_rank = 16 * 19,271,680 = 308,346,880
+    //           1.25 * 308,346,880 = 385,433,600; 367 MiB = 384,827,392 < it <= 368 MiB -> 368 MiB
+    //   gpus 2: workers min(8/2 = 4, 8) = 4; hold 0; per_rank = 8 * 19,271,680 = 154,173,440
+    //           1.25 * (308,346,880 + 536,870,912) = 1.25 * 845,217,792 = 1,056,522,240
+    //           1007 MiB = 1,055,916,032 < it <= 1008 MiB = 1,056,964,608 -> 1008 MiB
+    {"default", pageup(32ull * 3 * 224 * 224 * 4) + pageup(32ull * 8), {8, 8, 4}, {414, 368, 1008},
      "DataLoader defaults"},
     // imagenet: batch 64, auto, nccl 1g, min 256m.
     //   pageup(64*3*224*224*4) = 38,535,168 (9408 pages) + pageup(64*8) = 4096 -> 38,539,264
-    //   1 rank: workers min(8, 64/8+4 = 12) = 8; per_rank = 17 * 38,539,264 = 655,167,488
-    //           1.25 * 655,167,488 = 818,959,360 = 781.02 MiB -> 782 MiB
-    //   2 ranks: workers min(4, 12) = 4; per_rank = 9 * 38,539,264 = 346,853,376
-    //           1.25 * (693,706,752 + 1,073,741,824) = 2,209,310,720 = 2106.96 MiB -> 2107 MiB
-    {"imagenet", pageup(64ull * 3 * 224 * 224 * 4) + pageup(64ull * 8), {8, 8, 4}, {782, 782, 2107},
+    //   gpus 0: workers min(8, 64/8+4 = 12) = 8; hold 2; per_rank = 18 * 38,539,264 = 693,706,752
+    //           1.25 * 693,706,752 = 867,133,440; 826 MiB = 866,123,776 < it <= 827 MiB = 867,172,352
+    //           -> 827 MiB
+    //   gpus 1: workers 8; hold 0; per_rank = 16 * 38,539,264 = 616,628,224
+    //           1.25 * 616,628,224 = 770,785,280; 735 MiB = 770,703,360 < it <= 736 MiB -> 736 MiB
+    //   gpus 2: workers min(4, 12) = 4; hold 0; per_rank = 8 * 38,539,264 = 308,314,112
+    //           1.25 * (616,628,224 + 1,073,741,824) = 1.25 * 1,690,370,048 = 2,112,962,560
+    //           2015 MiB = 2,112,880,640 < it <= 2016 MiB = 2,113,929,216 -> 2016 MiB
+    {"imagenet", pageup(64ull * 3 * 224 * 224 * 4) + pageup(64ull * 8), {8, 8, 4}, {827, 736, 2016},
      "examples/imagenet"},
     // multi-gpu: imagenet with nccl_reserve 1g and headroom 1.25 restated: the same numbers.
-    {"multi-gpu", pageup(64ull * 3 * 224 * 224 * 4) + pageup(64ull * 8), {8, 8, 4}, {782, 782, 2107},
+    {"multi-gpu", pageup(64ull * 3 * 224 * 224 * 4) + pageup(64ull * 8), {8, 8, 4}, {827, 736, 2016},
      "NCCL"},
     // mnist: batch 64, 1 worker, nccl 512m, min 128m.
     //   pageup(64*1*28*28*4) = 200,704 (49 pages) + 4096 -> 204,800
-    //   per_rank = 3 * 204,800 = 614,400
-    //   1 rank: 1.25 * 614,400 = 768,000 -> 1 MiB, raised to min_shm 128 MiB
-    //   2 ranks: 1.25 * (1,228,800 + 536,870,912) = 672,624,640 = 641.47 MiB -> 642 MiB
-    {"mnist", pageup(64ull * 1 * 28 * 28 * 4) + pageup(64ull * 8), {1, 1, 1}, {128, 128, 642},
+    //   gpus 0: hold 2; per_rank = 4 * 204,800 = 819,200
+    //           1.25 * 819,200 = 1,024,000 -> 1 MiB, raised to min_shm 128 MiB
+    //   gpus 1: hold 0; per_rank = 2 * 204,800 = 409,600
+    //           1.25 * 409,600 = 512,000 -> 1 MiB, raised to min_shm 128 MiB
+    //   gpus 2: hold 0; 1.25 * (819,200 + 536,870,912) = 1.25 * 537,690,112 = 672,112,640
+    //           640 MiB = 671,088,640 < it <= 641 MiB = 672,137,216 -> 641 MiB
+    {"mnist", pageup(64ull * 1 * 28 * 28 * 4) + pageup(64ull * 8), {1, 1, 1}, {128, 128, 641},
      "examples/mnist"},
     // cifar: batch 128, 2 workers, nccl 512m, min 128m.
     //   pageup(128*3*32*32*4) = 1,572,864 (384 pages) + pageup(128*8 = 1024) = 4096 -> 1,576,960
-    //   per_rank = 5 * 1,576,960 = 7,884,800
-    //   1 rank: 1.25 * 7,884,800 = 9,856,000 -> 10 MiB, raised to min_shm 128 MiB
-    //   2 ranks: 1.25 * (15,769,600 + 536,870,912) = 690,800,640 = 658.8 MiB -> 659 MiB
-    {"cifar", pageup(128ull * 3 * 32 * 32 * 4) + pageup(128ull * 8), {2, 2, 2}, {128, 128, 659},
+    //   gpus 0: hold 2; per_rank = 6 * 1,576,960 = 9,461,760
+    //           1.25 * 9,461,760 = 11,827,200 -> 12 MiB, raised to min_shm 128 MiB
+    //   gpus 1: hold 0; per_rank = 4 * 1,576,960 = 6,307,840
+    //           1.25 * 6,307,840 = 7,884,800 -> 8 MiB, raised to min_shm 128 MiB
+    //   gpus 2: hold 0; 1.25 * (12,615,680 + 536,870,912) = 1.25 * 549,486,592 = 686,858,240
+    //           655 MiB = 686,817,280 < it <= 656 MiB = 687,865,856 -> 656 MiB
+    {"cifar", pageup(128ull * 3 * 32 * 32 * 4) + pageup(128ull * 8), {2, 2, 2}, {128, 128, 656},
      "kuangliu/pytorch-cifar"},
     // coco: batch 16, 8 workers, nccl 512m, min 256m.
     //   image pageup(16*3*640*640*1) = 19,660,800 (4800 pages)
     //   boxes pageup(16*50*6*4 = 19,200) = 20,480 (5 pages)        -> 19,681,280
-    //   per_rank = 17 * 19,681,280 = 334,581,760
-    //   1 rank: 1.25 * 334,581,760 = 418,227,200 = 398.86 MiB -> 399 MiB
-    //   2 ranks: 1.25 * (669,163,520 + 536,870,912) = 1,507,543,040 = 1437.7 MiB -> 1438 MiB
-    {"coco", pageup(16ull * 3 * 640 * 640 * 1) + pageup(16ull * 50 * 6 * 4), {8, 8, 8}, {399, 399, 1438},
+    //   gpus 0: hold 2; per_rank = 18 * 19,681,280 = 354,263,040
+    //           1.25 * 354,263,040 = 442,828,800; 422 MiB = 442,499,072 < it <= 423 MiB -> 423 MiB
+    //   gpus 1: hold 0; per_rank = 16 * 19,681,280 = 314,900,480
+    //           1.25 * 314,900,480 = 393,625,600; 375 MiB = 393,216,000 < it <= 376 MiB -> 376 MiB
+    //   gpus 2: hold 0; 1.25 * (629,800,960 + 536,870,912) = 1.25 * 1,166,671,872 = 1,458,339,840
+    //           1390 MiB = 1,457,520,640 < it <= 1391 MiB = 1,458,569,216 -> 1391 MiB
+    {"coco", pageup(16ull * 3 * 640 * 640 * 1) + pageup(16ull * 50 * 6 * 4), {8, 8, 8}, {423, 376, 1391},
      "Ultralytics"},
     // medical: batch 2, 4 workers, nccl 512m, min 256m.
     //   two fields of pageup(2*1*128*128*128*4) = 16,777,216 (16 MiB) -> 32 MiB
-    //   per_rank = 9 * 32 MiB = 288 MiB
-    //   1 rank: 1.25 * 288 MiB = 360 MiB exactly
-    //   2 ranks: 1.25 * (576 MiB + 512 MiB) = 1360 MiB exactly
-    {"medical", 2 * pageup(2ull * 1 * 128 * 128 * 128 * 4), {4, 4, 4}, {360, 360, 1360}, "MONAI"},
+    //   gpus 0: hold 2; per_rank = 10 * 32 MiB = 320 MiB; 1.25 * 320 MiB = 400 MiB exactly
+    //   gpus 1: hold 0; per_rank = 8 * 32 MiB = 256 MiB; 1.25 * 256 MiB = 320 MiB exactly
+    //   gpus 2: hold 0; 1.25 * (512 MiB + 512 MiB) = 1280 MiB exactly
+    {"medical", 2 * pageup(2ull * 1 * 128 * 128 * 128 * 4), {4, 4, 4}, {400, 320, 1280}, "MONAI"},
     // video: batch 24, 10 workers, nccl 512m, min 256m.
     //   clip pageup(24*3*16*112*112*4) = 57,802,752 (14112 pages) + label 4096 -> 57,806,848
-    //   per_rank = 21 * 57,806,848 = 1,213,943,808
-    //   1 rank: 1.25 * 1,213,943,808 = 1,517,429,760 = 1447.13 MiB -> 1448 MiB
-    //   2 ranks: 1.25 * (2,427,887,616 + 536,870,912) = 3,705,948,160 = 3534.27 MiB -> 3535 MiB
-    {"video", pageup(24ull * 3 * 16 * 112 * 112 * 4) + pageup(24ull * 8), {10, 10, 10}, {1448, 1448, 3535},
+    //   gpus 0: hold 2; per_rank = 22 * 57,806,848 = 1,271,750,656
+    //           1.25 * 1,271,750,656 = 1,589,688,320
+    //           1516 MiB = 1,589,641,216 < it <= 1517 MiB = 1,590,689,792 -> 1517 MiB
+    //   gpus 1: hold 0; per_rank = 20 * 57,806,848 = 1,156,136,960
+    //           1.25 * 1,156,136,960 = 1,445,171,200
+    //           1378 MiB = 1,444,937,728 < it <= 1379 MiB = 1,445,986,304 -> 1379 MiB
+    //   gpus 2: hold 0; 1.25 * (2,312,273,920 + 536,870,912) = 1.25 * 2,849,144,832 = 3,561,431,040
+    //           3396 MiB = 3,560,964,096 < it <= 3397 MiB = 3,562,012,672 -> 3397 MiB
+    {"video", pageup(24ull * 3 * 16 * 112 * 112 * 4) + pageup(24ull * 8), {10, 10, 10}, {1517, 1379, 3397},
      "references/video_classification"},
 };
 // clang-format on
@@ -123,6 +147,7 @@ TEST(BuiltinProfiles, PlannedShmByHand) {
       ShmPlan plan = plan_shm(p, r);
       EXPECT_EQ(plan.batch_bytes, x.batch_bytes);
       EXPECT_EQ(plan.workers, x.workers[gpus]);
+      EXPECT_EQ(plan.hold, gpus == 0 ? 2u : 0u);  // every built-in has pin_memory true
       EXPECT_EQ(plan.shm, x.shm[gpus] * MiB);
       EXPECT_TRUE(plan.problem.empty()) << plan.problem;
     }

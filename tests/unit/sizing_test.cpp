@@ -22,6 +22,10 @@ constexpr std::uint64_t GiB = 1073741824;
 
 // ImageNet-like: 3x224x224 float32 image + int64 label, batch 64, auto workers,
 // prefetch 2, pin_memory, headroom 1.25, nccl 1 GiB, shm in [256 MiB, 256 GiB].
+// hold (batches beyond prefetch_factor * workers) is 0 with pin_memory on a GPU (gpus > 0:
+// the pin thread copies each batch out of /dev/shm), else 2 (no pin thread: the loop's
+// current and previous batch are still there). So with this profile gpus >= 1 -> hold 0,
+// gpus 0 -> hold 2.
 Profile imagenet_like() {
   Profile p;
   p.name = "test";
@@ -61,13 +65,14 @@ TEST(PlanShm, OneGpuPinMemory) {
   EXPECT_EQ(p.ranks, 1u);
   EXPECT_EQ(p.workers, 4u);
   EXPECT_FALSE(p.workers_auto);
-  EXPECT_EQ(p.hold, 1u);
-  // per_rank = (2 * 4 + 1) * 38,539,264 = 346,853,376
-  EXPECT_EQ(p.per_rank, 346853376u);
+  EXPECT_EQ(p.hold, 0u);  // pin_memory on a GPU
+  // per_rank = (2 * 4 + 0) * 38,539,264 = 8 * 38,539,264 = 308,314,112
+  EXPECT_EQ(p.per_rank, 308314112u);
   EXPECT_EQ(p.nccl, 0u);  // a single rank reserves nothing for NCCL
-  // need = 1.25 * 346,853,376 = 433,566,720 = 413.48 MiB -> 414 MiB = 434,110,464
-  EXPECT_EQ(p.need, 414 * MiB);
-  EXPECT_EQ(p.shm, 414 * MiB);
+  // need = 1.25 * 308,314,112 = 385,392,640; 367 MiB = 384,827,392 < it <= 368 MiB = 385,875,968
+  //   -> 368 MiB
+  EXPECT_EQ(p.need, 368 * MiB);
+  EXPECT_EQ(p.shm, 368 * MiB);
   EXPECT_TRUE(p.problem.empty()) << p.problem;
   EXPECT_NO_THROW(require_fits(p));
 }
@@ -83,31 +88,74 @@ TEST(PlanShm, NoPinMemoryHoldsTwo) {
   EXPECT_EQ(p.shm, 460 * MiB);
 }
 
-TEST(PlanShm, ZeroGpusIsOneRankLikeOneGpu) {
+TEST(PlanShm, ZeroGpusIsOneRankWithoutPinThread) {
+  // No GPU: one rank and no NCCL reserve like one GPU, but PyTorch starts no pin thread
+  // without CUDA, so pin_memory does not help: hold 2, as in NoPinMemoryHoldsTwo.
   ShmPlan zero = plan_shm(imagenet_like(), request(0, 4));
   ShmPlan one = plan_shm(imagenet_like(), request(1, 4));
   EXPECT_EQ(zero.gpus, 0u);
   EXPECT_EQ(zero.ranks, 1u);
   EXPECT_EQ(zero.nccl, 0u);
-  EXPECT_EQ(zero.shm, 414 * MiB);
-  EXPECT_EQ(zero.shm, one.shm);
+  EXPECT_EQ(zero.hold, 2u);
+  // per_rank = (2 * 4 + 2) * 38,539,264 = 385,392,640; * 1.25 = 481,740,800 = 459.42 MiB -> 460 MiB
+  EXPECT_EQ(zero.per_rank, 385392640u);
+  EXPECT_EQ(zero.shm, 460 * MiB);
+  EXPECT_EQ(one.shm, 368 * MiB);  // OneGpuPinMemory
+}
+
+TEST(PlanShm, HoldIsZeroOnlyWithPinMemoryOnAGpu) {
+  // The rule: hold = (pin_memory && gpus > 0) ? 0 : 2.
+  Profile pin = imagenet_like();  // pin_memory true
+  Profile nopin = imagenet_like();
+  nopin.pin_memory = false;
+
+  // pin_memory true, 1 GPU: the pin thread copies batches out -> hold 0.
+  ShmPlan pin1 = plan_shm(pin, request(1, 4));
+  EXPECT_EQ(pin1.hold, 0u);
+  // per_rank = (2 * 4 + 0) * 38,539,264 = 308,314,112
+  EXPECT_EQ(pin1.per_rank, 308314112u);
+  EXPECT_CONTAINS(explain(pin1), "(prefetch_factor 2 x workers 4 + hold 0)");
+  EXPECT_EQ(plan_to_json(pin1)["hold"], 0u);
+
+  // pin_memory true, 0 GPUs: PyTorch starts no pin thread without CUDA -> hold 2.
+  ShmPlan pin0 = plan_shm(pin, request(0, 4));
+  EXPECT_EQ(pin0.hold, 2u);
+  // per_rank = (2 * 4 + 2) * 38,539,264 = 10 * 38,539,264 = 385,392,640
+  EXPECT_EQ(pin0.per_rank, 385392640u);
+  EXPECT_CONTAINS(explain(pin0), "(prefetch_factor 2 x workers 4 + hold 2)");
+  EXPECT_EQ(plan_to_json(pin0)["hold"], 2u);
+
+  // pin_memory false, 2 GPUs: no pin thread -> hold 2.
+  ShmPlan nopin2 = plan_shm(nopin, request(2, 4));
+  EXPECT_EQ(nopin2.hold, 2u);
+  // per_rank = (2 * 4 + 2) * 38,539,264 = 385,392,640
+  // need = 1.25 * (2 * 385,392,640 + 1,073,741,824) = 1.25 * 1,844,527,104 = 2,305,658,880
+  //   2198 MiB = 2,304,770,048 < it <= 2199 MiB = 2,305,818,624 -> 2199 MiB
+  EXPECT_EQ(nopin2.per_rank, 385392640u);
+  EXPECT_EQ(nopin2.shm, 2199 * MiB);
+
+  // pin_memory false with 0 GPUs is hold 2 as well, and so is the same profile at gpus 0
+  // with and without pin_memory: the flag only matters on a GPU.
+  EXPECT_EQ(plan_shm(nopin, request(0, 4)).hold, 2u);
+  EXPECT_EQ(plan_shm(nopin, request(0, 4)).shm, pin0.shm);
 }
 
 TEST(PlanShm, TwoRanksAddNcclReserve) {
   ShmPlan p = plan_shm(imagenet_like(), request(2, 4));
   EXPECT_EQ(p.ranks, 2u);
   EXPECT_EQ(p.nccl, GiB);
-  // 2 * 346,853,376 + 1,073,741,824 = 1,767,448,576; * 1.25 = 2,209,310,720
-  // = 2106.96 MiB -> 2107 MiB
-  EXPECT_EQ(p.need, 2107 * MiB);
-  EXPECT_EQ(p.shm, 2107 * MiB);
+  // hold 0: per_rank 308,314,112 (OneGpuPinMemory)
+  // 2 * 308,314,112 + 1,073,741,824 = 616,628,224 + 1,073,741,824 = 1,690,370,048
+  // * 1.25 = 2,112,962,560; 2015 MiB = 2,112,880,640 < it <= 2016 MiB = 2,113,929,216 -> 2016 MiB
+  EXPECT_EQ(p.need, 2016 * MiB);
+  EXPECT_EQ(p.shm, 2016 * MiB);
 }
 
 TEST(PlanShm, EightRanks) {
   ShmPlan p = plan_shm(imagenet_like(), request(8, 4));
-  // 8 * 346,853,376 + 1 GiB = 2,774,827,008 + 1,073,741,824 = 3,848,568,832
-  // * 1.25 = 4,810,711,040 = 4587.85 MiB -> 4588 MiB
-  EXPECT_EQ(p.shm, 4588 * MiB);
+  // 8 * 308,314,112 + 1 GiB = 2,466,512,896 + 1,073,741,824 = 3,540,254,720
+  // * 1.25 = 4,425,318,400; 4220 MiB = 4,424,990,720 < it <= 4221 MiB = 4,426,039,296 -> 4221 MiB
+  EXPECT_EQ(p.shm, 4221 * MiB);
 }
 
 TEST(PlanShm, MinShmClamp) {
@@ -118,8 +166,8 @@ TEST(PlanShm, MinShmClamp) {
   ShmPlan p = plan_shm(prof, request(1, 1));
   // image 64 * 784 * 4 = 200,704 = 49 pages; label one page -> batch 204,800
   EXPECT_EQ(p.batch_bytes, 204800u);
-  // per_rank = (2 * 1 + 1) * 204,800 = 614,400; need = 768,000 -> 1 MiB
-  EXPECT_EQ(p.per_rank, 614400u);
+  // per_rank = (2 * 1 + 0) * 204,800 = 409,600; need = 1.25 * 409,600 = 512,000 -> 1 MiB
+  EXPECT_EQ(p.per_rank, 409600u);
   EXPECT_EQ(p.need, 1 * MiB);
   EXPECT_EQ(p.shm, 128 * MiB);
   EXPECT_TRUE(p.problem.empty());
@@ -131,9 +179,9 @@ TEST(PlanShm, AboveMaxShmIsAProblemNotAClamp) {
   prof.max_shm = 256 * MiB;
   prof.min_shm = 64 * MiB;
   ShmPlan p = plan_shm(prof, request(1, 4));
-  EXPECT_EQ(p.need, 414 * MiB);
-  EXPECT_EQ(p.shm, 414 * MiB);  // not silently cut to max_shm
-  EXPECT_CONTAINS(p.problem, "414MiB");
+  EXPECT_EQ(p.need, 368 * MiB);  // OneGpuPinMemory
+  EXPECT_EQ(p.shm, 368 * MiB);  // not silently cut to max_shm
+  EXPECT_CONTAINS(p.problem, "368MiB");
   EXPECT_CONTAINS(p.problem, "max_shm 256MiB");
   EXPECT_CONTAINS(p.problem, "--workers");
   try {
@@ -151,29 +199,30 @@ TEST(PlanShm, MemoryLimitWithFraction) {
   r.memory_limit = 512 * MiB;
   r.memory_fraction_max = 0.5;
   ShmPlan p = plan_shm(imagenet_like(), r);
-  // shm 414 MiB > 0.5 * 512 MiB = 256 MiB. Enough memory would be 414 / 0.5 = 828 MiB.
-  EXPECT_EQ(p.shm, 414 * MiB);
-  EXPECT_CONTAINS(p.problem, "414MiB");
+  // shm 368 MiB (OneGpuPinMemory) > 0.5 * 512 MiB = 256 MiB. Enough memory would be
+  // 368 / 0.5 = 736 MiB.
+  EXPECT_EQ(p.shm, 368 * MiB);
+  EXPECT_CONTAINS(p.problem, "368MiB");
   EXPECT_CONTAINS(p.problem, "memory limit 512MiB");
   EXPECT_CONTAINS(p.problem, "50% = 256MiB");
-  EXPECT_CONTAINS(p.problem, "--memory to at least 828m");
+  EXPECT_CONTAINS(p.problem, "--memory to at least 736m");
   EXPECT_CONTAINS(p.problem, "--workers (now 4)");
   EXPECT_CONTAINS(p.problem, "--batch-size (now 64)");
   EXPECT_THROW(require_fits(p), Error);
 
-  r.memory_limit = 1 * GiB;  // budget 512 MiB >= 414 MiB
+  r.memory_limit = 1 * GiB;  // budget 512 MiB >= 368 MiB
   EXPECT_TRUE(plan_shm(imagenet_like(), r).problem.empty());
-  r.memory_limit = 828 * MiB;  // budget exactly 414 MiB: fits
+  r.memory_limit = 736 * MiB;  // budget exactly 368 MiB: fits
   EXPECT_TRUE(plan_shm(imagenet_like(), r).problem.empty());
-  r.memory_limit = 828 * MiB - 2;  // budget one byte short
+  r.memory_limit = 736 * MiB - 2;  // budget one byte short
   EXPECT_FALSE(plan_shm(imagenet_like(), r).problem.empty());
 
   r.memory_limit = 1 * GiB;
   r.memory_fraction_max = 0.25;  // budget 256 MiB
   ShmPlan q = plan_shm(imagenet_like(), r);
   EXPECT_CONTAINS(q.problem, "25% = 256MiB");
-  // 414 MiB / 0.25 = 1656 MiB
-  EXPECT_CONTAINS(q.problem, "at least 1656m");
+  // 368 MiB / 0.25 = 1472 MiB
+  EXPECT_CONTAINS(q.problem, "at least 1472m");
 }
 
 TEST(PlanShm, WorkersZeroPutsNothingPerRank) {
@@ -206,10 +255,11 @@ TEST(PlanShm, AutoWorkers) {
   EXPECT_TRUE(p.workers_auto);
   EXPECT_EQ(p.workers, 8u);
   EXPECT_EQ(p.cpus, 16u);
-  // per_rank = (2 * 8 + 1) * 38,539,264 = 655,167,488
-  EXPECT_EQ(p.per_rank, 655167488u);
-  // 2 * 655,167,488 + 1 GiB = 2,384,076,800; * 1.25 = 2,980,096,000 = 2842.04 MiB -> 2843 MiB
-  EXPECT_EQ(p.shm, 2843 * MiB);
+  // per_rank = (2 * 8 + 0) * 38,539,264 = 16 * 38,539,264 = 616,628,224
+  EXPECT_EQ(p.per_rank, 616628224u);
+  // 2 * 616,628,224 + 1 GiB = 1,233,256,448 + 1,073,741,824 = 2,306,998,272
+  // * 1.25 = 2,883,747,840; 2750 MiB = 2,883,584,000 < it <= 2751 MiB = 2,884,632,576 -> 2751 MiB
+  EXPECT_EQ(p.shm, 2751 * MiB);
   EXPECT_CONTAINS(explain(p), "auto: 16 CPUs / 2 rank(s)");
 }
 
@@ -233,10 +283,10 @@ TEST(PlanShm, RequestOverridesBatchAndPrefetch) {
   EXPECT_EQ(p.prefetch_factor, 4u);
   // image 32 * 602,112 = 19,267,584 (4704 pages); label 256 -> 4096; batch 19,271,680
   EXPECT_EQ(p.batch_bytes, 19271680u);
-  // per_rank = (4 * 2 + 1) * 19,271,680 = 173,445,120; * 1.25 = 216,806,400 = 206.76 MiB -> 207 MiB,
-  // below min_shm 256 MiB
-  EXPECT_EQ(p.per_rank, 173445120u);
-  EXPECT_EQ(p.need, 207 * MiB);
+  // per_rank = (4 * 2 + 0) * 19,271,680 = 154,173,440; * 1.25 = 192,716,800
+  // 183 MiB = 191,889,408 < it <= 184 MiB = 192,937,984 -> 184 MiB, below min_shm 256 MiB
+  EXPECT_EQ(p.per_rank, 154173440u);
+  EXPECT_EQ(p.need, 184 * MiB);
   EXPECT_EQ(p.shm, 256 * MiB);
 }
 
@@ -251,7 +301,7 @@ TEST(PlanShm, SampleBytesProfile) {
   ASSERT_EQ(p.fields.size(), 1u);
   EXPECT_EQ(p.fields[0].name, "sample");
   EXPECT_EQ(p.batch_bytes, 12288u);
-  // (2 * 1 + 1) * 12,288 = 36,864; * 1.25 = 46,080 -> 1 MiB
+  // (2 * 1 + 0) * 12,288 = 24,576; * 1.25 = 30,720 -> 1 MiB
   EXPECT_EQ(p.shm, 1 * MiB);
 }
 
@@ -271,12 +321,13 @@ TEST(PlanShm, CalibrationScalesPerSample) {
   ShmPlan p = plan_shm(prof, r);
   EXPECT_TRUE(p.calibrated);
   EXPECT_TRUE(p.fields.empty());
-  // Measured: 1 rank * (2 * 4 + 1) = 9 outstanding batches of 64.
-  // Per batch of 32: 419,430,400 * 32 / (9 * 64) = 23,301,688.9 -> 23,301,689 -> 5689 pages = 23,302,144
-  EXPECT_EQ(p.batch_bytes, 23302144u);
-  // per_rank = (2 * 2 + 1) * 23,302,144 = 116,510,720; * 1.25 = 145,638,400 = 138.9 MiB -> 139 MiB
-  EXPECT_EQ(p.per_rank, 116510720u);
-  EXPECT_EQ(p.shm, 139 * MiB);
+  // Measured with pin_memory on 1 GPU (hold 0): 1 rank * (2 * 4 + 0) = 8 batches of 64.
+  // Per batch of 32: 419,430,400 * 32 / (8 * 64) = 419,430,400 / 16 = 26,214,400 (25 MiB),
+  // already page-aligned (6400 pages)
+  EXPECT_EQ(p.batch_bytes, 26214400u);
+  // per_rank = (2 * 2 + 0) * 26,214,400 = 104,857,600 (100 MiB); * 1.25 = 125 MiB exactly
+  EXPECT_EQ(p.per_rank, 104857600u);
+  EXPECT_EQ(p.shm, 125 * MiB);
   EXPECT_CONTAINS(explain(p), "calibration");
 }
 
@@ -296,6 +347,34 @@ TEST(PlanShm, CalibrationAtItsOwnConditionsReproducesThePeak) {
   // Measured over 2 ranks * (2 * 4 + 2) = 20 batches: 20,971,520 each, already page-aligned.
   EXPECT_EQ(p.batch_bytes, 20971520u);
   EXPECT_EQ(p.ranks * p.per_rank, 400 * MiB);
+}
+
+TEST(PlanShm, CalibrationDividesByTheSameHoldAsThePlan) {
+  // pin_memory calibrations: hold 0 when measured on a GPU, 2 when measured without one.
+  Profile prof = imagenet_like();  // pin_memory true
+  prof.min_shm = 0;
+  Calibration c;
+  c.peak_shm = 400 * MiB;  // 419,430,400
+  c.workers = 4;
+  c.batch_size = 64;
+  c.prefetch_factor = 2;
+  c.pin_memory = true;
+
+  c.gpus = 1;
+  prof.calibration = c;
+  ShmPlan on_gpu = plan_shm(prof, request(1, 4));
+  // 1 rank * (2 * 4 + 0) = 8 batches: 419,430,400 / 8 = 52,428,800 (50 MiB) each
+  EXPECT_EQ(on_gpu.batch_bytes, 52428800u);
+  // at the same conditions: (2 * 4 + 0) * 50 MiB = 400 MiB, the measured peak
+  EXPECT_EQ(on_gpu.per_rank, 400 * MiB);
+
+  c.gpus = 0;
+  prof.calibration = c;
+  ShmPlan on_cpu = plan_shm(prof, request(0, 4));
+  // no pin thread without a GPU: 1 rank * (2 * 4 + 2) = 10 batches: 41,943,040 (40 MiB) each
+  EXPECT_EQ(on_cpu.batch_bytes, 41943040u);
+  // at the same conditions: (2 * 4 + 2) * 40 MiB = 400 MiB, the measured peak
+  EXPECT_EQ(on_cpu.per_rank, 400 * MiB);
 }
 
 TEST(PlanShm, SaturatesInsteadOfOverflowing) {
@@ -326,10 +405,11 @@ TEST(PlanToJson, Keys) {
       "shm",          "min_shm_bytes",  "max_shm_bytes", "fits",         "memory_limit_bytes"};
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["profile"], "test");
-  EXPECT_EQ(j["shm"], "414m");
-  EXPECT_EQ(j["shm_bytes"], 414 * MiB);
+  EXPECT_EQ(j["shm"], "368m");  // OneGpuPinMemory
+  EXPECT_EQ(j["shm_bytes"], 368 * MiB);
   EXPECT_EQ(j["batch_bytes"], kBatch64);
-  EXPECT_EQ(j["per_rank_bytes"], 346853376u);
+  EXPECT_EQ(j["per_rank_bytes"], 308314112u);
+  EXPECT_EQ(j["hold"], 0u);
   EXPECT_EQ(j["fits"], true);
   EXPECT_TRUE(j["memory_limit_bytes"].is_null());
   ASSERT_EQ(j["fields"].size(), 2u);
@@ -348,9 +428,9 @@ TEST(Explain, ShowsEveryTerm) {
   std::string e = explain(plan_shm(imagenet_like(), request(2, 4)));
   EXPECT_CONTAINS(e, "profile test: 2 rank(s)");
   EXPECT_CONTAINS(e, "image 36.8MiB");  // 38,535,168 / 1,048,576 = 36.75
-  EXPECT_CONTAINS(e, "(prefetch_factor 2 x workers 4 + hold 1)");
+  EXPECT_CONTAINS(e, "(prefetch_factor 2 x workers 4 + hold 0)");
   EXPECT_CONTAINS(e, "nccl_reserve = 1GiB");
-  EXPECT_CONTAINS(e, "shm          = 2.1GiB");  // 2107 MiB
+  EXPECT_CONTAINS(e, "shm          = 2.0GiB");  // 2016 MiB (TwoRanksAddNcclReserve) / 1024 = 1.97 GiB
   EXPECT_EQ(e.find("DOES NOT FIT"), std::string::npos);
 }
 
