@@ -142,7 +142,8 @@ ShmResult apply_shm(const ShmTarget& t) {
         result.after = result.before;
         return result;
       }
-      mount_here(shm.get(), nullptr, nullptr, MS_REMOUNT | mount_flags(shm_fs), "size=" + std::to_string(t.size),
+      // Source and type are ignored with MS_REMOUNT, but valgrind (rightly) checks the pointers.
+      mount_here(shm.get(), "shm", "tmpfs", MS_REMOUNT | mount_flags(shm_fs), "size=" + std::to_string(t.size),
                  "remount /dev/shm with size=" + engine_size(t.size));
       result.outcome = ShmOutcome::kResized;
       result.after = tmpfs_bytes(inspect(shm.get(), "/dev/shm"));
