@@ -45,6 +45,8 @@ FileEdit merge_daemon_json(const std::optional<std::string>& existing, const std
       doc = ordered_json::parse(*existing);
     } catch (const ordered_json::parse_error& e) {
       throw Error(json_syntax_error(*existing, e.byte, e.what(), source) + keep);
+    } catch (const ordered_json::exception& e) {
+      throw Error(source + ": malformed JSON: " + e.what() + keep);
     }
     if (!doc.is_object()) throw Error(source + ": expected a JSON object at the top level" + keep);
   }

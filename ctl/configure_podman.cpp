@@ -38,6 +38,8 @@ FileEdit hook_file_edit(const std::optional<std::string>& existing, const std::s
   } catch (const ordered_json::parse_error& e) {
     throw Error(json_syntax_error(*existing, e.byte, e.what(), source) +
                 "; podman fails on a malformed hooks file: fix or remove it (gpu-run-ctl leaves it as it is)");
+  } catch (const ordered_json::exception& e) {
+    throw Error(source + ": malformed JSON: " + e.what() + " (gpu-run-ctl leaves it as it is)");
   }
   if (current == wanted) {
     edit.changed = false;

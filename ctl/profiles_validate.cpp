@@ -80,6 +80,8 @@ std::vector<std::string> profile_document_errors(const std::string& text, const 
       doc = json::parse(text);
     } catch (const json::parse_error& e) {
       return {json_syntax_error(text, e.byte, e.what(), source)};
+    } catch (const json::exception& e) {
+      return {source + ": malformed JSON: " + e.what()};
     }
     if (!doc.is_object()) return {whole.what()};
     std::vector<std::string> errors;
