@@ -219,3 +219,13 @@ TEST(Config, ConfigPathPrecedence) {
 
 }  // namespace
 }  // namespace gpurun
+
+namespace gpurun {
+namespace {
+
+TEST(ConfigFuzzRegression, OutOfRangeNumberIsAnError) {
+  EXPECT_THROW(parse_config(R"({"memory_fraction_max":1e999})", "c.json"), Error);
+}
+
+}  // namespace
+}  // namespace gpurun

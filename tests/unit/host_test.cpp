@@ -2,6 +2,8 @@
 
 #include <sched.h>
 
+#include <limits>
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -207,6 +209,19 @@ TEST(ProbeHost, EmptyRootIsNotAnError) {
   EXPECT_EQ(h.cpus, affinity_now());
   EXPECT_EQ(h.mem_total, 0u);
   EXPECT_EQ(h.mem_available, 0u);
+}
+
+}  // namespace
+}  // namespace gpurun
+
+namespace gpurun {
+namespace {
+
+// Found by fuzz_spec: a quota of INT64_MAX/1 used to overflow a cast (undefined behaviour).
+TEST(UsableCpus, HugeQuotasDoNotOverflow) {
+  EXPECT_EQ(usable_cpus(8, 9.223372036854775807e18), 8u);
+  EXPECT_EQ(usable_cpus(8, 1e300), 8u);
+  EXPECT_EQ(usable_cpus(8, std::numeric_limits<double>::infinity()), 8u);
 }
 
 }  // namespace

@@ -118,3 +118,16 @@ TEST(OciSpecTest, NoShmMount) {
 
 }  // namespace
 }  // namespace gpurun
+
+namespace gpurun {
+namespace {
+
+// Found by fuzz_state: a non-string status and an out-of-range number escaped as
+// nlohmann exceptions instead of gpurun::Error.
+TEST(OciStateTest, FuzzRegressions) {
+  EXPECT_THROW(parse_state(R"({"id":"x","bundle":"/b","status":1})"), Error);
+  EXPECT_THROW(parse_state(R"({"id":"x","bundle":"/b","pid":1e999})"), Error);
+}
+
+}  // namespace
+}  // namespace gpurun

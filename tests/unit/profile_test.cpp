@@ -355,3 +355,13 @@ TEST(ProfileName, Invalid) {
 
 }  // namespace
 }  // namespace gpurun
+
+namespace gpurun {
+namespace {
+
+TEST(ProfileFuzzRegression, OutOfRangeNumberIsAnError) {
+  EXPECT_THROW(parse_profile_document(R"({"batch_size":1e999})", "p.json"), Error);
+}
+
+}  // namespace
+}  // namespace gpurun
