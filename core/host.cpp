@@ -30,6 +30,15 @@ std::optional<std::uint64_t> to_u64(const std::string& s) {
   return v;
 }
 
+// The cgroup directory of the process under `mount`. Inside a container the mount shows
+// the container's own cgroup at its root while /proc/self/cgroup still names the host's
+// path (cgroup v1 without a cgroup namespace): fall back to the mount's root then.
+fs::path cgroup_dir(const fs::path& mount, const std::string& path) {
+  fs::path dir = mount / fs::path(path).relative_path();
+  std::error_code ec;
+  return fs::is_directory(dir, ec) ? dir : mount;
+}
+
 }  // namespace
 
 std::optional<double> parse_cpu_max(const std::string& text) {
@@ -126,17 +135,17 @@ HostInfo probe_host(const fs::path& root) {
   std::string self = slurp(root / "proc/self/cgroup").value_or("");
   // cgroup v2 (unified) first, then v1 controllers.
   if (auto path = parse_proc_cgroup(self, ""); path && fs::exists(cg / "cgroup.controllers")) {
-    fs::path dir = cg / fs::path(*path).relative_path();
+    fs::path dir = cgroup_dir(cg, *path);
     if (auto t = slurp(dir / "cpu.max")) info.cgroup_cpu_quota = parse_cpu_max(*t);
     if (auto t = slurp(dir / "memory.max")) info.cgroup_memory_limit = parse_memory_limit(*t);
   } else {
     if (auto cpu_path = parse_proc_cgroup(self, "cpu")) {
-      fs::path dir = cg / "cpu" / fs::path(*cpu_path).relative_path();
+      fs::path dir = cgroup_dir(cg / "cpu", *cpu_path);
       auto q = slurp(dir / "cpu.cfs_quota_us"), p = slurp(dir / "cpu.cfs_period_us");
       if (q && p) info.cgroup_cpu_quota = parse_cfs_quota(*q, *p);
     }
     if (auto mem_path = parse_proc_cgroup(self, "memory")) {
-      fs::path dir = cg / "memory" / fs::path(*mem_path).relative_path();
+      fs::path dir = cgroup_dir(cg / "memory", *mem_path);
       if (auto t = slurp(dir / "memory.limit_in_bytes")) info.cgroup_memory_limit = parse_memory_limit(*t);
     }
   }

@@ -226,3 +226,22 @@ TEST(UsableCpus, HugeQuotasDoNotOverflow) {
 
 }  // namespace
 }  // namespace gpurun
+
+namespace gpurun {
+namespace {
+
+TEST(ProbeHost, CgroupV1InsideAContainerFallsBackToTheMountRoot) {
+  // cgroup v1 without a cgroup namespace: /proc/self/cgroup names the host's path, but the
+  // container's mount shows its own cgroup at the root.
+  test::TempDir root;
+  root.write("proc/self/cgroup", "4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n");
+  root.write("sys/fs/cgroup/memory/memory.limit_in_bytes", "536870912\n");
+  root.write("sys/fs/cgroup/cpu/cpu.cfs_quota_us", "150000\n");
+  root.write("sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
+  HostInfo h = probe_host(root.path());
+  EXPECT_EQ(h.cgroup_memory_limit, std::optional<std::uint64_t>(536870912));
+  EXPECT_DOUBLE_EQ(h.cgroup_cpu_quota.value_or(-1), 1.5);
+}
+
+}  // namespace
+}  // namespace gpurun
