@@ -4,12 +4,16 @@
 
 #include <CLI/CLI.hpp>
 
+#include "calibrate.hpp"
 #include "configure_docker.hpp"
 #include "configure_podman.hpp"
+#include "doctor.hpp"
 #include "error.hpp"
 #include "k8s.hpp"
 #include "plan.hpp"
 #include "profiles.hpp"
+#include "tune.hpp"
+#include "watch.hpp"
 
 namespace gpurun {
 namespace {
@@ -39,6 +43,10 @@ void add_ctl_commands(CLI::App& app) {
   add_plan_command(app);
   add_profiles_command(app);
   add_k8s_command(app);
+  add_watch_command(app);
+  add_calibrate_command(app);
+  add_tune_command(app);
+  add_doctor_command(app);
   CLI::App* configure = app.add_subcommand("configure", "Register gpu-run with docker (daemon.json) or podman (hooks.d)");
   configure->require_subcommand(1);
   add_configure_docker_command(*configure);

@@ -104,6 +104,10 @@ void run_profiles_list(const ProfilesListOptions& o) {
     std::cout << listing.dump(2) << "\n";
     return;
   }
+  if (o.names) {
+    for (const auto& p : listing["profiles"]) std::cout << p["name"].get<std::string>() << "\n";
+    return;
+  }
   std::cout << "search path (first hit wins):\n";
   for (const auto& d : listing["search_path"])
     std::cout << "  " << d["path"].get<std::string>() << (d["exists"].get<bool>() ? "" : " (missing)") << "\n";
@@ -144,6 +148,8 @@ void add_profiles_command(CLI::App& app) {
       ->type_name("DIR")
       ->allow_extra_args(false);
   list->add_flag("--json", lo->json, "Print the listing as JSON");
+  list->add_flag("--names", lo->names, "Print only the names, one a line (for shell completion and scripts)")
+      ->excludes("--json");
   list->callback([lo] { run_profiles_list(*lo); });
 
   auto so = std::make_shared<ProfilesShowOptions>();

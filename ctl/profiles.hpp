@@ -17,6 +17,7 @@ namespace gpurun {
 struct ProfilesListOptions {
   std::vector<std::string> profile_dirs;
   bool json = false;
+  bool names = false;  // one name per line, for shell completion and scripts
 };
 
 // `gpu-run-ctl profiles show NAME`: one merged profile and the files that made it.

@@ -12,6 +12,7 @@
 
 #include "error.hpp"
 #include "gpus.hpp"
+#include "record.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -194,6 +195,9 @@ gpu-run options:
   --dry-run                 print the engine command, shell-quoted, and start nothing
   --explain                 print the sizing breakdown on stderr, then run
   --json                    print the plan and the engine argv as JSON and start nothing
+  --record                  run the engine as a child, sample the container's peak /dev/shm use
+                            and append a record to the performance log (config perf_log,
+                            default $XDG_STATE_HOME/gpu-run/perf.jsonl); exits with the engine's code
   --help, --version
 
 The container gets GPU_RUN_PROFILE, GPU_RUN_NUM_WORKERS, GPU_RUN_BATCH_SIZE and
@@ -227,6 +231,7 @@ int run_wrapper(const WrapperOptions& o) {
     std::cout << line << "\n";
     return kExitOk;
   }
+  if (o.record) return run_recorded(inv, o, config);
   std::vector<char*> argv;
   for (auto& arg : inv.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);

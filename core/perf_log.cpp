@@ -1,0 +1,81 @@
+#include "perf_log.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "error.hpp"
+
+namespace gpurun {
+
+std::string perf_record_line(const PerfRecord& r) {
+  nlohmann::ordered_json j;
+  j["time"] = r.time;
+  j["engine"] = r.engine;
+  j["container"] = r.container;
+  j["image"] = r.image;
+  j["profile"] = r.profile;
+  j["gpus"] = r.gpus;
+  j["workers"] = r.workers;
+  j["batch_size"] = r.batch_size;
+  j["prefetch_factor"] = r.prefetch_factor;
+  j["planned_shm"] = r.planned_shm;
+  j["applied_shm"] = r.applied_shm;
+  j["shm_size"] = r.shm_size;
+  j["peak_shm"] = r.peak_shm;
+  j["samples"] = r.samples;
+  j["duration_s"] = std::round(r.duration_s * 1000) / 1000;
+  j["exit_status"] = r.exit_status;
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+fs::path perf_log_path(const Config& config, const EnvLookup& env) {
+  if (!config.perf_log.empty()) return config.perf_log;
+  // The XDG spec says a relative XDG_STATE_HOME is invalid and must be ignored.
+  if (auto state = env("XDG_STATE_HOME"); state && !state->empty() && (*state)[0] == '/')
+    return fs::path(*state) / "gpu-run" / "perf.jsonl";
+  if (auto home = env("HOME"); home && !home->empty())
+    return fs::path(*home) / ".local" / "state" / "gpu-run" / "perf.jsonl";
+  throw Error("--record: neither XDG_STATE_HOME nor HOME is set: set perf_log in the config to say where records go");
+}
+
+UniqueFd open_perf_log(const fs::path& path) {
+  std::error_code ec;
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ec);
+  if (ec) throw Error("--record: create directory " + path.parent_path().string() + ": " + ec.message(), ec.value());
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd) {
+    const int err = errno;
+    throw Error("--record: open the performance log " + path.string() + ": " + std::strerror(err) +
+                    " (set perf_log in the config to another file)",
+                err);
+  }
+  return fd;
+}
+
+void append_perf_line(int fd, const std::string& line, const fs::path& path) {
+  ssize_t n;
+  do {
+    n = ::write(fd, line.data(), line.size());
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) throw system_error("append to the performance log " + path.string(), errno);
+  if (static_cast<std::size_t>(n) != line.size())
+    throw Error("append to the performance log " + path.string() + ": short write (" + std::to_string(n) + " of " +
+                    std::to_string(line.size()) + " bytes; disk full?)",
+                0, kExitFailure);
+}
+
+std::string utc_timestamp(std::time_t t) {
+  struct tm tm {};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace gpurun

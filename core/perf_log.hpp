@@ -1,0 +1,54 @@
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+#include <filesystem>
+#include <string>
+
+#include "config.hpp"
+#include "fd.hpp"
+#include "profile_store.hpp"
+
+namespace gpurun {
+
+namespace fs = std::filesystem;
+
+// One line of the performance log that `gpu-run --record` appends: what ran, what was
+// planned, what it used.
+struct PerfRecord {
+  std::string time;                 // UTC, 2026-12-02T15:48:08Z
+  std::string engine;
+  std::string container;            // the engine's container id
+  std::string image;
+  std::string profile;
+  unsigned gpus = 0;
+  std::uint64_t workers = 0;
+  std::uint64_t batch_size = 0;
+  std::uint64_t prefetch_factor = 0;
+  std::uint64_t planned_shm = 0;    // the model's plan
+  std::uint64_t applied_shm = 0;    // what the container got (the plan, or the user's --shm-size)
+  std::uint64_t shm_size = 0;       // the tmpfs size the sampler saw (0: never seen running)
+  std::uint64_t peak_shm = 0;
+  std::uint64_t samples = 0;
+  double duration_s = 0;            // the engine's wall time
+  int exit_status = 0;
+};
+
+// The record as one JSON object on one line, ending in '\n'.
+std::string perf_record_line(const PerfRecord& record);
+
+// Where records go: the config's perf_log, else $XDG_STATE_HOME/gpu-run/perf.jsonl, else
+// ~/.local/state/gpu-run/perf.jsonl. Throws Error when neither XDG_STATE_HOME nor HOME is set.
+fs::path perf_log_path(const Config& config, const EnvLookup& env = process_env);
+
+// Opens (creating it and its directory) the log for appending. Throws Error naming the path.
+UniqueFd open_perf_log(const fs::path& path);
+
+// Appends `line` with a single write on an O_APPEND descriptor, so that concurrent jobs
+// never interleave their records. Throws Error on a short write.
+void append_perf_line(int fd, const std::string& line, const fs::path& path);
+
+// `t` as an ISO 8601 UTC timestamp: 2026-12-02T15:48:08Z.
+std::string utc_timestamp(std::time_t t);
+
+}  // namespace gpurun

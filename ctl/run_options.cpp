@@ -1,0 +1,62 @@
+#include "run_options.hpp"
+
+#include <CLI/CLI.hpp>
+
+#include "error.hpp"
+
+namespace gpurun {
+
+void add_run_options(CLI::App& cmd, RunOptions& o, bool with_workers) {
+  cmd.add_option("--profile", o.profile, "Profile name or path to a .json file (default: the host's default_profile, else \"default\")")
+      ->type_name("NAME");
+  cmd.add_option("--gpus", o.gpus, "GPU ranks, Docker's syntax: N, all, device=0,1 (default: none, one loader)")
+      ->type_name("N");
+  if (with_workers)
+    cmd.add_option("--workers", o.workers, "DataLoader workers per GPU (default: the profile's, or from the CPUs)")
+        ->type_name("N");
+  cmd.add_option("--batch-size", o.batch_size, "Batch size per GPU (default: the profile's)")->type_name("N");
+  cmd.add_option("--prefetch-factor", o.prefetch_factor, "DataLoader prefetch_factor (default: the profile's)")
+      ->type_name("N");
+  cmd.add_option("--profile-dir", o.profile_dirs, "Look for profiles in DIR first (repeatable)")
+      ->type_name("DIR")
+      ->allow_extra_args(false);
+  cmd.add_option("--engine", o.engine, "docker or podman (default: the config's engine)")->type_name("ENGINE");
+  cmd.add_option("--gpu-request", o.gpu_request, "How --gpus reaches the engine: docker, cdi or none")
+      ->type_name("MODE");
+  cmd.add_option("ARGS", o.args, "After --: [docker run options] IMAGE COMMAND...")->type_name("");
+}
+
+WrapperOptions wrapper_options_for(const RunOptions& o, const std::string& command) {
+  if (o.args.empty())
+    throw Error(command + ": missing IMAGE: usage: gpu-run-ctl " + command +
+                " [options] -- [docker run options] IMAGE COMMAND...");
+  WrapperOptions w = split_wrapper_args(o.args);
+  if (w.dry_run || w.json || w.record || w.help || w.version || w.explain)
+    throw Error(command + ": gpu-run's --dry-run, --json, --record, --explain, --help and --version do not apply after --");
+  auto merge = [](std::optional<std::string>& into, const std::optional<std::string>& flag, const char* name) {
+    if (!flag) return;
+    if (into) throw Error(std::string(name) + ": given both before and after --: give it once");
+    into = flag;
+  };
+  merge(w.profile, o.profile, "--profile");
+  merge(w.gpus, o.gpus, "--gpus");
+  merge(w.workers, o.workers, "--workers");
+  merge(w.batch_size, o.batch_size, "--batch-size");
+  merge(w.prefetch_factor, o.prefetch_factor, "--prefetch-factor");
+  merge(w.engine, o.engine, "--engine");
+  merge(w.gpu_request, o.gpu_request, "--gpu-request");
+  w.profile_dirs.insert(w.profile_dirs.begin(), o.profile_dirs.begin(), o.profile_dirs.end());
+  bool keep = false;
+  for (const auto& a : w.engine_options)
+    if (a == "--rm" || a.rfind("--rm=", 0) == 0) keep = true;
+  if (!keep) w.engine_options.insert(w.engine_options.begin(), "--rm");
+  return w;
+}
+
+fs::path user_profile_dir(const EnvLookup& env) {
+  if (auto xdg = env("XDG_CONFIG_HOME"); xdg && !xdg->empty()) return fs::path(*xdg) / "gpu-run" / "profiles";
+  if (auto home = env("HOME"); home && !home->empty()) return fs::path(*home) / ".config" / "gpu-run" / "profiles";
+  throw Error("--out-dir: neither XDG_CONFIG_HOME nor HOME is set: give --out-dir DIR");
+}
+
+}  // namespace gpurun

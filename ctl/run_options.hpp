@@ -1,0 +1,43 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "profile_store.hpp"
+#include "run_args.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace gpurun {
+
+// The gpu-run options of `calibrate` and `tune`, and what follows their `--`:
+// `[docker run options] IMAGE CMD...`, split as gpu-run splits its own command line.
+struct RunOptions {
+  std::optional<std::string> profile;
+  std::optional<std::string> gpus;
+  std::optional<std::string> workers;
+  std::optional<std::string> batch_size;
+  std::optional<std::string> prefetch_factor;
+  std::vector<std::string> profile_dirs;
+  std::optional<std::string> engine;
+  std::optional<std::string> gpu_request;
+  std::vector<std::string> args;               // after `--`
+};
+
+// Registers the gpu-run options (without --workers when `with_workers` is false) and the
+// trailing ARGS on `cmd`.
+void add_run_options(CLI::App& cmd, RunOptions& options, bool with_workers = true);
+
+// gpu-run's options for the run: the flags, plus gpu-run options found after `--` (an option
+// given on both sides is an Error naming it). Adds --rm unless the engine options have it,
+// so repeated runs leave no containers. Throws Error (exit 2) naming what is missing.
+WrapperOptions wrapper_options_for(const RunOptions& options, const std::string& command);
+
+// Where calibrate writes profiles by default: $XDG_CONFIG_HOME/gpu-run/profiles, else
+// ~/.config/gpu-run/profiles. Throws Error when neither is set.
+fs::path user_profile_dir(const EnvLookup& env = process_env);
+
+}  // namespace gpurun

@@ -1,0 +1,299 @@
+#include "tune.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "config.hpp"
+#include "ctl_common.hpp"
+#include "error.hpp"
+#include "measured_run.hpp"
+#include "units.hpp"
+#include "wrapper.hpp"
+
+namespace gpurun {
+namespace {
+
+constexpr const char* kPlaceholder = "{workers}";
+constexpr int kBarWidth = 30;
+
+// A directory for the runs' output that removes itself.
+class LogDir {
+ public:
+  LogDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base && *base == '/' ? base : "/tmp") + "/gpu-run-tune.XXXXXX";
+    if (!::mkdtemp(pattern.data())) throw system_error("create a temporary directory in " + pattern, errno);
+    path_ = pattern;
+  }
+  LogDir(const LogDir&) = delete;
+  LogDir& operator=(const LogDir&) = delete;
+  ~LogDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+bool utf8_locale() {
+  for (const char* var : {"LC_ALL", "LC_CTYPE", "LANG"}) {
+    const char* v = std::getenv(var);
+    if (v && *v) {
+      std::string s(v);
+      return s.find("UTF-8") != std::string::npos || s.find("utf8") != std::string::npos ||
+             s.find("utf-8") != std::string::npos;
+    }
+  }
+  return false;
+}
+
+std::string last_line(const fs::path& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line)) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) last = line;
+  }
+  if (last.size() > 160) last = last.substr(0, 157) + "...";
+  return last;
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fs", s);
+  return buf;
+}
+
+std::string pad_left(const std::string& s, std::size_t width) {
+  return s.size() >= width ? s : std::string(width - s.size(), ' ') + s;
+}
+
+std::string pad_right(const std::string& s, std::size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+std::string status_of(const TuneResult& r) {
+  if (!r.ran) return "not run";
+  if (r.exit_code != 0) return "exit " + std::to_string(r.exit_code);
+  if (!r.within_budget()) return "over budget";
+  return "ok";
+}
+
+}  // namespace
+
+bool has_workers_placeholder(const std::vector<std::string>& args) {
+  for (const auto& a : args)
+    if (a.find(kPlaceholder) != std::string::npos) return true;
+  return false;
+}
+
+std::vector<std::string> substitute_workers(const std::vector<std::string>& args, std::uint64_t n) {
+  const std::string value = std::to_string(n);
+  const std::string key = kPlaceholder;
+  std::vector<std::string> out;
+  for (std::string a : args) {
+    for (std::size_t pos = a.find(key); pos != std::string::npos; pos = a.find(key, pos + value.size()))
+      a.replace(pos, key.size(), value);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+std::vector<std::uint64_t> parse_counts(const std::string& text) {
+  std::vector<std::uint64_t> out;
+  std::set<std::uint64_t> seen;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::uint64_t n;
+    try {
+      n = parse_count(item, "--counts", 1024);
+    } catch (const Error&) {
+      throw Error("--counts '" + text.substr(0, 60) +
+                  "': expected a comma-separated list of worker counts 0..1024, e.g. 0,1,2,4");
+    }
+    if (!seen.insert(n).second) throw Error("--counts '" + text.substr(0, 60) + "': " + item + " appears twice");
+    out.push_back(n);
+  }
+  if (out.empty() || (!text.empty() && text.back() == ','))
+    throw Error("--counts '" + text.substr(0, 60) + "': expected a comma-separated list of worker counts, e.g. 0,1,2,4");
+  return out;
+}
+
+std::vector<std::uint64_t> default_counts(unsigned cpus) {
+  std::vector<std::uint64_t> out;
+  for (std::uint64_t n : {0, 1, 2, 4, 8})
+    if (n <= std::max(1u, cpus)) out.push_back(n);
+  return out;
+}
+
+std::optional<std::size_t> recommend(const std::vector<TuneResult>& results) {
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const TuneResult& r = results[i];
+    if (!r.ok() || !r.within_budget()) continue;
+    if (!best || r.wall_s < results[*best].wall_s) best = i;
+  }
+  return best;
+}
+
+std::string tune_table(const std::vector<TuneResult>& results, std::optional<std::size_t> best, bool utf8) {
+  double longest = 0;
+  for (const auto& r : results)
+    if (r.ran) longest = std::max(longest, r.wall_s);
+  std::ostringstream out;
+  out << "workers  wall time   peak shm  planned shm  result\n";
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const TuneResult& r = results[i];
+    out << pad_left(std::to_string(r.workers), 7) << "  " << pad_left(r.ran ? seconds_text(r.wall_s) : "-", 9) << "  "
+        << pad_left(r.ran ? format_size(r.peak_shm) : "-", 9) << "  " << pad_left(format_size(r.planned_shm), 11)
+        << "  " << pad_right(status_of(r) + (best && *best == i ? " *" : ""), 13);
+    if (r.ran && longest > 0) {
+      // Eighths of a cell, so that close times still look different.
+      const long eighths = std::lround(r.wall_s / longest * kBarWidth * 8);
+      std::string bar;
+      if (utf8) {
+        static const char* const kPartial[] = {"", "▏", "▎", "▍", "▌", "▋", "▊", "▉"};
+        for (long k = 0; k < eighths / 8; ++k) bar += "█";
+        bar += kPartial[eighths % 8];
+      } else {
+        bar.assign(static_cast<std::size_t>((eighths + 4) / 8), '#');
+      }
+      out << bar;
+    } else if (!r.problem.empty()) {
+      out << r.problem;
+    }
+    out << "\n";
+    if (r.ran && !r.problem.empty()) out << "         " << r.problem << "\n";
+  }
+  return out.str();
+}
+
+std::string tune_recommendation(const std::vector<TuneResult>& results, std::optional<std::size_t> best) {
+  if (!best) return "no recommendation: no worker count ran to the end within its planned /dev/shm";
+  const TuneResult& b = results[*best];
+  std::ostringstream out;
+  out << "recommended: --workers " << b.workers << " (" << seconds_text(b.wall_s);
+  const TuneResult* slowest = nullptr;
+  for (const auto& r : results)
+    if (r.ok() && (!slowest || r.wall_s > slowest->wall_s)) slowest = &r;
+  if (slowest && slowest != &b && b.wall_s > 0) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2fx", slowest->wall_s / b.wall_s);
+    out << ", " << buf << " faster than --workers " << slowest->workers;
+  }
+  out << "; peak /dev/shm " << format_size(b.peak_shm) << " within the planned " << format_size(b.planned_shm) << ")";
+  return out.str();
+}
+
+nlohmann::ordered_json tune_json(const std::vector<TuneResult>& results, std::optional<std::size_t> best) {
+  nlohmann::ordered_json runs = nlohmann::ordered_json::array();
+  for (const auto& r : results) {
+    nlohmann::ordered_json j;
+    j["workers"] = r.workers;
+    j["ran"] = r.ran;
+    j["exit_status"] = r.ran ? nlohmann::ordered_json(r.exit_code) : nlohmann::ordered_json(nullptr);
+    j["wall_s"] = std::round(r.wall_s * 1000) / 1000;
+    j["peak_shm"] = r.peak_shm;
+    j["planned_shm"] = r.planned_shm;
+    j["samples"] = r.samples;
+    j["within_budget"] = r.within_budget();
+    j["ok"] = r.ok() && r.within_budget();
+    if (!r.problem.empty()) j["problem"] = r.problem;
+    runs.push_back(j);
+  }
+  nlohmann::ordered_json doc;
+  doc["runs"] = runs;
+  doc["recommended_workers"] = best ? nlohmann::ordered_json(results[*best].workers) : nlohmann::ordered_json(nullptr);
+  return doc;
+}
+
+void run_tune(const TuneOptions& o) {
+  WrapperOptions w = wrapper_options_for(o.run, "tune");
+  if (w.workers) throw Error("--workers: tune chooses the worker count; give the counts to try with --counts");
+  const Config config = load_ctl_config();
+  const HostInfo host = probe_host();
+  std::vector<std::uint64_t> counts;
+  if (o.counts) {
+    counts = parse_counts(*o.counts);
+  } else {
+    WrapperOptions probe = w;
+    probe.workers = "0";
+    counts = default_counts(prepare_run(probe, config, host).plan.cpus);
+  }
+  if (!has_workers_placeholder(w.command))
+    std::cerr << "gpu-run-ctl tune: warning: no {workers} in the command: the workload must read the worker count "
+                 "from GPU_RUN_NUM_WORKERS\n";
+  LogDir logs;
+  std::vector<TuneResult> results;
+  for (std::size_t i = 0; i < counts.size(); ++i) {
+    TuneResult r;
+    r.workers = counts[i];
+    WrapperOptions wn = w;
+    wn.workers = std::to_string(counts[i]);
+    wn.command = substitute_workers(w.command, counts[i]);
+    const std::string step = "tune: [" + std::to_string(i + 1) + "/" + std::to_string(counts.size()) + "] workers " +
+                             std::to_string(counts[i]);
+    std::optional<EngineInvocation> inv;
+    try {
+      inv = prepare_run(wn, config, host);
+    } catch (const Error& e) {
+      r.problem = e.what();
+      std::cerr << step << ": not run: " << r.problem << "\n";
+      results.push_back(r);
+      continue;
+    }
+    r.planned_shm = inv->applied_shm;
+    std::cerr << step << ", /dev/shm " << format_size(r.planned_shm) << " ... " << std::flush;
+    MeasureOptions mo;
+    mo.output = logs.path() / ("run-" + std::to_string(counts[i]) + ".log");
+    const MeasuredRun run = run_measured(inv->argv, inv->engine, mo);
+    r.ran = true;
+    r.exit_code = run.exit_code;
+    r.wall_s = run.wall_seconds;
+    r.peak_shm = run.shm.peak;
+    r.samples = run.shm.samples;
+    if (!run.sample_error.empty()) r.problem = run.sample_error;
+    else if (run.exit_code != 0) r.problem = last_line(*mo.output);
+    std::cerr << seconds_text(r.wall_s) << ", peak " << format_size(r.peak_shm) << ", exit " << r.exit_code << "\n";
+    results.push_back(r);
+    if (run.interrupted_by) throw Error("tune: interrupted", 0, 128 + run.interrupted_by);
+  }
+  const std::optional<std::size_t> best = recommend(results);
+  if (o.json) std::cout << tune_json(results, best).dump(2) << "\n";
+  else std::cout << tune_table(results, best, utf8_locale()) << tune_recommendation(results, best) << "\n";
+  std::cout.flush();
+  if (!best) throw Error("tune: no worker count ran to the end within its planned /dev/shm", 0, kExitFailure);
+}
+
+void add_tune_command(CLI::App& app) {
+  auto o = std::make_shared<TuneOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "tune", "Run a workload over DataLoader worker counts; recommend the fastest within the /dev/shm budget");
+  cmd->footer(
+      "Usage: gpu-run-ctl tune [OPTIONS] [--counts 0,1,2,4,8] -- [docker run options] IMAGE COMMAND...\n\n"
+      "Each count N runs once through gpu-run's logic with --workers N: /dev/shm planned for N,\n"
+      "GPU_RUN_NUM_WORKERS=N in the container and every {workers} in COMMAND replaced by N. Measures wall\n"
+      "time and peak /dev/shm (100 Hz); the budget of a run is its planned /dev/shm (bounded by --memory).\n"
+      "The runs' output is kept out of the way; a failed run shows its last line. Adds --rm to the runs.");
+  cmd->add_option("--counts", o->counts, "Worker counts to try (default 0,1,2,4,8, up to the CPUs)")
+      ->type_name("N,N,...");
+  cmd->add_flag("--json", o->json, "Print the results as JSON");
+  add_run_options(*cmd, o->run, /*with_workers=*/false);
+  cmd->callback([o] { run_tune(*o); });
+}
+
+}  // namespace gpurun

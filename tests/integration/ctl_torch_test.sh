@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# gpu-run-ctl watch, calibrate and tune, and gpu-run --record, against a real PyTorch
+# DataLoader (torch_workload.py) in containers of a private dockerd. The image is Debian's
+# python3-torch rootfs from scripts/torch-rootfs (built once, cached in /var/cache/gpu-run).
+# Usage: ctl_torch_test.sh [PATH/TO/gpu-run]   (gpu-run-ctl is taken from the same directory)
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/lib.sh"
+source "$here/wrapper_cases.sh"
+
+it_require_root
+it_require_cmd dockerd containerd runc docker jq
+wrapper_find_binary "${1:-}"
+CTL=$(dirname "$GPU_RUN")/gpu-run-ctl
+[[ -x $CTL ]] || it_skip "gpu-run-ctl not found next to $GPU_RUN"
+it_log "testing $GPU_RUN and $CTL"
+
+tarball=${GPU_RUN_TORCH_TARBALL:-}
+if [[ -z $tarball ]]; then
+  tarball=$("$here/../../scripts/torch-rootfs") || it_skip "no PyTorch rootfs (scripts/torch-rootfs failed)"
+fi
+[[ -s $tarball ]] || it_skip "PyTorch rootfs tarball $tarball missing"
+
+work=$(it_tmpdir)
+it_on_exit rm -rf "$work"
+wrapper_isolate_config "$work"
+export XDG_STATE_HOME=$work/state
+unset LANG LC_ALL LC_CTYPE || true
+
+d=$(it_tmpdir)
+it_on_exit it_dockerd_stop "$d"
+it_dockerd_start "$d"
+IMAGE=gpurun-torch
+t0=$SECONDS
+docker import "$tarball" "$IMAGE" >/dev/null || it_die "docker import $tarball failed"
+it_log "imported $IMAGE in $((SECONDS - t0))s"
+
+# The workload: 96 x 3x224x224 float32 images a batch (55 MiB), 2 workers, prefetch 2.
+WL_MOUNT=(-v "$here:/t:ro")
+WL=(/usr/bin/python3 /t/torch_workload.py)
+BIG=(--batch 96 --shape 3x224x224 --batches 8 --delay 0.2)
+MiB=$((1 << 20))
+
+# --- the workload itself fails at Docker's 64 MiB with PyTorch's message ---------------------
+assert_exit 1 docker run --rm "${WL_MOUNT[@]}" "$IMAGE" "${WL[@]}" "${BIG[@]}" --workers 2
+assert_contains "$IT_ERR" "DataLoader worker" "64 MiB /dev/shm: PyTorch's own message"
+
+# --- watch -----------------------------------------------------------------------------------
+docker run -d --name wl --shm-size 1g "${WL_MOUNT[@]}" "$IMAGE" "${WL[@]}" "${BIG[@]}" --workers 2 >/dev/null ||
+  it_die "docker run -d failed"
+"$CTL" watch wl >"$work/watch.out" 2>"$work/watch.err" &
+watch_pid=$!
+wait "$watch_pid"
+assert_eq 0 "$?" "watch exits 0 when the container exits"
+assert_eq 0 "$(docker wait wl)" "the watched workload ran to the end"
+docker rm wl >/dev/null
+if jq -e . "$work/watch.out" >/dev/null 2>&1; then it_pass "watch: every line is JSON"; else it_fail "watch: output is not JSON lines: $(head -c 300 "$work/watch.out")"; fi
+samples=$(jq -s '[.[] | select(.event == "sample")] | length' "$work/watch.out")
+summary=$(tail -n 1 "$work/watch.out")
+w_peak=$(jq -r 'select(.event == "summary") | .peak' <<<"$summary")
+w_rate=$(jq -r 'select(.event == "summary") | .rate_hz' <<<"$summary")
+it_log "watch: $samples samples, peak $w_peak bytes, $w_rate Hz"
+assert_eq true "$(jq -r '.exited' <<<"$summary")" "watch: summary line says the container exited"
+assert_eq "$samples" "$(jq -r '.samples' <<<"$summary")" "watch: summary counts the sample lines"
+[[ $samples -ge 100 ]] && it_pass "watch: $samples samples" || it_fail "watch: only $samples samples"
+[[ ${w_rate%.*} -ge 50 ]] && it_pass "watch: $w_rate samples a second" || it_fail "watch: $w_rate samples a second"
+# At least 3 of the 55 MiB batches are in flight at once with 2 workers x prefetch 2.
+[[ $w_peak -gt $((3 * 55 * MiB)) ]] && it_pass "watch: peak $((w_peak / MiB)) MiB" ||
+  it_fail "watch: peak $w_peak bytes, expected more than 3 batches"
+assert_eq 1073741824 "$(jq -r '.size' <<<"$summary")" "watch: size is the container's 1g /dev/shm"
+assert_exit 2 "$CTL" watch no-such-container
+assert_contains "$IT_ERR" "no-such-container" "watch: an unknown container is named"
+assert_exit 2 "$CTL" watch --interval 0 x
+assert_contains "$IT_ERR" "--interval" "watch: --interval 0 names the flag"
+assert_exit 2 "$CTL" watch --interval abc x
+assert_contains "$IT_ERR" "--interval" "watch: --interval abc names the flag"
+assert_exit 2 "$CTL" watch --engine lxc x
+assert_contains "$IT_ERR" "--engine" "watch: --engine lxc names the flag"
+
+# --- gpu-run --record -------------------------------------------------------------------------
+log=$XDG_STATE_HOME/gpu-run/perf.jsonl
+GR=("$GPU_RUN" --gpu-request none --workers 2 --batch-size 96)
+planned=$("${GR[@]}" --json --rm "$IMAGE" true | jq -r '.plan.shm_bytes')
+assert_exit 0 "${GR[@]}" --record --rm "${WL_MOUNT[@]}" "$IMAGE" "${WL[@]}" "${BIG[@]}" --workers 2
+assert_contains "$IT_OUT" "torch_workload: 8 batches" "record: the workload's stdout is the caller's"
+assert_contains "$IT_ERR" "recorded peak /dev/shm" "record: says what it recorded"
+assert_eq 1 "$(wc -l <"$log")" "record: one line appended to $log"
+rec=$(tail -n 1 "$log")
+r_peak=$(jq -r '.peak_shm' <<<"$rec")
+it_log "record: $rec"
+[[ $r_peak -gt $((3 * 55 * MiB)) ]] && it_pass "record: peak $((r_peak / MiB)) MiB" || it_fail "record: peak $r_peak"
+assert_eq 0 "$(jq -r '.exit_status' <<<"$rec")" "record: exit status 0"
+assert_eq "$planned" "$(jq -r '.planned_shm' <<<"$rec")" "record: planned size is gpu-run's plan"
+assert_eq "$planned" "$(jq -r '.shm_size' <<<"$rec")" "record: the container's /dev/shm had the planned size"
+assert_eq "gpurun-torch|default|0|2|96" "$(jq -r '[.image, .profile, .gpus, .workers, .batch_size] | map(tostring) | join("|")' <<<"$rec")" \
+  "record: image, profile, gpus, workers, batch"
+[[ $r_peak -le $planned ]] && it_pass "record: peak within the plan" || it_fail "record: peak $r_peak above plan $planned"
+assert_exit 3 "${GR[@]}" --record --rm "$IMAGE" /usr/bin/python3 -c 'import sys, time; time.sleep(0.5); sys.exit(3)'
+assert_eq 2 "$(wc -l <"$log")" "record: a failing job is recorded too"
+assert_eq 3 "$(tail -n 1 "$log" | jq -r '.exit_status')" "record: its exit status"
+assert_exit 2 "${GR[@]}" --record -d "$IMAGE" true
+assert_contains "$IT_ERR" "--record" "record: -d is refused naming --record"
+assert_eq 2 "$(wc -l <"$log")" "record: nothing recorded for a refused run"
+
+# --- calibrate --------------------------------------------------------------------------------
+prof=$work/profiles
+assert_exit 0 "$CTL" calibrate --out-profile team/torch-test --out-dir "$prof" --workers 2 --batch-size 96 \
+  --gpu-request none -- "${WL_MOUNT[@]}" "$IMAGE" "${WL[@]}" "${BIG[@]}" --workers 2
+printf '%s\n' "$IT_OUT" | sed 's/^/    /'
+assert_contains "$IT_OUT" "measured peak /dev/shm" "calibrate: prints the measured peak"
+assert_contains "$IT_OUT" "calibrated plan" "calibrate: prints the new plan"
+assert_contains "$IT_ERR" "(generous)" "calibrate: ran with generous shm"
+file=$prof/team/torch-test.json
+assert_exit 0 "$CTL" profiles validate "$prof"
+c_peak=$(jq -r '.calibration.peak_shm' "$file")
+assert_eq "2|96|0|2" "$(jq -r '.calibration | [.workers, .batch_size, .gpus, .prefetch_factor] | map(tostring) | join("|")' "$file")" \
+  "calibrate: the conditions are in the profile"
+assert_eq default "$(jq -r '.extends' "$file")" "calibrate: extends the base profile"
+c_plan=$("$CTL" plan --profile-dir "$prof" --profile team/torch-test --json | jq -r '.shm_bytes')
+ratio=$(awk -v p="$c_plan" -v m="$c_peak" 'BEGIN { printf "%.3f", p / m }')
+it_log "calibrate: peak $c_peak, plan $c_plan, ratio $ratio"
+awk -v r="$ratio" 'BEGIN { exit !(r >= 1.0 && r <= 1.5) }' && it_pass "calibrate: plan/peak = $ratio, in [1, 1.5]" ||
+  it_fail "calibrate: plan/peak = $ratio (plan $c_plan, peak $c_peak)"
+assert_exit 0 "$GPU_RUN" --gpu-request none --profile-dir "$prof" --profile team/torch-test --rm "${WL_MOUNT[@]}" \
+  "$IMAGE" "${WL[@]}" "${BIG[@]}"
+assert_contains "$IT_OUT" "8 batches of 96x3x224x224 with 2 workers" "calibrated profile runs the workload to the end"
+assert_exit 2 "$CTL" calibrate --out-profile team/torch-test --out-dir "$prof" -- "$IMAGE" true
+assert_contains "$IT_ERR" "--force" "calibrate: refuses to overwrite without --force"
+assert_exit 2 "$CTL" calibrate --out-profile ../x --out-dir "$prof" -- "$IMAGE" true
+assert_contains "$IT_ERR" "--out-profile" "calibrate: a bad name names --out-profile"
+assert_exit 2 "$CTL" calibrate --out-profile z --out-dir "$prof" --workers 0 -- "$IMAGE" true
+assert_contains "$IT_ERR" "--workers" "calibrate: --workers 0 names the flag"
+assert_exit 2 "$CTL" calibrate --out-profile z --out-dir "$prof"
+assert_contains "$IT_ERR" "IMAGE" "calibrate: a missing image is named"
+
+# --- tune -------------------------------------------------------------------------------------
+SMALL=(--batch 32 --shape 3x64x64 --batches 10 --delay 0.02 --work-ms 4 --workers '{workers}')
+assert_exit 0 "$CTL" tune --batch-size 32 --gpu-request none --counts 0,1,2 -- "${WL_MOUNT[@]}" "$IMAGE" "${WL[@]}" "${SMALL[@]}"
+printf '%s\n' "$IT_OUT" | sed 's/^/    /'
+assert_contains "$IT_OUT" "workers  wall time" "tune: prints a table"
+assert_contains "$IT_OUT" "recommended: --workers" "tune: recommends a count"
+assert_contains "$IT_ERR" "[3/3] workers 2" "tune: shows progress"
+rows=$(grep -cE '^ +[0-2] ' <<<"$IT_OUT")
+assert_eq 3 "$rows" "tune: one row per count"
+assert_exit 0 "$CTL" tune --json --batch-size 32 --gpu-request none --counts 0,1,2 -- "${WL_MOUNT[@]}" "$IMAGE" "${WL[@]}" "${SMALL[@]}"
+assert_eq 3 "$(jq -r '.runs | length' <<<"$IT_OUT" 2>/dev/null)" "tune --json: three runs"
+assert_eq "0|1|2" "$(jq -r '[.runs[].workers] | map(tostring) | join("|")' <<<"$IT_OUT" 2>/dev/null)" "tune --json: the counts"
+best=$(jq -r '.recommended_workers' <<<"$IT_OUT" 2>/dev/null)
+[[ $best =~ ^[012]$ ]] && it_pass "tune --json: recommends $best" || it_fail "tune --json: recommended [$best]"
+assert_eq true "$(jq -r '[.runs[] | select(.workers > 0) | .peak_shm > 0] | all' <<<"$IT_OUT" 2>/dev/null)" \
+  "tune --json: runs with workers used /dev/shm"
+assert_eq 0 "$(docker ps -aq | wc -l)" "tune and calibrate leave no containers"
+assert_exit 2 "$CTL" tune --counts 1,x -- "$IMAGE" true
+assert_contains "$IT_ERR" "--counts" "tune: a bad --counts names the flag"
+assert_exit 2 "$CTL" tune --counts 1 -- --workers 2 "$IMAGE" true
+assert_contains "$IT_ERR" "--workers" "tune: --workers after -- is refused"
+it_log "total $((SECONDS))s"
+it_done
