@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.hpp"
+
 #include <cstdlib>
 #include <string>
 
@@ -12,19 +14,6 @@ namespace gpurun {
 namespace {
 
 using test::TempDir;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
 
 void expect_defaults(const Config& c) {
   EXPECT_FALSE(c.default_profile.has_value());

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.hpp"
+
 #include <map>
 #include <string>
 
@@ -18,19 +20,6 @@ namespace gpurun {
 namespace {
 
 using test::TempDir;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
 
 // A complete profile with one uint8 field of `bytes` per sample and the given batch size.
 std::string complete(int batch_size, const std::string& extra = "") {

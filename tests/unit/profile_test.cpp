@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <string>
@@ -13,16 +15,6 @@ namespace gpurun {
 namespace {
 
 using nlohmann::json;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::string parse_error(const std::string& text, const std::string& source = "team/x.json") {
   return error_of([&] { parse_profile_document(text, source); });
@@ -45,9 +37,6 @@ const char* const kComplete = R"({
   "min_shm": "256m",
   "max_shm": "256g"
 })";
-
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
 
 TEST(DtypeSize, PyTorchNames) {
   EXPECT_EQ(dtype_size("float64"), 8u);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <limits>
@@ -13,9 +15,6 @@
 
 namespace gpurun {
 namespace {
-
-#define EXPECT_CONTAINS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
 
 constexpr std::uint64_t MiB = 1048576;
 constexpr std::uint64_t GiB = 1073741824;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.hpp"
+
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -14,16 +16,6 @@ namespace {
 constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
 
 // The message of the Error thrown by `f`, or "" when nothing is thrown.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(ParseSize, PlainBytes) {
   EXPECT_EQ(parse_size("0"), 0u);
   EXPECT_EQ(parse_size("512"), 512u);
