@@ -106,8 +106,7 @@ std::string find_real_runtime(const std::vector<std::string>& candidates) {
               ENOENT, kExitFailure);
 }
 
-bool prepare_bundle(const std::string& bundle_arg, const std::string& config_file) {
-  const Config config = load_config(config_file);
+bool prepare_bundle(const std::string& bundle_arg, const Config& config, const std::string& config_file) {
   Logger log(config.log_file.string(), parse_log_level(config.log_level), "gpu-run-runtime");
   std::error_code ec;
   fs::path bundle = fs::absolute(bundle_arg, ec);
@@ -180,8 +179,10 @@ void run_runtime(int argc, char** argv) {
   const std::string config_file = config_path(std::nullopt).string();
   std::vector<std::string> runtimes;
   try {
-    if (ra.subcommand == "create" || ra.subcommand == "run") prepare_bundle(ra.bundle.value_or("."), config_file);
-    runtimes = load_config(config_file).runtimes;
+    const Config config = load_config(config_file);
+    if (ra.subcommand == "create" || ra.subcommand == "run")
+      prepare_bundle(ra.bundle.value_or("."), config, config_file);
+    runtimes = config.runtimes;
   } catch (const Error& e) {
     report_runtime_error(ra, e.what());
     throw;

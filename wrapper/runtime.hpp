@@ -6,6 +6,8 @@
 
 namespace gpurun {
 
+struct Config;
+
 // What gpu-run-runtime needs from a runc command line.
 struct RuntimeArgs {
   std::string subcommand;             // "create", "run", "start", ... ("" if none)
@@ -23,8 +25,9 @@ RuntimeArgs parse_runtime_args(const std::vector<std::string>& args);
 
 // On create/run: sizes /dev/shm in <bundle>/config.json (tmpfs size=, or the hook injected
 // at createRuntime), atomically. Returns false when the spec was left unchanged. Throws Error
-// when an explicit request cannot be met (or on_error is fail).
-bool prepare_bundle(const std::string& bundle, const std::string& config_file);
+// when an explicit request cannot be met (or on_error is fail). `config_file` is the path
+// of `config`, handed to the injected hook as --config.
+bool prepare_bundle(const std::string& bundle, const Config& config, const std::string& config_file);
 
 // Resolves the real runtime to exec: the first of the config's `runtimes` found (absolute
 // path or on PATH), never this binary itself. Throws Error when none is found.
