@@ -1,6 +1,7 @@
 #include "sandbox.hpp"
 
-#include <seccomp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
 
@@ -19,10 +20,10 @@ struct CapFree {
 };
 using CapGuard = std::unique_ptr<std::remove_pointer_t<cap_t>, CapFree>;
 
-struct SeccompRelease {
-  void operator()(scmp_filter_ctx ctx) const { seccomp_release(ctx); }
+// The allow-list of seccomp_policy.hpp, compiled to BPF at build time by tools/seccomp_bpf_gen.
+const sock_filter kHookFilter[] = {
+#include "seccomp_filter.inc"
 };
-using SeccompGuard = std::unique_ptr<void, SeccompRelease>;
 
 bool kept(cap_value_t cap) {
   for (cap_value_t k : kKeep)
@@ -51,29 +52,14 @@ void drop_capabilities() {
 }
 
 void install_seccomp() {
-  SeccompGuard ctx(seccomp_init(SCMP_ACT_ERRNO(EPERM)));
-  if (!ctx) throw Error("seccomp_init failed", 0, kExitFailure);
-  static const char* const kAllowed[] = {
-      // memory, threads' basics, exit
-      "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "futex", "exit", "exit_group",
-      "rt_sigreturn", "rt_sigaction", "rt_sigprocmask", "sigaltstack", "getpid", "gettid", "tgkill",
-      "getrandom", "clock_gettime", "gettimeofday", "time", "nanosleep", "clock_nanosleep",
-      "sched_getaffinity", "sched_yield", "getuid", "geteuid", "getgid", "getegid", "uname", "prlimit64",
-      "set_robust_list", "rseq", "restart_syscall", "sysinfo",
-      // files
-      "read", "write", "writev", "pread64", "close", "open", "openat", "openat2", "lseek", "fstat", "stat",
-      "lstat", "newfstatat", "statx", "statfs", "fstatfs", "getdents64", "readlink", "readlinkat", "fcntl",
-      "access", "faccessat", "faccessat2", "getcwd", "chdir", "fchdir", "mkdirat", "ioctl", "dup", "dup2", "dup3",
-      "fsync",
-      // the job itself
-      "setns", "mount"};
-  for (const char* name : kAllowed) {
-    int nr = seccomp_syscall_resolve_name(name);
-    if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
-    if (seccomp_rule_add(ctx.get(), SCMP_ACT_ALLOW, nr, 0) != 0)
-      throw Error(std::string("seccomp: cannot allow ") + name, 0, kExitFailure);
-  }
-  if (int rc = seccomp_load(ctx.get()); rc != 0) throw system_error("seccomp_load", -rc);
+  sock_fprog prog{static_cast<unsigned short>(sizeof kHookFilter / sizeof kHookFilter[0]),
+                  const_cast<sock_filter*>(kHookFilter)};
+  // Needs no_new_privs (drop_capabilities sets it) or CAP_SYS_ADMIN.
+  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0)
+    throw system_error("install the seccomp filter (prctl)", errno);
 }
+
+std::size_t hook_filter_length() { return sizeof kHookFilter / sizeof kHookFilter[0]; }
+const void* hook_filter_data() { return kHookFilter; }
 
 }  // namespace gpurun

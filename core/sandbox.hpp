@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstddef>
+
 namespace gpurun {
 
 // Keeps only the capabilities the hook needs (SYS_ADMIN and SYS_CHROOT for setns and
@@ -8,8 +10,13 @@ namespace gpurun {
 // no_new_privs. Throws Error on failure.
 void drop_capabilities();
 
-// Installs a seccomp allow-list of the syscalls the hook makes; anything else fails
-// with EPERM. Throws Error on failure.
+// Installs a seccomp allow-list of the syscalls the hook makes (seccomp_policy.hpp);
+// anything else fails with EPERM. The BPF program is generated at build time. Throws Error
+// on failure.
 void install_seccomp();
+
+// The installed program, for tests: its instructions (struct sock_filter) and their count.
+std::size_t hook_filter_length();
+const void* hook_filter_data();
 
 }  // namespace gpurun

@@ -1,0 +1,88 @@
+// The hook's confinement: the build-time seccomp program matches the policy, and a process
+// that installs it can do its job's syscalls and nothing else.
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "sandbox.hpp"
+#include "seccomp_policy.hpp"
+
+namespace gpurun {
+namespace {
+
+std::vector<sock_filter> runtime_generated_filter() {
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+  EXPECT_NE(ctx, nullptr);
+  for (const char* name : kHookSyscalls) {
+    int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) continue;  // not on this architecture
+    EXPECT_EQ(seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0), 0) << name;
+  }
+  std::FILE* tmp = std::tmpfile();
+  EXPECT_NE(tmp, nullptr);
+  EXPECT_EQ(seccomp_export_bpf(ctx, fileno(tmp)), 0);
+  seccomp_release(ctx);
+  std::rewind(tmp);
+  std::vector<sock_filter> prog;
+  sock_filter insn;
+  while (std::fread(&insn, sizeof insn, 1, tmp) == 1) prog.push_back(insn);
+  std::fclose(tmp);
+  return prog;
+}
+
+TEST(Sandbox, BuiltFilterIsWhatLibseccompMakesOfThePolicy) {
+  const std::vector<sock_filter> expected = runtime_generated_filter();
+  ASSERT_GT(expected.size(), 10u);
+  ASSERT_EQ(hook_filter_length(), expected.size());
+  EXPECT_EQ(std::memcmp(hook_filter_data(), expected.data(), expected.size() * sizeof(sock_filter)), 0);
+}
+
+// Runs `body` in a child after install_seccomp(); the child's exit code is body's result.
+int in_confined_child(int (*body)()) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(100);
+    try {
+      install_seccomp();
+    } catch (...) {
+      ::_exit(101);
+    }
+    ::_exit(body());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 200 + WTERMSIG(status);
+}
+
+TEST(Sandbox, ConfinedProcessCanReadAndStatButNotMore) {
+  EXPECT_EQ(in_confined_child([] {
+              char buf[16];
+              int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+              if (fd < 0 || ::read(fd, buf, sizeof buf) <= 0 || ::close(fd) != 0) return 1;
+              return ::getpid() > 0 ? 0 : 2;
+            }),
+            0);
+  // Refused with EPERM, not killed: the hook reports it like any other failure.
+  EXPECT_EQ(in_confined_child([] { return ::socket(AF_UNIX, SOCK_STREAM, 0) == -1 && errno == EPERM ? 0 : 1; }), 0);
+  EXPECT_EQ(in_confined_child([] { return ::unshare(CLONE_NEWNS) == -1 && errno == EPERM ? 0 : 1; }), 0);
+  EXPECT_EQ(in_confined_child([] { return ::chmod("/nonexistent", 0777) == -1 && errno == EPERM ? 0 : 1; }), 0);
+  EXPECT_EQ(in_confined_child([] { return ::fork() == -1 && errno == EPERM ? 0 : 1; }), 0);
+  EXPECT_EQ(in_confined_child([] { return ::kill(1, 0) == -1 && errno == EPERM ? 0 : 1; }), 0);
+}
+
+}  // namespace
+}  // namespace gpurun
