@@ -1,25 +1,36 @@
 #include "host.hpp"
 
+#include <fcntl.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
+#include <string_view>
+
+#include "fd.hpp"
 
 namespace gpurun {
 namespace {
 
+// These files are read on every container start (by the hook) and every gpu-run: plain
+// read(2) and string_view scanning, no streams (their locale set-up alone cost more than
+// the rest of the probe).
+constexpr std::size_t kMaxProbeFile = 1 << 16;
+
 std::optional<std::string> slurp(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string s = ss.str();
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd) return std::nullopt;
+  std::string s;
+  try {
+    s = read_bounded(fd.get(), kMaxProbeFile, path.string());
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }
 
-std::optional<std::uint64_t> to_u64(const std::string& s) {
+std::optional<std::uint64_t> to_u64(std::string_view s) {
   if (s.empty()) return std::nullopt;
   std::uint64_t v = 0;
   for (char c : s) {
@@ -28,6 +39,29 @@ std::optional<std::uint64_t> to_u64(const std::string& s) {
     v = v * 10 + static_cast<unsigned>(c - '0');
   }
   return v;
+}
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+// The next whitespace-separated word of `s` from `pos`, advancing `pos` past it.
+std::string_view next_word(std::string_view s, std::size_t& pos) {
+  while (pos < s.size() && is_space(s[pos])) ++pos;
+  std::size_t begin = pos;
+  while (pos < s.size() && !is_space(s[pos])) ++pos;
+  return s.substr(begin, pos - begin);
+}
+
+// Calls f(piece) for each piece of `s` between `sep`s; like std::getline, a trailing
+// separator does not make an empty last piece. Stops early when f returns false.
+template <typename F>
+void for_each_piece(std::string_view s, char sep, F f) {
+  std::size_t pos = 0;
+  while (pos < s.size()) {
+    std::size_t end = s.find(sep, pos);
+    if (end == std::string_view::npos) end = s.size();
+    if (!f(s.substr(pos, end - pos))) return;
+    pos = end + 1;
+  }
 }
 
 // The cgroup directory of the process under `mount`. Inside a container the mount shows
@@ -42,9 +76,8 @@ fs::path cgroup_dir(const fs::path& mount, const std::string& path) {
 }  // namespace
 
 std::optional<double> parse_cpu_max(const std::string& text) {
-  std::istringstream in(text);
-  std::string quota, period;
-  in >> quota >> period;
+  std::size_t pos = 0;
+  std::string_view quota = next_word(text, pos), period = next_word(text, pos);
   if (quota == "max" || quota.empty()) return std::nullopt;
   auto q = to_u64(quota), p = to_u64(period.empty() ? "100000" : period);
   if (!q || !p || *p == 0) return std::nullopt;
@@ -67,53 +100,54 @@ std::optional<std::uint64_t> parse_memory_limit(const std::string& text) {
 }
 
 std::pair<std::uint64_t, std::uint64_t> parse_meminfo(const std::string& text) {
-  std::istringstream in(text);
-  std::string line;
   std::uint64_t total = 0, available = 0;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string key;
-    std::uint64_t kb = 0;
-    ls >> key >> kb;
-    if (key == "MemTotal:") total = kb * 1024;
-    if (key == "MemAvailable:") available = kb * 1024;
-  }
+  for_each_piece(text, '\n', [&](std::string_view line) {
+    std::size_t pos = 0;
+    std::string_view key = next_word(line, pos);
+    std::uint64_t* slot = key == "MemTotal:" ? &total : key == "MemAvailable:" ? &available : nullptr;
+    if (slot) {
+      auto kb = to_u64(next_word(line, pos));
+      if (kb && *kb <= UINT64_MAX / 1024) *slot = *kb * 1024;
+    }
+    return true;
+  });
   return {total, available};
 }
 
 std::optional<std::string> parse_proc_cgroup(const std::string& text, const std::string& controller) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
+  std::optional<std::string> found;
+  for_each_piece(text, '\n', [&](std::string_view line) {
     auto a = line.find(':');
-    auto b = line.find(':', a == std::string::npos ? 0 : a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    std::string ctrls = line.substr(a + 1, b - a - 1);
-    std::string path = line.substr(b + 1);
+    auto b = line.find(':', a == std::string_view::npos ? 0 : a + 1);
+    if (a == std::string_view::npos || b == std::string_view::npos) return true;
+    std::string_view ctrls = line.substr(a + 1, b - a - 1);
+    std::string_view path = line.substr(b + 1);
     if (controller.empty()) {
-      if (line.compare(0, a, "0") == 0 && ctrls.empty()) return path;
-      continue;
+      if (line.substr(0, a) == "0" && ctrls.empty()) found = std::string(path);
+    } else {
+      for_each_piece(ctrls, ',', [&](std::string_view c) {
+        if (c == controller) found = std::string(path);
+        return !found;
+      });
     }
-    std::istringstream cs(ctrls);
-    std::string c;
-    while (std::getline(cs, c, ','))
-      if (c == controller) return path;
-  }
-  return std::nullopt;
+    return !found;
+  });
+  return found;
 }
 
 std::optional<unsigned> parse_cpu_list(const std::string& text) {
   if (text.empty()) return std::nullopt;
   unsigned count = 0;
-  std::istringstream in(text);
-  std::string range;
-  while (std::getline(in, range, ',')) {
+  bool ok = true;
+  for_each_piece(text, ',', [&](std::string_view range) {
     auto dash = range.find('-');
     auto lo = to_u64(range.substr(0, dash));
-    auto hi = dash == std::string::npos ? lo : to_u64(range.substr(dash + 1));
-    if (!lo || !hi || *hi < *lo || *hi > 65535) return std::nullopt;
-    count += static_cast<unsigned>(*hi - *lo + 1);
-  }
+    auto hi = dash == std::string_view::npos ? lo : to_u64(range.substr(dash + 1));
+    ok = lo && hi && *hi >= *lo && *hi <= 65535;
+    if (ok) count += static_cast<unsigned>(*hi - *lo + 1);
+    return ok;
+  });
+  if (!ok) return std::nullopt;
   return count;
 }
 
