@@ -61,11 +61,24 @@ OciState parse_state(const std::string& text) {
 
 OciState read_state(int fd) { return parse_state(read_bounded(fd, kMaxStateBytes, "OCI state on stdin")); }
 
-json load_spec(const fs::path& bundle) {
+json load_spec(const fs::path& bundle, SpecParts parts) {
   const fs::path path = bundle / "config.json";
   std::string text = read_small_file(path, kMaxSpecBytes, "bundle config");
+  // keys[d] is the key being parsed at depth d (1 = the top-level object's keys).
+  std::vector<std::string> keys;
+  json::parser_callback_t facts_only = [&keys](int depth, json::parse_event_t event, json& parsed) {
+    if (event != json::parse_event_t::key) return true;
+    const auto d = static_cast<std::size_t>(depth);
+    keys.resize(d + 1);
+    keys[d] = parsed.get<std::string>();
+    const std::string& k = keys[d];
+    if (d == 1) return k == "root" || k == "annotations" || k == "process" || k == "linux" || k == "mounts";
+    if (d == 2 && keys[1] == "process") return k == "env";
+    if (d == 2 && keys[1] == "linux") return k == "resources" || k == "devices" || k == "namespaces";
+    return true;
+  };
   try {
-    json spec = json::parse(text);
+    json spec = parts == SpecParts::kFacts ? json::parse(text, facts_only) : json::parse(text);
     if (!spec.is_object()) throw Error(path.string() + ": expected a JSON object");
     return spec;
   } catch (const json::exception& e) {  // parse_error, or out_of_range for "1e999"
@@ -90,15 +103,21 @@ SpecFacts spec_facts(const json& spec, const fs::path& bundle) {
       if (eq != std::string::npos) f.env[s.substr(0, eq)] = s.substr(eq + 1);
     }
   }
-  const json lx = spec.value("linux", json::object());
+  static const json kEmpty = json::object();
+  auto member = [](const json& obj, const char* key) -> const json& {
+    if (!obj.is_object()) return kEmpty;
+    auto it = obj.find(key);
+    return it == obj.end() ? kEmpty : *it;
+  };
+  const json& lx = member(spec, "linux");
   if (lx.is_object()) {
-    const json res = lx.value("resources", json::object());
+    const json& res = member(lx, "resources");
     if (res.is_object()) {
-      const json mem = res.value("memory", json::object());
+      const json& mem = member(res, "memory");
       if (mem.is_object() && mem.contains("limit") && mem["limit"].is_number_integer() &&
           mem["limit"].get<std::int64_t>() > 0)
         f.memory_limit = mem["limit"].get<std::uint64_t>();
-      const json cpu = res.value("cpu", json::object());
+      const json& cpu = member(res, "cpu");
       if (cpu.is_object()) {
         if (cpu.contains("quota") && cpu["quota"].is_number_integer() && cpu["quota"].get<std::int64_t>() > 0) {
           std::int64_t period = cpu.value("period", json(100000)).is_number_integer()

@@ -34,8 +34,12 @@ OciState parse_state(const std::string& text);
 // Reads up to kMaxStateBytes from `fd` (stdin) and parses it.
 OciState read_state(int fd);
 
-// Loads <bundle>/config.json (bounded, regular file only).
-nlohmann::json load_spec(const fs::path& bundle);
+// Loads <bundle>/config.json (bounded, regular file only). kFacts keeps only what
+// spec_facts reads (root, annotations, process.env, mounts, linux.{resources,devices,
+// namespaces}) and skips the rest while parsing, e.g. Docker's seccomp profile: for the
+// hook, which never writes the spec back.
+enum class SpecParts { kWhole, kFacts };
+nlohmann::json load_spec(const fs::path& bundle, SpecParts parts = SpecParts::kWhole);
 
 // What sizing needs from a container's spec.
 struct SpecFacts {

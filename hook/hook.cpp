@@ -77,7 +77,7 @@ int run_hook(const HookOptions& o, std::string& error_line) {
   SpecFacts spec;
   ContainerRequest request;
   try {
-    spec = spec_facts(load_spec(state.bundle), state.bundle);
+    spec = spec_facts(load_spec(state.bundle, SpecParts::kFacts), state.bundle);
     request = container_request(state.annotations, spec);
   } catch (const Error& e) {
     // Without a spec we cannot tell what the container asked for: fail only if the

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "error.hpp"
+#include "temp_dir.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -62,6 +63,47 @@ TEST(OciSpecTest, ExtractsFacts) {
   EXPECT_FALSE(f.ipc_namespace_path);
   EXPECT_EQ(f.shm_type, "tmpfs");
   EXPECT_EQ(f.shm_size, 64 * kMiB);
+}
+
+TEST(OciSpecTest, FactsOnlyParseKeepsWhatSpecFactsReads) {
+  json whole = docker_like_spec();
+  whole["hooks"] = {{"createRuntime", json::array({{{"path", "/bin/x"}}})}};
+  whole["process"]["capabilities"] = {{"bounding", {"CAP_CHOWN"}}};
+  whole["process"]["args"] = {"sh"};
+  whole["linux"]["seccomp"] = {{"defaultAction", "SCMP_ACT_ERRNO"}, {"syscalls", json::array()}};
+  whole["linux"]["maskedPaths"] = {"/proc/kcore"};
+  whole["annotations"]["seccomp"] = "an annotation, not the linux.seccomp section";
+  test::TempDir dir;
+  dir.write("config.json", whole.dump());
+
+  json facts = load_spec(dir.path(), SpecParts::kFacts);
+  EXPECT_FALSE(facts.contains("hooks"));
+  EXPECT_FALSE(facts["process"].contains("capabilities"));
+  EXPECT_FALSE(facts["process"].contains("args"));
+  EXPECT_FALSE(facts["linux"].contains("seccomp"));
+  EXPECT_FALSE(facts["linux"].contains("maskedPaths"));
+  EXPECT_EQ(facts["annotations"]["seccomp"], whole["annotations"]["seccomp"]);
+  EXPECT_EQ(facts["mounts"], whole["mounts"]);
+  EXPECT_EQ(facts["linux"]["resources"], whole["linux"]["resources"]);
+  EXPECT_EQ(facts["linux"]["namespaces"], whole["linux"]["namespaces"]);
+  EXPECT_EQ(facts["linux"]["devices"], whole["linux"]["devices"]);
+  EXPECT_EQ(facts["process"]["env"], whole["process"]["env"]);
+  EXPECT_EQ(load_spec(dir.path()), whole);
+
+  SpecFacts a = spec_facts(facts, dir.path()), b = spec_facts(whole, dir.path());
+  EXPECT_EQ(a.rootfs, b.rootfs);
+  EXPECT_EQ(a.env, b.env);
+  EXPECT_EQ(a.annotations, b.annotations);
+  EXPECT_EQ(a.memory_limit, b.memory_limit);
+  EXPECT_EQ(a.cpu_quota, b.cpu_quota);
+  EXPECT_EQ(a.cpuset_cpus, b.cpuset_cpus);
+  EXPECT_EQ(a.gpu_devices, b.gpu_devices);
+  EXPECT_EQ(a.has_ipc_namespace, b.has_ipc_namespace);
+  EXPECT_EQ(a.shm_size, b.shm_size);
+  EXPECT_EQ(a.shm_type, b.shm_type);
+
+  dir.write("config.json", R"({"linux": {"seccomp": {"syscalls": [}}})");
+  EXPECT_THROW(load_spec(dir.path(), SpecParts::kFacts), Error);  // skipped parts must still be JSON
 }
 
 TEST(OciSpecTest, HostIpcAndBindShm) {
