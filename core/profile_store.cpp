@@ -137,9 +137,9 @@ Profile ProfileStore::load_chain(const fs::path& path, const std::string& displa
     }
     seen.push_back(canonical);
     std::string text = read_small_file(current, kMaxProfileBytes, "profile");
-    nlohmann::json doc = parse_profile_document(text, current.string());
-    docs.push_back(doc);
+    docs.push_back(parse_profile_document(text, current.string()));
     chain.push_back(current);
+    const nlohmann::json& doc = docs.back();
     if (!doc.contains("extends")) break;
     const std::string parent = doc["extends"].get<std::string>();
     // "extends" of the profile's own name means the same profile further down the path.

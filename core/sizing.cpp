@@ -96,24 +96,25 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   p.memory_limit = r.memory_limit;
   p.memory_fraction_max = r.memory_fraction_max;
 
-  std::ostringstream why;
+  // Strings, not a stream: this runs in the hook on every container start.
   if (p.need > p.max_shm) {
-    why << "planned /dev/shm of " << format_size(p.need) << " for profile " << p.profile << " (" << p.ranks
-        << " rank(s) x " << p.workers << " workers x batch " << p.batch_size << ") is above the profile's max_shm "
-        << format_size(p.max_shm) << ": lower --workers or --batch-size, or raise max_shm in the profile";
+    p.problem = "planned /dev/shm of " + format_size(p.need) + " for profile " + p.profile + " (" +
+                std::to_string(p.ranks) + " rank(s) x " + std::to_string(p.workers) + " workers x batch " +
+                std::to_string(p.batch_size) + ") is above the profile's max_shm " + format_size(p.max_shm) +
+                ": lower --workers or --batch-size, or raise max_shm in the profile";
   } else if (p.memory_limit) {
     auto budget = static_cast<std::uint64_t>(static_cast<long double>(*p.memory_limit) * p.memory_fraction_max);
     if (p.shm > budget) {
       std::uint64_t memory_needed =
           round_up(ceil_bytes(static_cast<long double>(p.shm) / p.memory_fraction_max), kMiB);
-      why << "planned /dev/shm of " << format_size(p.shm) << " does not fit the memory limit "
-          << format_size(*p.memory_limit) << " (shm pages count against it; at most "
-          << static_cast<int>(p.memory_fraction_max * 100 + 0.5) << "% = " << format_size(budget)
-          << " may be shm): raise --memory to at least " << engine_size(memory_needed)
-          << ", or lower --workers (now " << p.workers << ") or --batch-size (now " << p.batch_size << ")";
+      p.problem = "planned /dev/shm of " + format_size(p.shm) + " does not fit the memory limit " +
+                  format_size(*p.memory_limit) + " (shm pages count against it; at most " +
+                  std::to_string(static_cast<int>(p.memory_fraction_max * 100 + 0.5)) + "% = " +
+                  format_size(budget) + " may be shm): raise --memory to at least " + engine_size(memory_needed) +
+                  ", or lower --workers (now " + std::to_string(p.workers) + ") or --batch-size (now " +
+                  std::to_string(p.batch_size) + ")";
     }
   }
-  p.problem = why.str();
   return p;
 }
 
