@@ -59,7 +59,7 @@ void write_all(int fd, const std::string& data, const std::string& what) {
   }
 }
 
-void write_file_atomic(const std::string& path, const std::string& data, unsigned mode) {
+void write_file_atomic(const std::string& path, const std::string& data, unsigned mode, Durability durability) {
   std::string dir = ".";
   auto slash = path.rfind('/');
   if (slash != std::string::npos) dir = slash == 0 ? "/" : path.substr(0, slash);
@@ -70,7 +70,7 @@ void write_file_atomic(const std::string& path, const std::string& data, unsigne
   try {
     write_all(fd.get(), data, "write " + tmp);
     if (::fchmod(fd.get(), mode) != 0) throw system_error("chmod " + tmp, errno);
-    if (::fsync(fd.get()) != 0) throw system_error("fsync " + tmp, errno);
+    if (durability == Durability::kDurable && ::fsync(fd.get()) != 0) throw system_error("fsync " + tmp, errno);
   } catch (...) {
     ::unlink(tmp.c_str());
     throw;
@@ -81,6 +81,7 @@ void write_file_atomic(const std::string& path, const std::string& data, unsigne
     ::unlink(tmp.c_str());
     throw system_error("write " + path + ": rename", err);
   }
+  if (durability == Durability::kVolatile) return;
   UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dfd) ::fsync(dfd.get());
 }

@@ -30,8 +30,11 @@ std::string read_bounded(int fd, std::size_t max_bytes, const std::string& what)
 // Writes all of `data` to `fd`, retrying short writes and EINTR.
 void write_all(int fd, const std::string& data, const std::string& what);
 
-// Atomically replaces `path` with `data`: a temp file in the same directory, fsync,
-// rename. Keeps `mode`.
-void write_file_atomic(const std::string& path, const std::string& data, unsigned mode = 0644);
+// Atomically replaces `path` with `data`: a temp file in the same directory, rename. Keeps
+// `mode`. kDurable also fsyncs the file and the directory, so that the new content survives
+// a crash; kVolatile is for files whose life is shorter than the machine's uptime.
+enum class Durability { kDurable, kVolatile };
+void write_file_atomic(const std::string& path, const std::string& data, unsigned mode = 0644,
+                       Durability durability = Durability::kDurable);
 
 }  // namespace gpurun

@@ -151,7 +151,9 @@ bool prepare_bundle(const std::string& bundle_arg, const Config& config, const s
     }
     action = "inject-hook";
   }
-  write_file_atomic((bundle / "config.json").string(), spec.dump(), 0644);
+  // Atomic for runc, which reads it next; not fsync'ed: a bundle does not outlive a crash
+  // (the engine recreates it), and two fsyncs cost a disk-backed /run milliseconds per start.
+  write_file_atomic((bundle / "config.json").string(), spec.dump(), 0644, Durability::kVolatile);
   log.info(who + " action=" + action + " " + describe(d));
   return true;
 }

@@ -145,6 +145,18 @@ TEST(WriteFileAtomic, CreatesAndReplaces) {
   EXPECT_EQ(entries, 1u);
 }
 
+TEST(WriteFileAtomic, VolatileReplacesTheSameWay) {
+  TempDir d;
+  fs::path f = d / "config.json";
+  d.write("config.json", "an old spec, longer than the new one");
+  write_file_atomic(f.string(), "{}", 0640, Durability::kVolatile);
+  EXPECT_EQ(read_text(f), "{}");
+  EXPECT_FALSE(has_temp_files(d.path()));
+  struct stat st {};
+  ASSERT_EQ(::stat(f.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+}
+
 TEST(WriteFileAtomic, KeepsTheModeDespiteUmask) {
   TempDir d;
   fs::path f = d / "daemon.json";
