@@ -110,32 +110,31 @@ Profile ProfileStore::load(const std::string& name_or_path, bool allow_path) con
     message += " (see 'gpu-run-ctl profiles list'; searched " + std::to_string(dirs_.size()) + " directories)";
     throw Error(message);
   }
-  std::vector<fs::path> seen;
-  return load_chain(*path, name_or_path, seen);
+  return load_chain(*path, name_or_path);
 }
 
 Profile ProfileStore::load_file(const fs::path& path) const {
-  std::vector<fs::path> seen;
-  return load_chain(path, path.stem().string(), seen);
+  return load_chain(path, path.stem().string());
 }
 
-Profile ProfileStore::load_chain(const fs::path& path, const std::string& display,
-                                 std::vector<fs::path>& seen) const {
+Profile ProfileStore::load_chain(const fs::path& path, const std::string& display) const {
   std::vector<nlohmann::json> docs;
   std::vector<fs::path> chain;
+  std::vector<std::pair<dev_t, ino_t>> seen;  // files, not names: a symlink cannot hide a cycle
   fs::path current = path;
   for (int depth = 0;; ++depth) {
     if (depth >= kMaxExtendsDepth)
       throw Error(path.string() + ": key 'extends': chain deeper than " + std::to_string(kMaxExtendsDepth));
-    std::error_code ec;
-    fs::path canonical = fs::weakly_canonical(current, ec);
-    if (ec) canonical = current;
-    if (std::find(seen.begin(), seen.end(), canonical) != seen.end()) {
-      std::string cycle;
-      for (const auto& p : chain) cycle += p.stem().string() + " -> ";
-      throw Error(chain.back().string() + ": key 'extends': cycle " + cycle + current.stem().string());
-    }
-    seen.push_back(canonical);
+    struct stat st {};
+    if (::stat(current.c_str(), &st) == 0) {
+      const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
+      if (std::find(seen.begin(), seen.end(), id) != seen.end()) {
+        std::string cycle;
+        for (const auto& p : chain) cycle += p.stem().string() + " -> ";
+        throw Error(chain.back().string() + ": key 'extends': cycle " + cycle + current.stem().string());
+      }
+      seen.push_back(id);
+    }  // else read_small_file reports it
     std::string text = read_small_file(current, kMaxProfileBytes, "profile");
     docs.push_back(parse_profile_document(text, current.string()));
     chain.push_back(current);

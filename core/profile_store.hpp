@@ -48,7 +48,7 @@ class ProfileStore {
   std::vector<std::string> suggest(const std::string& name) const;
 
  private:
-  Profile load_chain(const fs::path& path, const std::string& display, std::vector<fs::path>& seen) const;
+  Profile load_chain(const fs::path& path, const std::string& display) const;
 
   std::vector<fs::path> dirs_;
 };
