@@ -1,6 +1,7 @@
 #include "gpus.hpp"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <sstream>
@@ -106,6 +107,9 @@ bool is_gpu_device_path(const std::string& path) {
 }
 
 unsigned count_host_gpus(const std::string& dev_dir) {
+  // No control device, no usable NVIDIA GPU (CUDA opens it first): one failed access(2)
+  // instead of listing /dev on every container start of a GPU-less host.
+  if (::access((dev_dir + "/nvidiactl").c_str(), F_OK) != 0) return 0;
   unsigned n = 0;
   DIR* d = ::opendir(dev_dir.c_str());
   if (!d) return 0;

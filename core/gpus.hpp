@@ -22,7 +22,7 @@ GpuRequest parse_gpu_request(const std::string& text);
 // "none"/"void"/"" -> 0, "all" -> nullopt (caller counts the devices).
 std::optional<unsigned> count_visible_devices(const std::string& value);
 
-// Counts /dev/nvidiaN character devices under `dev_dir`.
+// Counts /dev/nvidiaN devices under `dev_dir`; 0 without `dev_dir`/nvidiactl (no driver).
 unsigned count_host_gpus(const std::string& dev_dir = "/dev");
 
 // True for a path "/dev/nvidiaN" (N digits), the per-GPU device node.

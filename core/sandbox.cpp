@@ -35,13 +35,17 @@ bool kept(cap_value_t cap) {
 
 void drop_capabilities() {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) throw system_error("prctl(PR_SET_NO_NEW_PRIVS)", errno);
-  // The bounding set can only shrink while CAP_SETPCAP is still effective.
-  for (cap_value_t cap = 0; cap <= CAP_LAST_CAP; ++cap) {
-    if (kept(cap) || !CAP_IS_SUPPORTED(cap)) continue;
-    if (cap_drop_bound(cap) != 0 && errno != EINVAL && errno != EPERM)
-      throw system_error("drop capability from the bounding set", errno);
+  // The bounding set can only shrink while CAP_SETPCAP is still effective. One prctl per
+  // capability, up to the first the kernel does not know (EINVAL); no separate probing
+  // (each of these calls commits new credentials, which is what a hook's start pays for).
+  for (int cap = 0; cap < 64; ++cap) {
+    if (kept(static_cast<cap_value_t>(cap))) continue;
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0) continue;
+    if (errno == EINVAL) break;
+    if (errno != EPERM) throw system_error("drop capability from the bounding set", errno);
   }
-  if (cap_reset_ambient() != 0 && errno != EINVAL) throw system_error("clear ambient capabilities", errno);
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+    throw system_error("clear ambient capabilities", errno);
   CapGuard caps(cap_init());
   if (!caps) throw system_error("cap_init", errno);
   const int n = static_cast<int>(sizeof kKeep / sizeof kKeep[0]);

@@ -185,7 +185,8 @@ def main():
             "| variant | runs | median ms | p25–p75 ms | vs plain (median ratio, 95% CI) | Δ median ms | per-round ratios | CPU ms (user+sys, mean) |",
             "|---|---:|---:|---:|---:|---:|---|---:|"]
     ratio_hook = None
-    for name in ["runc-plain", "runc-hook", "runtime", "runc-shell-hook"]:
+    over_noop = None
+    for name in ["runc-plain", "runc-noop-hook", "runc-hook", "runtime", "runc-shell-hook"]:
         xs = start.get(name)
         if not xs:
             continue
@@ -199,6 +200,12 @@ def main():
             rr = " ".join(f"{a / b:.3f}" for a, b in zip(start_rounds[name], start_rounds["runc-plain"]))
             if name == "runc-hook":
                 ratio_hook = (m / mb, lo, hi)
+                noop = start.get("runc-noop-hook")
+                if noop:
+                    mn = statistics.median(noop)
+                    nlo, nhi = bootstrap(noop, base, lambda a, b: a / b)
+                    hlo, hhi = bootstrap(xs, noop, lambda a, b: a / b)
+                    over_noop = (mn / mb, nlo, nhi, m / mn, hlo, hhi, m - mn)
         out.append(f"| {name} | {len(xs)} | {ms(m)} | {ms(quantile(xs, .25))}–{ms(quantile(xs, .75))} | {rat} | {d} | {rr} | {ms(start_cpu[name])} |")
     out.append("")
 
@@ -285,6 +292,14 @@ def main():
         else:
             v, how = "UNDECIDED", f"ratio {r:.3f} [{lo:.3f}, {hi:.3f}]"
         verdicts.append(("hook adds <= 3% to the median container start", how, v))
+        if over_noop:
+            nr, nlo, nhi, hr, hlo, hhi, dm = over_noop
+            verdicts.append(("(context) a no-op hook, /bin/true, adds to the start",
+                             f"+{(nr - 1) * 100:.1f}% (95% CI {(nlo - 1) * 100:+.1f}%..{(nhi - 1) * 100:+.1f}%)",
+                             "runc's cost of any hook"))
+            verdicts.append(("(context) gpu-run-hook over the no-op hook",
+                             f"{(hr - 1) * 100:+.1f}% (95% CI {(hlo - 1) * 100:+.1f}%..{(hhi - 1) * 100:+.1f}%), "
+                             f"{dm * 1e3:+.2f} ms", "gpu-run-hook's own share"))
     if hook.get("hook-resize"):
         mh = statistics.median(hook["hook-resize"])
         verdicts.append(("hook median wall time <= 2 ms (resize path)", f"{ms(mh)} ms", "PASS" if mh <= TARGET_HOOK_S else "MISS"))
@@ -298,13 +313,13 @@ def main():
                          "PASS" if d <= TARGET_WRAPPER_S else "MISS"))
 
     head = ["| target | measured | verdict |", "|---|---|---|"]
-    head += [f"| {t} | {m} | **{v}** |" for t, m, v in verdicts]
+    head += [f"| {t} | {m} | " + (f"**{v}**" if v in ("PASS", "MISS", "UNDECIDED") else v) + " |" for t, m, v in verdicts]
     cond_lines = [
         f"- date: {cond['date']}; kernel {cond['kernel']}; CPUs: {cond['cpu']}; load average at the end: {cond['loadavg']}",
         f"- {cond['runc']}; {cond['hyperfine']}; {cond['valgrind']}; build: {cond['compiler']}",
         f"- runs: {cond['rounds']} interleaved rounds × {cond['runs_start']} (a) / {cond['runs_hook']} (b) / "
         f"{cond['runs_wrapper']} (c) per variant, pooled; plan sized by the hook: {cond['plan']} (imagenet, 2 GPUs)",
-        f"- gpu-run-hook: {cond['hook_size_bytes']:,} bytes, links {cond['hook_libs'].strip()}",
+        f"- gpu-run-hook: {cond['hook_size_bytes']:,} bytes, " + (f"links {cond['hook_libs'].strip()}" if cond['hook_libs'].strip() else "static PIE (no shared libraries)"),
     ]
     section = ([BEGIN, "## Container start overhead (`bench/overhead/run`)", "",
                 "Reproduce: `sudo bench/overhead/run` (method and findings: [overhead/NOTES.md](overhead/NOTES.md)). "
@@ -319,7 +334,7 @@ def main():
     print()
     w = max(len(t) for t, _, _ in verdicts) if verdicts else 10
     for t, m, v in verdicts:
-        print(f"  {v:5} {t:<{w}}  {m}")
+        print(f"  {v if v in ('PASS', 'MISS', 'UNDECIDED') else '':9} {t:<{w}}  {m}")
     print()
     for l in out:
         if l.startswith("|---"):

@@ -3,9 +3,22 @@
 #include <gtest/gtest.h>
 
 #include "error.hpp"
+#include "temp_dir.hpp"
 
 namespace gpurun {
 namespace {
+
+TEST(GpusTest, CountsHostDevicesWhenTheDriverIsThere) {
+  test::TempDir dev;
+  for (const char* name : {"nvidia0", "nvidia1", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-caps", "null"})
+    dev.write(name, "");
+  EXPECT_EQ(count_host_gpus(dev.path().string()), 0u);  // no nvidiactl: no driver
+  dev.write("nvidiactl", "");
+  EXPECT_EQ(count_host_gpus(dev.path().string()), 2u);
+  dev.write("nvidia7", "");
+  EXPECT_EQ(count_host_gpus(dev.path().string()), 3u);
+  EXPECT_EQ(count_host_gpus((dev / "missing").string()), 0u);
+}
 
 TEST(GpusTest, CountsAndAll) {
   EXPECT_EQ(parse_gpu_request("2").count, 2u);

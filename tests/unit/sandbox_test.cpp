@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
@@ -13,6 +14,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -82,6 +85,43 @@ TEST(Sandbox, ConfinedProcessCanReadAndStatButNotMore) {
   EXPECT_EQ(in_confined_child([] { return ::chmod("/nonexistent", 0777) == -1 && errno == EPERM ? 0 : 1; }), 0);
   EXPECT_EQ(in_confined_child([] { return ::fork() == -1 && errno == EPERM ? 0 : 1; }), 0);
   EXPECT_EQ(in_confined_child([] { return ::kill(1, 0) == -1 && errno == EPERM ? 0 : 1; }), 0);
+}
+
+// The capability sets of this process from /proc/self/status ("CapBnd" etc.), as masks.
+std::uint64_t cap_mask(const char* field) {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return ~0ull;
+  char line[256];
+  std::uint64_t mask = ~0ull;
+  const std::size_t n = std::strlen(field);
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, field, n) == 0 && line[n] == ':') mask = std::strtoull(line + n + 1, nullptr, 16);
+  std::fclose(f);
+  return mask;
+}
+
+TEST(Sandbox, DropsEveryCapabilityButTheHooksFour) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: dropping capabilities from a full set";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    try {
+      drop_capabilities();
+    } catch (...) {
+      ::_exit(10);
+    }
+    const std::uint64_t keep = (1ull << CAP_SYS_ADMIN) | (1ull << CAP_SYS_CHROOT) | (1ull << CAP_SYS_PTRACE) |
+                               (1ull << CAP_DAC_OVERRIDE);
+    if (cap_mask("CapEff") != keep) ::_exit(11);
+    if (cap_mask("CapPrm") != keep) ::_exit(12);
+    if (cap_mask("CapBnd") != keep) ::_exit(13);
+    if (cap_mask("CapAmb") != 0) ::_exit(14);
+    if (cap_mask("NoNewPrivs") != 1) ::_exit(15);
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10 = drop failed, 11-15 = CapEff, CapPrm, CapBnd, CapAmb, NoNewPrivs wrong";
 }
 
 }  // namespace
