@@ -117,20 +117,21 @@ def callgrind_self_by_object(path):
 HOOK_PARTS = [
     ("ld.so: load + relocate libraries (before main)", r"rtld\.c:_dl_start$"),
     ("ld.so: lazy binding (PLT resolves, all of the run)", r":_dl_runtime_resolve"),
+    ("static PIE: self-relocation (before main)", r"_dl_relocate_static_pie$"),
     ("static constructors: libstdc++ iostreams (ios_base::Init)", r"std::ios_base::Init::Init\(\)$"),
     ("static constructors: gpu-run-hook's globals", r"_GLOBAL__sub_I_main$"),
     ("main (everything the hook itself does)", r"^\?\?\?:main$"),
     ("  load_config", r"gpurun::load_config\("),
     ("  probe_host (/proc, cgroups)", r"gpurun::probe_host\("),
     ("  drop_capabilities", r"gpurun::drop_capabilities\("),
-    ("  install_seccomp", r"gpurun::install_seccomp\("),
+    ("  install_seccomp (prctl of the build-time BPF program)", r"gpurun::install_seccomp\("),
     ("    seccomp_load (BPF generation)", r":seccomp_load$"),
     ("  parse_state", r"gpurun::parse_state\("),
     ("  load_spec (config.json)", r"gpurun::load_spec\("),
     ("  spec_facts", r"gpurun::spec_facts\("),
     ("  decide_shm", r"gpurun::decide_shm\("),
     ("    ProfileStore::load (profile + extends)", r"gpurun::ProfileStore::load\("),
-    ("      is_valid_profile_name (std::regex)", r"gpurun::is_valid_profile_name\("),
+    ("      is_valid_profile_name", r"gpurun::is_valid_profile_name\("),
     ("  apply_shm (setns'd: resolve, statfs, remount)", r"gpurun::apply_shm\("),
     ("  Logger::log (all lines)", r"gpurun::Logger::log\("),
     ("all std::regex compiles (anywhere)", r"basic_regex<char, std::__cxx11::regex_traits<char> >::_M_compile\("),
@@ -295,7 +296,7 @@ def main():
         if over_noop:
             nr, nlo, nhi, hr, hlo, hhi, dm = over_noop
             verdicts.append(("(context) a no-op hook, /bin/true, adds to the start",
-                             f"+{(nr - 1) * 100:.1f}% (95% CI {(nlo - 1) * 100:+.1f}%..{(nhi - 1) * 100:+.1f}%)",
+                             f"{(nr - 1) * 100:+.1f}% (95% CI {(nlo - 1) * 100:+.1f}%..{(nhi - 1) * 100:+.1f}%)",
                              "runc's cost of any hook"))
             verdicts.append(("(context) gpu-run-hook over the no-op hook",
                              f"{(hr - 1) * 100:+.1f}% (95% CI {(hlo - 1) * 100:+.1f}%..{(hhi - 1) * 100:+.1f}%), "
