@@ -61,9 +61,7 @@ OciState parse_state(const std::string& text) {
 
 OciState read_state(int fd) { return parse_state(read_bounded(fd, kMaxStateBytes, "OCI state on stdin")); }
 
-json load_spec(const fs::path& bundle, SpecParts parts) {
-  const fs::path path = bundle / "config.json";
-  std::string text = read_small_file(path, kMaxSpecBytes, "bundle config");
+json parse_spec(const std::string& text, SpecParts parts, const std::string& source) {
   // keys[d] is the key being parsed at depth d (1 = the top-level object's keys).
   std::vector<std::string> keys;
   json::parser_callback_t facts_only = [&keys](int depth, json::parse_event_t event, json& parsed) {
@@ -79,11 +77,16 @@ json load_spec(const fs::path& bundle, SpecParts parts) {
   };
   try {
     json spec = parts == SpecParts::kFacts ? json::parse(text, facts_only) : json::parse(text);
-    if (!spec.is_object()) throw Error(path.string() + ": expected a JSON object");
+    if (!spec.is_object()) throw Error(source + ": expected a JSON object");
     return spec;
   } catch (const json::exception& e) {  // parse_error, or out_of_range for "1e999"
-    throw Error(path.string() + ": malformed JSON: " + e.what());
+    throw Error(source + ": malformed JSON: " + e.what());
   }
+}
+
+json load_spec(const fs::path& bundle, SpecParts parts) {
+  const fs::path path = bundle / "config.json";
+  return parse_spec(read_small_file(path, kMaxSpecBytes, "bundle config"), parts, path.string());
 }
 
 SpecFacts spec_facts(const json& spec, const fs::path& bundle) {

@@ -40,6 +40,8 @@ OciState read_state(int fd);
 // hook, which never writes the spec back.
 enum class SpecParts { kWhole, kFacts };
 nlohmann::json load_spec(const fs::path& bundle, SpecParts parts = SpecParts::kWhole);
+// The parsing part of load_spec; `source` names the text in errors.
+nlohmann::json parse_spec(const std::string& text, SpecParts parts, const std::string& source);
 
 // What sizing needs from a container's spec.
 struct SpecFacts {
