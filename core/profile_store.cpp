@@ -50,7 +50,8 @@ bool looks_like_path(const std::string& s) {
 
 }  // namespace
 
-std::string read_small_file(const fs::path& path, std::size_t max_bytes, const std::string& what) {
+std::string read_small_file(const fs::path& path, std::size_t max_bytes, const std::string& what,
+                            struct stat* opened) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (!fd) {
     int err = errno;
@@ -66,6 +67,7 @@ std::string read_small_file(const fs::path& path, std::size_t max_bytes, const s
     throw Error(what + " " + path.string() + ": is not a regular file");
   if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
     throw Error(what + " " + path.string() + ": larger than " + std::to_string(max_bytes) + " bytes");
+  if (opened) *opened = st;
   return read_bounded(fd.get(), max_bytes, what + " " + path.string());
 }
 
@@ -126,16 +128,14 @@ Profile ProfileStore::load_chain(const fs::path& path, const std::string& displa
     if (depth >= kMaxExtendsDepth)
       throw Error(path.string() + ": key 'extends': chain deeper than " + std::to_string(kMaxExtendsDepth));
     struct stat st {};
-    if (::stat(current.c_str(), &st) == 0) {
-      const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
-      if (std::find(seen.begin(), seen.end(), id) != seen.end()) {
-        std::string cycle;
-        for (const auto& p : chain) cycle += p.stem().string() + " -> ";
-        throw Error(chain.back().string() + ": key 'extends': cycle " + cycle + current.stem().string());
-      }
-      seen.push_back(id);
-    }  // else read_small_file reports it
-    std::string text = read_small_file(current, kMaxProfileBytes, "profile");
+    std::string text = read_small_file(current, kMaxProfileBytes, "profile", &st);
+    const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
+    if (std::find(seen.begin(), seen.end(), id) != seen.end()) {
+      std::string cycle;
+      for (const auto& p : chain) cycle += p.stem().string() + " -> ";
+      throw Error(chain.back().string() + ": key 'extends': cycle " + cycle + current.stem().string());
+    }
+    seen.push_back(id);
     docs.push_back(parse_profile_document(text, current.string()));
     chain.push_back(current);
     const nlohmann::json& doc = docs.back();

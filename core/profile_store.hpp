@@ -1,5 +1,7 @@
 #pragma once
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -68,7 +70,9 @@ std::vector<fs::path> profile_search_path(const std::vector<fs::path>& cli_dirs,
                                           bool include_user, const EnvLookup& env = process_env);
 
 // Reads a whole small file, refusing directories, non-regular files and files over
-// `max_bytes`. Throws Error naming the path.
-std::string read_small_file(const fs::path& path, std::size_t max_bytes, const std::string& what);
+// `max_bytes`. Throws Error naming the path. `opened`, if given, receives the fstat of the
+// file that was read (its identity, for cycle checks).
+std::string read_small_file(const fs::path& path, std::size_t max_bytes, const std::string& what,
+                            struct stat* opened = nullptr);
 
 }  // namespace gpurun
