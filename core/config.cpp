@@ -5,7 +5,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-
 #include <nlohmann/json.hpp>
 
 #include "error.hpp"
@@ -59,9 +58,12 @@ Config parse_config(const std::string& text, const std::string& source) {
   c.source = source;
   for (const auto& [key, v] : doc.items()) {
     if (key == "default_profile") {
-      if (v.is_null()) c.default_profile.reset();
-      else if (v.is_string() && is_valid_profile_name(v.get<std::string>())) c.default_profile = v.get<std::string>();
-      else throw bad(source, key, "null or a profile name");
+      if (v.is_null())
+        c.default_profile.reset();
+      else if (v.is_string() && is_valid_profile_name(v.get<std::string>()))
+        c.default_profile = v.get<std::string>();
+      else
+        throw bad(source, key, "null or a profile name");
     } else if (key == "engine") {
       c.engine = one_of(source, key, v, {"docker", "podman"});
     } else if (key == "gpu_request") {
@@ -93,7 +95,8 @@ Config parse_config(const std::string& text, const std::string& source) {
     } else if (key == "$schema" || key == "comment") {
       continue;
     } else {
-      throw Error(source + ": key '" + key + "': unknown key (known: default_profile, engine, gpu_request, "
+      throw Error(source + ": key '" + key +
+                  "': unknown key (known: default_profile, engine, gpu_request, "
                   "profile_dirs, runtimes, hook_path, log_file, log_level, on_error, memory_fraction_max, perf_log)");
     }
   }

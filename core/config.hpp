@@ -13,18 +13,18 @@ constexpr const char* kDefaultConfigPath = "/etc/gpu-run/config.json";
 
 // Host configuration (/etc/gpu-run/config.json); defaults when the file is missing.
 struct Config {
-  std::optional<std::string> default_profile;   // null: containers that name nothing are left alone
-  std::string engine = "docker";                // docker | podman
-  std::string gpu_request;                      // docker | cdi | none; empty: by engine
+  std::optional<std::string> default_profile;  // null: containers that name nothing are left alone
+  std::string engine = "docker";               // docker | podman
+  std::string gpu_request;                     // docker | cdi | none; empty: by engine
   std::vector<fs::path> profile_dirs;
   std::vector<std::string> runtimes = {"runc"};
-  fs::path hook_path;                           // empty: gpu-run-hook next to the binary
+  fs::path hook_path;  // empty: gpu-run-hook next to the binary
   fs::path log_file = "/var/log/gpu-run.log";
-  std::string log_level = "info";               // error | warn | info | debug
-  std::string on_error = "warn";                // fail | warn, for host-default sizing
-  double memory_fraction_max = 0.5;             // shm may take at most this share of a memory limit
-  fs::path perf_log;                            // empty: $XDG_STATE_HOME/gpu-run/perf.jsonl
-  fs::path source;                              // the file read, empty when defaults
+  std::string log_level = "info";    // error | warn | info | debug
+  std::string on_error = "warn";     // fail | warn, for host-default sizing
+  double memory_fraction_max = 0.5;  // shm may take at most this share of a memory limit
+  fs::path perf_log;                 // empty: $XDG_STATE_HOME/gpu-run/perf.jsonl
+  fs::path source;                   // the file read, empty when defaults
 };
 
 // The config path: `explicit_path` if given, else $GPU_RUN_CONFIG, else the default.

@@ -12,15 +12,15 @@ namespace fs = std::filesystem;
 
 // What `docker|podman inspect` says about a container, read once.
 struct ContainerInfo {
-  std::string engine;                          // docker | podman
+  std::string engine;  // docker | podman
   std::string id;
   std::string name;
   std::string image;
-  int pid = 0;                                 // 0 when not running
+  int pid = 0;  // 0 when not running
   bool running = false;
-  std::string ipc_mode;                        // private, shareable, host, none, container:X, ...
-  std::optional<std::uint64_t> memory_limit;   // HostConfig.Memory, when set
-  std::optional<std::uint64_t> shm_size;       // HostConfig.ShmSize, when set
+  std::string ipc_mode;                       // private, shareable, host, none, container:X, ...
+  std::optional<std::uint64_t> memory_limit;  // HostConfig.Memory, when set
+  std::optional<std::uint64_t> shm_size;      // HostConfig.ShmSize, when set
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> env;
 };

@@ -63,8 +63,7 @@ void write_file_atomic(const std::string& path, const std::string& data, unsigne
   std::string dir = ".";
   auto slash = path.rfind('/');
   if (slash != std::string::npos) dir = slash == 0 ? "/" : path.substr(0, slash);
-  std::string tmp = path + ".gpu-run-tmp." + std::to_string(::getpid()) + "." +
-                    std::to_string(std::random_device{}());
+  std::string tmp = path + ".gpu-run-tmp." + std::to_string(::getpid()) + "." + std::to_string(std::random_device{}());
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode));
   if (!fd) throw system_error("write " + path + ": create " + tmp, errno);
   try {

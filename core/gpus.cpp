@@ -30,8 +30,7 @@ bool is_digits(const std::string& s) {
 }
 
 Error gpu_error(const std::string& text, const std::string& why) {
-  return Error("--gpus '" + text.substr(0, 60) + "': " + why +
-               " (expected a count such as 2, all, or device=0,1)");
+  return Error("--gpus '" + text.substr(0, 60) + "': " + why + " (expected a count such as 2, all, or device=0,1)");
 }
 
 }  // namespace

@@ -10,9 +10,9 @@ namespace gpurun {
 // "\"device=0,1\",capabilities=compute".
 struct GpuRequest {
   bool all = false;
-  unsigned count = 0;                 // when !all: how many GPUs (ranks)
-  std::vector<std::string> devices;   // explicit device ids/UUIDs, when given
-  std::string original;               // the flag's text, to pass on to docker
+  unsigned count = 0;                // when !all: how many GPUs (ranks)
+  std::vector<std::string> devices;  // explicit device ids/UUIDs, when given
+  std::string original;              // the flag's text, to pass on to docker
 };
 
 // Parses --gpus. Throws Error (exit 2) naming the flag on anything else ("0x", "-1").

@@ -155,8 +155,7 @@ unsigned usable_cpus(unsigned affinity, std::optional<double> quota) {
   unsigned cpus = affinity == 0 ? 1 : affinity;
   // Only a quota below the CPU count lowers it; a larger one (up to 2^63 in a spec) would
   // not fit an unsigned.
-  if (quota && *quota > 0 && *quota < static_cast<double>(cpus))
-    cpus = static_cast<unsigned>(std::ceil(*quota - 1e-9));
+  if (quota && *quota > 0 && *quota < static_cast<double>(cpus)) cpus = static_cast<unsigned>(std::ceil(*quota - 1e-9));
   return cpus == 0 ? 1 : cpus;
 }
 

@@ -11,9 +11,9 @@ namespace fs = std::filesystem;
 
 // What this process (and so a container started from it) may use.
 struct HostInfo {
-  unsigned cpus = 1;                              // min(affinity, cgroup quota), at least 1
+  unsigned cpus = 1;  // min(affinity, cgroup quota), at least 1
   unsigned affinity_cpus = 1;
-  std::optional<double> cgroup_cpu_quota;         // CPUs allowed by cpu.max / cfs quota
+  std::optional<double> cgroup_cpu_quota;  // CPUs allowed by cpu.max / cfs quota
   std::optional<std::uint64_t> cgroup_memory_limit;
   std::uint64_t mem_total = 0;
   std::uint64_t mem_available = 0;

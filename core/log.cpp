@@ -39,9 +39,12 @@ void Logger::log(LogLevel level, const std::string& message) const {
   // One call, one line: a raw newline in a message (an unquoted value) must not start a
   // line that a reader would take for another entry.
   for (char c : message) {
-    if (c == '\n') line += "\\n";
-    else if (c == '\r') line += "\\r";
-    else line += c;
+    if (c == '\n')
+      line += "\\n";
+    else if (c == '\r')
+      line += "\\r";
+    else
+      line += c;
   }
   line += '\n';
   if (echo_) (void)!::write(STDERR_FILENO, line.data(), line.size());

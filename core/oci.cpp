@@ -142,7 +142,8 @@ SpecFacts spec_facts(const json& spec, const fs::path& bundle) {
       for (const auto& ns : lx["namespaces"]) {
         if (ns.is_object() && ns.value("type", json("")) == "ipc") {
           f.has_ipc_namespace = true;
-          f.ipc_namespace_path = ns.contains("path") && ns["path"].is_string() && !ns["path"].get<std::string>().empty();
+          f.ipc_namespace_path =
+              ns.contains("path") && ns["path"].is_string() && !ns["path"].get<std::string>().empty();
         }
       }
     }

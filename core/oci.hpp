@@ -4,11 +4,10 @@
 #include <filesystem>
 #include <istream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace gpurun {
 
@@ -45,19 +44,19 @@ nlohmann::json parse_spec(const std::string& text, SpecParts parts, const std::s
 
 // What sizing needs from a container's spec.
 struct SpecFacts {
-  fs::path rootfs;                                // absolute
+  fs::path rootfs;  // absolute
   std::map<std::string, std::string> annotations;
   std::map<std::string, std::string> env;
   std::optional<std::uint64_t> memory_limit;
-  std::optional<double> cpu_quota;                // CPUs from quota/period
+  std::optional<double> cpu_quota;  // CPUs from quota/period
   std::optional<unsigned> cpuset_cpus;
-  unsigned gpu_devices = 0;                       // /dev/nvidiaN entries in linux.devices
+  unsigned gpu_devices = 0;  // /dev/nvidiaN entries in linux.devices
   bool has_ipc_namespace = false;
-  bool ipc_namespace_path = false;                // joins an existing ipc namespace (path set)
+  bool ipc_namespace_path = false;  // joins an existing ipc namespace (path set)
   // The spec's /dev/shm mount, if any.
-  std::optional<std::string> shm_type;            // "tmpfs", "bind", ...
+  std::optional<std::string> shm_type;  // "tmpfs", "bind", ...
   std::optional<std::string> shm_source;
-  std::optional<std::uint64_t> shm_size;          // size= option of a tmpfs entry
+  std::optional<std::uint64_t> shm_size;  // size= option of a tmpfs entry
 };
 
 // Extracts SpecFacts; tolerant of missing sections, strict about types it reads.

@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "error.hpp"

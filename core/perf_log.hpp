@@ -16,21 +16,21 @@ namespace fs = std::filesystem;
 // One line of the performance log that `gpu-run --record` appends: what ran, what was
 // planned, what it used.
 struct PerfRecord {
-  std::string time;                 // UTC, 2026-12-02T15:48:08Z
+  std::string time;  // UTC, 2026-12-02T15:48:08Z
   std::string engine;
-  std::string container;            // the engine's container id
+  std::string container;  // the engine's container id
   std::string image;
   std::string profile;
   unsigned gpus = 0;
   std::uint64_t workers = 0;
   std::uint64_t batch_size = 0;
   std::uint64_t prefetch_factor = 0;
-  std::uint64_t planned_shm = 0;    // the model's plan
-  std::uint64_t applied_shm = 0;    // what the container got (the plan, or the user's --shm-size)
-  std::uint64_t shm_size = 0;       // the tmpfs size the sampler saw (0: never seen running)
+  std::uint64_t planned_shm = 0;  // the model's plan
+  std::uint64_t applied_shm = 0;  // what the container got (the plan, or the user's --shm-size)
+  std::uint64_t shm_size = 0;     // the tmpfs size the sampler saw (0: never seen running)
   std::uint64_t peak_shm = 0;
   std::uint64_t samples = 0;
-  double duration_s = 0;            // the engine's wall time
+  double duration_s = 0;  // the engine's wall time
   int exit_status = 0;
 };
 

@@ -33,8 +33,8 @@ Child spawn(const std::vector<std::string>& argv);
 
 struct Captured {
   int exit_code = -1;
-  std::string out;   // stdout, at most 4 MiB
-  std::string err;   // stderr, at most 64 KiB
+  std::string out;  // stdout, at most 4 MiB
+  std::string err;  // stderr, at most 64 KiB
 };
 
 // Runs argv to completion, capturing stdout and stderr. Throws Error when it cannot start.

@@ -3,9 +3,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "error.hpp"
 #include "units.hpp"
@@ -23,11 +22,10 @@ const std::map<std::string, std::uint64_t>& dtype_sizes() {
 }
 
 const std::set<std::string>& known_keys() {
-  static const std::set<std::string> keys = {
-      "$schema",      "schema",          "name",           "description", "extends",
-      "fields",       "sample_bytes",    "batch_size",     "workers_per_gpu",
-      "prefetch_factor", "pin_memory",   "headroom",       "nccl_reserve", "min_shm",
-      "max_shm",      "calibration"};
+  static const std::set<std::string> keys = {"$schema",         "schema",          "name",         "description",
+                                             "extends",         "fields",          "sample_bytes", "batch_size",
+                                             "workers_per_gpu", "prefetch_factor", "pin_memory",   "headroom",
+                                             "nccl_reserve",    "min_shm",         "max_shm",      "calibration"};
   return keys;
 }
 
@@ -39,15 +37,14 @@ std::string type_name(const json& v) {
   return std::string(v.type_name()) + " " + dumped;
 }
 
-Error key_error(const std::string& source, const std::string& key, const std::string& expected,
-                const json& got) {
+Error key_error(const std::string& source, const std::string& key, const std::string& expected, const json& got) {
   return Error(source + ": key '" + key + "': expected " + expected + ", got " + type_name(got));
 }
 
-std::uint64_t positive_int(const std::string& source, const std::string& key, const json& v,
-                           std::uint64_t max, bool allow_zero = false) {
-  const std::string expected = std::string(allow_zero ? "a whole number >= 0" : "a whole number >= 1") +
-                               " and <= " + std::to_string(max);
+std::uint64_t positive_int(const std::string& source, const std::string& key, const json& v, std::uint64_t max,
+                           bool allow_zero = false) {
+  const std::string expected =
+      std::string(allow_zero ? "a whole number >= 0" : "a whole number >= 1") + " and <= " + std::to_string(max);
   if (!v.is_number_integer()) throw key_error(source, key, expected, v);
   if (v.is_number_unsigned()) {
     auto n = v.get<std::uint64_t>();
@@ -72,8 +69,7 @@ std::uint64_t size_value(const std::string& source, const std::string& key, cons
 }
 
 void validate_fields(const std::string& source, const json& v) {
-  if (!v.is_array() || v.empty())
-    throw key_error(source, "fields", "a non-empty array of {name, shape, dtype}", v);
+  if (!v.is_array() || v.empty()) throw key_error(source, "fields", "a non-empty array of {name, shape, dtype}", v);
   std::set<std::string> names;
   for (std::size_t i = 0; i < v.size(); ++i) {
     const json& f = v[i];
@@ -87,15 +83,14 @@ void validate_fields(const std::string& source, const json& v) {
     if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
       throw key_error(source, where + ".name", "a non-empty string", f.value("name", json()));
     if (!names.insert(f["name"].get<std::string>()).second)
-      throw Error(source + ": key '" + where + ".name': duplicate field name '" +
-                  f["name"].get<std::string>() + "'");
+      throw Error(source + ": key '" + where + ".name': duplicate field name '" + f["name"].get<std::string>() + "'");
     if (!f.contains("shape") || !f["shape"].is_array() || f["shape"].size() > 8)
       throw key_error(source, where + ".shape", "an array of at most 8 dimensions, [] for a scalar",
                       f.value("shape", json()));
     long double elements = 1;
     for (std::size_t d = 0; d < f["shape"].size(); ++d) {
-      elements *= static_cast<long double>(positive_int(
-          source, where + ".shape[" + std::to_string(d) + "]", f["shape"][d], 1u << 30));
+      elements *= static_cast<long double>(
+          positive_int(source, where + ".shape[" + std::to_string(d) + "]", f["shape"][d], 1u << 30));
     }
     if (elements > static_cast<long double>(kTiB))
       throw Error(source + ": key '" + where + ".shape': a sample of more than 2^40 elements is not plausible");
@@ -108,16 +103,21 @@ void validate_fields(const std::string& source, const json& v) {
 
 void validate_calibration(const std::string& source, const json& v) {
   if (!v.is_object()) throw key_error(source, "calibration", "an object", v);
-  static const std::set<std::string> keys = {"peak_shm", "workers", "batch_size", "gpus",
+  static const std::set<std::string> keys = {"peak_shm",        "workers",    "batch_size", "gpus",
                                              "prefetch_factor", "pin_memory", "measured_at"};
   for (const auto& [k, val] : v.items()) {
     const std::string key = "calibration." + k;
     if (!keys.count(k)) throw Error(source + ": key '" + key + "': unknown key");
-    if (k == "peak_shm") size_value(source, key, val);
-    else if (k == "pin_memory") { if (!val.is_boolean()) throw key_error(source, key, "true or false", val); }
-    else if (k == "measured_at") { if (!val.is_string()) throw key_error(source, key, "a string", val); }
-    else if (k == "workers" || k == "gpus") positive_int(source, key, val, 4096, true);
-    else positive_int(source, key, val, 1u << 20);
+    if (k == "peak_shm")
+      size_value(source, key, val);
+    else if (k == "pin_memory") {
+      if (!val.is_boolean()) throw key_error(source, key, "true or false", val);
+    } else if (k == "measured_at") {
+      if (!val.is_string()) throw key_error(source, key, "a string", val);
+    } else if (k == "workers" || k == "gpus")
+      positive_int(source, key, val, 4096, true);
+    else
+      positive_int(source, key, val, 1u << 20);
   }
   for (const char* k : {"peak_shm", "workers", "batch_size", "gpus", "prefetch_factor"})
     if (!v.contains(k)) throw Error(source + ": key 'calibration." + k + "': missing");
@@ -185,15 +185,15 @@ json parse_profile_document(const std::string& text, const std::string& source) 
     std::string why = e.what();
     auto pos = why.find("syntax error");
     if (pos != std::string::npos) why = why.substr(pos);
-    throw Error(source + ":" + std::to_string(line) + ":" + std::to_string(column) +
-                ": malformed JSON: " + why);
+    throw Error(source + ":" + std::to_string(line) + ":" + std::to_string(column) + ": malformed JSON: " + why);
   } catch (const json::exception& e) {  // out_of_range for a number such as 1e999
     throw Error(source + ": malformed JSON: " + e.what());
   }
   if (!doc.is_object()) throw Error(source + ": expected a JSON object at the top level");
   for (const auto& [key, v] : doc.items()) {
     if (!known_keys().count(key)) {
-      throw Error(source + ": key '" + key + "': unknown key (a typo would size wrong); known keys: "
+      throw Error(source + ": key '" + key +
+                  "': unknown key (a typo would size wrong); known keys: "
                   "name, description, extends, fields, sample_bytes, batch_size, workers_per_gpu, "
                   "prefetch_factor, pin_memory, headroom, nccl_reserve, min_shm, max_shm, calibration");
     }
@@ -225,8 +225,7 @@ json parse_profile_document(const std::string& text, const std::string& source) 
     } else if (key == "pin_memory") {
       if (!v.is_boolean()) throw key_error(source, key, "true or false", v);
     } else if (key == "headroom") {
-      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 1.0 ||
-          v.get<double>() > 16.0)
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 1.0 || v.get<double>() > 16.0)
         throw key_error(source, key, "a number between 1.0 and 16.0", v);
     } else if (key == "nccl_reserve" || key == "min_shm" || key == "max_shm") {
       size_value(source, key, v);
@@ -251,12 +250,12 @@ json merge_profile_documents(const json& parent, const json& child) {
 }
 
 Profile profile_from_document(const json& doc, const std::string& source) {
-  static const char* const required[] = {"batch_size", "prefetch_factor", "workers_per_gpu",
-                                         "pin_memory", "headroom", "nccl_reserve", "min_shm",
-                                         "max_shm"};
+  static const char* const required[] = {"batch_size", "prefetch_factor", "workers_per_gpu", "pin_memory",
+                                         "headroom",   "nccl_reserve",    "min_shm",         "max_shm"};
   for (const char* key : required) {
     if (!doc.contains(key))
-      throw Error(source + ": key '" + key + "': missing (set it or extend a profile that does, e.g. \"extends\": \"default\")");
+      throw Error(source + ": key '" + key +
+                  "': missing (set it or extend a profile that does, e.g. \"extends\": \"default\")");
   }
   if (!doc.contains("fields") && !doc.contains("sample_bytes"))
     throw Error(source + ": key 'fields': missing (give 'fields' or 'sample_bytes' to describe a sample)");
@@ -265,8 +264,8 @@ Profile profile_from_document(const json& doc, const std::string& source) {
   p.description = doc.value("description", std::string());
   if (doc.contains("fields")) {
     for (const auto& f : doc["fields"]) {
-      p.fields.push_back({f["name"].get<std::string>(), f["shape"].get<std::vector<std::uint64_t>>(),
-                          f["dtype"].get<std::string>()});
+      p.fields.push_back(
+          {f["name"].get<std::string>(), f["shape"].get<std::vector<std::uint64_t>>(), f["dtype"].get<std::string>()});
     }
   } else {
     const json& sb = doc["sample_bytes"];
@@ -281,8 +280,7 @@ Profile profile_from_document(const json& doc, const std::string& source) {
   p.min_shm = size_value(source, "min_shm", doc["min_shm"]);
   p.max_shm = size_value(source, "max_shm", doc["max_shm"]);
   if (p.min_shm > p.max_shm)
-    throw Error(source + ": key 'min_shm': " + format_size(p.min_shm) + " is above max_shm " +
-                format_size(p.max_shm));
+    throw Error(source + ": key 'min_shm': " + format_size(p.min_shm) + " is above max_shm " + format_size(p.max_shm));
   if (doc.contains("calibration")) {
     const json& c = doc["calibration"];
     Calibration cal;
@@ -319,8 +317,8 @@ json profile_to_json(const Profile& p) {
   doc["max_shm"] = engine_size(p.max_shm);
   if (p.calibration) {
     const Calibration& c = *p.calibration;
-    doc["calibration"] = {{"peak_shm", engine_size(c.peak_shm)}, {"workers", c.workers},
-                          {"batch_size", c.batch_size}, {"gpus", c.gpus},
+    doc["calibration"] = {{"peak_shm", engine_size(c.peak_shm)},  {"workers", c.workers},
+                          {"batch_size", c.batch_size},           {"gpus", c.gpus},
                           {"prefetch_factor", c.prefetch_factor}, {"pin_memory", c.pin_memory},
                           {"measured_at", c.measured_at}};
   }

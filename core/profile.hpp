@@ -2,11 +2,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace gpurun {
 
@@ -35,7 +34,7 @@ struct Calibration {
 struct Profile {
   std::string name;
   std::string description;
-  std::vector<Field> fields;                 // empty when sample_bytes is used
+  std::vector<Field> fields;  // empty when sample_bytes is used
   std::optional<std::uint64_t> sample_bytes;
   std::uint64_t batch_size = 0;
   std::optional<std::uint64_t> workers_per_gpu;  // nullopt means "auto"

@@ -9,9 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "config.hpp"
 #include "error.hpp"
@@ -44,14 +43,11 @@ bool is_schema_file(const fs::path& file) {
   return f.size() > 12 && f.compare(f.size() - 12, 12, ".schema.json") == 0;
 }
 
-bool looks_like_path(const std::string& s) {
-  return s.size() > 5 && s.compare(s.size() - 5, 5, ".json") == 0;
-}
+bool looks_like_path(const std::string& s) { return s.size() > 5 && s.compare(s.size() - 5, 5, ".json") == 0; }
 
 }  // namespace
 
-std::string read_small_file(const fs::path& path, std::size_t max_bytes, const std::string& what,
-                            struct stat* opened) {
+std::string read_small_file(const fs::path& path, std::size_t max_bytes, const std::string& what, struct stat* opened) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
   if (!fd) {
     int err = errno;
@@ -61,10 +57,8 @@ std::string read_small_file(const fs::path& path, std::size_t max_bytes, const s
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw system_error(what + " " + path.string() + ": stat", errno);
-  if (S_ISDIR(st.st_mode))
-    throw Error(what + " " + path.string() + ": is a directory, expected a JSON file");
-  if (!S_ISREG(st.st_mode))
-    throw Error(what + " " + path.string() + ": is not a regular file");
+  if (S_ISDIR(st.st_mode)) throw Error(what + " " + path.string() + ": is a directory, expected a JSON file");
+  if (!S_ISREG(st.st_mode)) throw Error(what + " " + path.string() + ": is not a regular file");
   if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
     throw Error(what + " " + path.string() + ": larger than " + std::to_string(max_bytes) + " bytes");
   if (opened) *opened = st;
@@ -115,9 +109,7 @@ Profile ProfileStore::load(const std::string& name_or_path, bool allow_path) con
   return load_chain(*path, name_or_path);
 }
 
-Profile ProfileStore::load_file(const fs::path& path) const {
-  return load_chain(path, path.stem().string());
-}
+Profile ProfileStore::load_file(const fs::path& path) const { return load_chain(path, path.stem().string()); }
 
 Profile ProfileStore::load_chain(const fs::path& path, const std::string& display) const {
   std::vector<nlohmann::json> docs;
@@ -142,18 +134,20 @@ Profile ProfileStore::load_chain(const fs::path& path, const std::string& displa
     if (!doc.contains("extends")) break;
     const std::string parent = doc["extends"].get<std::string>();
     // "extends" of the profile's own name means the same profile further down the path.
-    const bool self = parent == current.stem().string() || (current.parent_path().filename() / current.stem()) == parent;
+    const bool self =
+        parent == current.stem().string() || (current.parent_path().filename() / current.stem()) == parent;
     auto parent_path = find(parent, self ? current : fs::path());
-    if (!parent_path)
-      throw Error(current.string() + ": key 'extends': unknown parent profile '" + parent + "'");
+    if (!parent_path) throw Error(current.string() + ": key 'extends': unknown parent profile '" + parent + "'");
     current = *parent_path;
   }
   nlohmann::json merged = nlohmann::json::object();
   for (auto it = docs.rbegin(); it != docs.rend(); ++it) merged = merge_profile_documents(merged, *it);
   merged.erase("extends");
   Profile profile = profile_from_document(merged, path.string());
-  if (!docs.front().contains("name")) profile.name = display;
-  else profile.name = docs.front()["name"].get<std::string>();
+  if (!docs.front().contains("name"))
+    profile.name = display;
+  else
+    profile.name = docs.front()["name"].get<std::string>();
   profile.chain = chain;
   return profile;
 }
@@ -166,8 +160,10 @@ std::vector<ProfileEntry> ProfileStore::list() const {
     auto add = [&](const fs::path& file, const std::string& name) {
       if (file.extension() != ".json" || is_schema_file(file) || !is_valid_profile_name(name)) return;
       auto it = found.find(name);
-      if (it == found.end()) found[name] = {name, file, {}};
-      else it->second.shadowed.push_back(file);
+      if (it == found.end())
+        found[name] = {name, file, {}};
+      else
+        it->second.shadowed.push_back(file);
     };
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
       std::error_code ec2;
@@ -193,7 +189,8 @@ std::vector<std::string> ProfileStore::suggest(const std::string& name) const {
     std::size_t d = edit_distance(name, entry.name);
     std::string base = entry.name.substr(entry.name.rfind('/') == std::string::npos ? 0 : entry.name.rfind('/') + 1);
     d = std::min(d, edit_distance(name, base));
-    if (entry.name.find(name) != std::string::npos || name.find(base) != std::string::npos) d = std::min<std::size_t>(d, 1);
+    if (entry.name.find(name) != std::string::npos || name.find(base) != std::string::npos)
+      d = std::min<std::size_t>(d, 1);
     if (d <= std::max<std::size_t>(2, name.size() / 3)) scored.push_back({d, entry.name});
   }
   std::sort(scored.begin(), scored.end());

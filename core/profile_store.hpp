@@ -18,9 +18,9 @@ struct Config;
 
 // A profile file found on the search path.
 struct ProfileEntry {
-  std::string name;                  // "imagenet", "vision/resnet50"
-  fs::path path;                     // the file that wins
-  std::vector<fs::path> shadowed;    // same name further down the path
+  std::string name;                // "imagenet", "vision/resnet50"
+  fs::path path;                   // the file that wins
+  std::vector<fs::path> shadowed;  // same name further down the path
 };
 
 // Where profiles are looked up, first hit wins.

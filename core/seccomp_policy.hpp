@@ -9,12 +9,12 @@ inline constexpr const char* kHookSyscalls[] = {
     // memory, threads' basics, exit
     "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "futex", "exit", "exit_group", "rt_sigreturn",
     "rt_sigaction", "rt_sigprocmask", "sigaltstack", "getpid", "gettid", "tgkill", "getrandom", "clock_gettime",
-    "gettimeofday", "time", "nanosleep", "clock_nanosleep", "sched_getaffinity", "sched_yield", "getuid",
-    "geteuid", "getgid", "getegid", "uname", "prlimit64", "set_robust_list", "rseq", "restart_syscall", "sysinfo",
+    "gettimeofday", "time", "nanosleep", "clock_nanosleep", "sched_getaffinity", "sched_yield", "getuid", "geteuid",
+    "getgid", "getegid", "uname", "prlimit64", "set_robust_list", "rseq", "restart_syscall", "sysinfo",
     // files
     "read", "write", "writev", "pread64", "close", "open", "openat", "openat2", "lseek", "fstat", "stat", "lstat",
-    "newfstatat", "statx", "statfs", "fstatfs", "getdents64", "readlink", "readlinkat", "fcntl", "access",
-    "faccessat", "faccessat2", "getcwd", "chdir", "fchdir", "mkdirat", "ioctl", "dup", "dup2", "dup3", "fsync",
+    "newfstatat", "statx", "statfs", "fstatfs", "getdents64", "readlink", "readlinkat", "fcntl", "access", "faccessat",
+    "faccessat2", "getcwd", "chdir", "fchdir", "mkdirat", "ioctl", "dup", "dup2", "dup3", "fsync",
     // the job itself
     "setns", "mount"};
 

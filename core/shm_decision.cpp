@@ -42,8 +42,7 @@ void check_length(const std::string& name, const std::string& value) {
 
 }  // namespace
 
-ContainerRequest container_request(const std::map<std::string, std::string>& state_annotations,
-                                   const SpecFacts& spec) {
+ContainerRequest container_request(const std::map<std::string, std::string>& state_annotations, const SpecFacts& spec) {
   ContainerRequest r;
   for (const Key& k : kKeys) {
     const std::string* v = lookup(state_annotations, k.annotation);
@@ -89,7 +88,8 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
         if (size > budget)
           throw Error(what + " " + format_size(size) + " does not fit the container's memory limit " +
                       format_size(*memory_limit) + " (shm counts against it; at most " +
-                      std::to_string(static_cast<int>(fraction * 100 + 0.5)) + "% may be shm): raise the memory limit or ask for less");
+                      std::to_string(static_cast<int>(fraction * 100 + 0.5)) +
+                      "% may be shm): raise the memory limit or ask for less");
       }
     };
     if (request.shm_size) {
@@ -121,8 +121,8 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
       sr.batch_size = parse_count(*request.batch_size, "batch-size", 1u << 20);
       if (*sr.batch_size == 0) throw Error("batch-size: must be at least 1");
     }
-    sr.cpus = usable_cpus(spec.cpuset_cpus.value_or(host.cpus) < host.cpus ? *spec.cpuset_cpus : host.cpus,
-                          spec.cpu_quota);
+    sr.cpus =
+        usable_cpus(spec.cpuset_cpus.value_or(host.cpus) < host.cpus ? *spec.cpuset_cpus : host.cpus, spec.cpu_quota);
     sr.memory_limit = memory_limit;
     sr.memory_fraction_max = fraction;
     std::string name = request.profile.value_or(config.default_profile.value_or("default"));
@@ -150,8 +150,10 @@ std::string describe(const ShmDecision& d) {
   if (!d.profile.empty()) out += " profile=" + log_quote(d.profile);
   if (d.plan) out += " gpus=" + std::to_string(d.gpus) + " workers=" + std::to_string(d.workers);
   if (d.act) out += " size=" + engine_size(d.size);
-  if (!d.error.empty()) out += " error=" + log_quote(d.error);
-  else if (!d.reason.empty()) out += " reason=" + log_quote(d.reason);
+  if (!d.error.empty())
+    out += " error=" + log_quote(d.error);
+  else if (!d.reason.empty())
+    out += " reason=" + log_quote(d.reason);
   return out;
 }
 

@@ -19,33 +19,32 @@ struct ContainerRequest {
   std::optional<std::string> workers;
   std::optional<std::string> batch_size;
   std::optional<std::string> shm_size;
-  std::string source;                 // "annotation", "env", "annotation+env" or "" when none
+  std::string source;  // "annotation", "env", "annotation+env" or "" when none
   bool named_anything() const { return profile || gpus || workers || batch_size || shm_size; }
 };
 
 // Reads the request from state annotations, spec annotations and spec env.
-ContainerRequest container_request(const std::map<std::string, std::string>& state_annotations,
-                                   const SpecFacts& spec);
+ContainerRequest container_request(const std::map<std::string, std::string>& state_annotations, const SpecFacts& spec);
 
 // The decision for one container's /dev/shm, before looking at its mounts.
 struct ShmDecision {
-  bool act = false;                   // false: leave the container alone
-  bool explicit_request = false;      // the container named something (failures fail its start)
-  bool size_explicit = false;         // a size was given: apply it even if it shrinks
+  bool act = false;               // false: leave the container alone
+  bool explicit_request = false;  // the container named something (failures fail its start)
+  bool size_explicit = false;     // a size was given: apply it even if it shrinks
   std::uint64_t size = 0;
   std::string profile;
   unsigned gpus = 0;
   std::uint64_t workers = 0;
-  std::string source;                 // annotation | env | default
-  std::string reason;                 // why not acting, or how the size was found
-  std::string error;                  // set when the request cannot be met
+  std::string source;  // annotation | env | default
+  std::string reason;  // why not acting, or how the size was found
+  std::string error;   // set when the request cannot be met
   std::optional<ShmPlan> plan;
 };
 
 // Host facts the decision needs (so tests can fix them).
 struct HostFacts {
   unsigned cpus = 1;
-  unsigned gpus = 0;                  // /dev/nvidiaN on the host
+  unsigned gpus = 0;  // /dev/nvidiaN on the host
   std::uint64_t mem_total = 0;
 };
 

@@ -86,10 +86,14 @@ void mount_here(int dirfd, const char* source, const char* type, unsigned long f
 
 const char* outcome_name(ShmOutcome outcome) {
   switch (outcome) {
-    case ShmOutcome::kResized: return "resized";
-    case ShmOutcome::kMounted: return "mounted";
-    case ShmOutcome::kUnchanged: return "unchanged";
-    case ShmOutcome::kHostShm: return "host-shm";
+    case ShmOutcome::kResized:
+      return "resized";
+    case ShmOutcome::kMounted:
+      return "mounted";
+    case ShmOutcome::kUnchanged:
+      return "unchanged";
+    case ShmOutcome::kHostShm:
+      return "host-shm";
   }
   return "?";
 }
@@ -108,8 +112,7 @@ int open_mount_namespace(int pid) {
 }
 
 void join_mount_namespace(int ns_fd, int pid) {
-  if (::setns(ns_fd, CLONE_NEWNS) != 0)
-    throw system_error("join mount namespace of pid " + std::to_string(pid), errno);
+  if (::setns(ns_fd, CLONE_NEWNS) != 0) throw system_error("join mount namespace of pid " + std::to_string(pid), errno);
 }
 
 ShmResult apply_shm(const ShmTarget& t) {
@@ -160,8 +163,8 @@ ShmResult apply_shm(const ShmTarget& t) {
     shm = UniqueFd(open_no_symlinks(dev.get(), "shm"));
     if (!shm) throw Error(why_open_failed(errno, "/dev/shm"), errno, kExitFailure);
   }
-  mount_here(shm.get(), "shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-             "mode=1777,size=" + std::to_string(t.size), "mount tmpfs on /dev/shm");
+  mount_here(shm.get(), "shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=" + std::to_string(t.size),
+             "mount tmpfs on /dev/shm");
   // Re-open: the fd still names the directory under the new mount.
   UniqueFd mounted(open_no_symlinks(dev.get(), "shm"));
   if (!mounted) throw system_error("reopen /dev/shm", errno);

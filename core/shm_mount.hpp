@@ -12,24 +12,24 @@ namespace gpurun {
 namespace fs = std::filesystem;
 
 enum class ShmOutcome {
-  kResized,     // remounted the existing tmpfs with the new size
-  kMounted,     // there was none: mounted a new tmpfs
-  kUnchanged,   // already at least the size (grow-only)
-  kHostShm,     // it is the host's /dev/shm: left alone
+  kResized,    // remounted the existing tmpfs with the new size
+  kMounted,    // there was none: mounted a new tmpfs
+  kUnchanged,  // already at least the size (grow-only)
+  kHostShm,    // it is the host's /dev/shm: left alone
 };
 
 const char* outcome_name(ShmOutcome outcome);
 
 struct ShmResult {
   ShmOutcome outcome = ShmOutcome::kUnchanged;
-  std::uint64_t before = 0;   // bytes, 0 when there was no tmpfs
+  std::uint64_t before = 0;  // bytes, 0 when there was no tmpfs
   std::uint64_t after = 0;
 };
 
 // What the executor needs to know; filled by the caller from the spec and host.
 struct ShmTarget {
-  int pid = 0;                        // join /proc/<pid>/ns/mnt first when > 0
-  fs::path rootfs;                    // absolute, as seen in that mount namespace
+  int pid = 0;      // join /proc/<pid>/ns/mnt first when > 0
+  fs::path rootfs;  // absolute, as seen in that mount namespace
   std::uint64_t size = 0;
   bool allow_shrink = false;
   std::optional<dev_t> host_shm_dev;  // st_dev of the host's /dev/shm, measured before setns

@@ -63,10 +63,11 @@ ShmSampleStats sample_shm_of_pid(int pid, const SamplerOptions& options) {
   struct statvfs st {};
   if (::statvfs(path.c_str(), &st) != 0 && errno != ENOENT && errno != ESRCH) {
     const int err = errno;
-    throw system_error("read " + path + (err == EACCES || err == EPERM
-                                             ? " (reading a container's /dev/shm needs root or the container's user)"
-                                             : ""),
-                       err);
+    throw system_error(
+        "read " + path +
+            (err == EACCES || err == EPERM ? " (reading a container's /dev/shm needs root or the container's user)"
+                                           : ""),
+        err);
   }
   return sample_shm([pid] { return shm_usage_of_pid(pid); }, options);
 }

@@ -11,12 +11,12 @@ namespace gpurun {
 
 // What sampling a container's /dev/shm found.
 struct ShmSampleStats {
-  std::uint64_t peak = 0;        // highest use seen, bytes
-  std::uint64_t size = 0;        // the tmpfs size at the last sample
+  std::uint64_t peak = 0;  // highest use seen, bytes
+  std::uint64_t size = 0;  // the tmpfs size at the last sample
   std::uint64_t last_used = 0;
   std::uint64_t samples = 0;
-  double seconds = 0;            // from the first sample to the last
-  bool gone = false;             // ended because /dev/shm could no longer be read (the container exited)
+  double seconds = 0;  // from the first sample to the last
+  bool gone = false;   // ended because /dev/shm could no longer be read (the container exited)
 };
 
 struct SamplerOptions {

@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "error.hpp"
 #include "units.hpp"
@@ -28,9 +27,7 @@ std::uint64_t ceil_bytes(long double v) {
   return static_cast<std::uint64_t>(std::ceil(v));
 }
 
-std::uint64_t scale(std::uint64_t bytes, double factor) {
-  return ceil_bytes(static_cast<long double>(bytes) * factor);
-}
+std::uint64_t scale(std::uint64_t bytes, double factor) { return ceil_bytes(static_cast<long double>(bytes) * factor); }
 
 }  // namespace
 
@@ -105,12 +102,11 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   } else if (p.memory_limit) {
     auto budget = static_cast<std::uint64_t>(static_cast<long double>(*p.memory_limit) * p.memory_fraction_max);
     if (p.shm > budget) {
-      std::uint64_t memory_needed =
-          round_up(ceil_bytes(static_cast<long double>(p.shm) / p.memory_fraction_max), kMiB);
+      std::uint64_t memory_needed = round_up(ceil_bytes(static_cast<long double>(p.shm) / p.memory_fraction_max), kMiB);
       p.problem = "planned /dev/shm of " + format_size(p.shm) + " does not fit the memory limit " +
                   format_size(*p.memory_limit) + " (shm pages count against it; at most " +
-                  std::to_string(static_cast<int>(p.memory_fraction_max * 100 + 0.5)) + "% = " +
-                  format_size(budget) + " may be shm): raise --memory to at least " + engine_size(memory_needed) +
+                  std::to_string(static_cast<int>(p.memory_fraction_max * 100 + 0.5)) + "% = " + format_size(budget) +
+                  " may be shm): raise --memory to at least " + engine_size(memory_needed) +
                   ", or lower --workers (now " + std::to_string(p.workers) + ") or --batch-size (now " +
                   std::to_string(p.batch_size) + ")";
     }
@@ -145,8 +141,8 @@ std::string explain(const ShmPlan& p) {
         << p.hold << ") x batch_bytes = " << format_size(p.per_rank) << "\n";
   }
   out << "  nccl_reserve = " << format_size(p.nccl) << (p.ranks > 1 ? "" : " (single rank)") << "\n";
-  out << "  need         = headroom " << p.headroom << " x (" << p.ranks << " x per_rank + nccl_reserve) = "
-      << format_size(p.need) << "\n";
+  out << "  need         = headroom " << p.headroom << " x (" << p.ranks
+      << " x per_rank + nccl_reserve) = " << format_size(p.need) << "\n";
   out << "  shm          = " << format_size(p.shm);
   if (p.shm > p.need) out << " (raised to min_shm " << format_size(p.min_shm) << ")";
   out << "\n";
@@ -161,18 +157,28 @@ std::string explain(const ShmPlan& p) {
 nlohmann::json plan_to_json(const ShmPlan& p) {
   nlohmann::json fields = nlohmann::json::array();
   for (const auto& f : p.fields) fields.push_back({{"name", f.name}, {"bytes", f.bytes}});
-  nlohmann::json j = {
-      {"profile", p.profile},       {"gpus", p.gpus},
-      {"ranks", p.ranks},           {"workers", p.workers},
-      {"workers_auto", p.workers_auto}, {"cpus", p.cpus},
-      {"batch_size", p.batch_size}, {"prefetch_factor", p.prefetch_factor},
-      {"pin_memory", p.pin_memory}, {"hold", p.hold},
-      {"fields", fields},           {"calibrated", p.calibrated},
-      {"batch_bytes", p.batch_bytes}, {"per_rank_bytes", p.per_rank},
-      {"nccl_bytes", p.nccl},       {"headroom", p.headroom},
-      {"need_bytes", p.need},       {"shm_bytes", p.shm},
-      {"shm", engine_size(p.shm)},  {"min_shm_bytes", p.min_shm},
-      {"max_shm_bytes", p.max_shm}, {"fits", p.problem.empty()}};
+  nlohmann::json j = {{"profile", p.profile},
+                      {"gpus", p.gpus},
+                      {"ranks", p.ranks},
+                      {"workers", p.workers},
+                      {"workers_auto", p.workers_auto},
+                      {"cpus", p.cpus},
+                      {"batch_size", p.batch_size},
+                      {"prefetch_factor", p.prefetch_factor},
+                      {"pin_memory", p.pin_memory},
+                      {"hold", p.hold},
+                      {"fields", fields},
+                      {"calibrated", p.calibrated},
+                      {"batch_bytes", p.batch_bytes},
+                      {"per_rank_bytes", p.per_rank},
+                      {"nccl_bytes", p.nccl},
+                      {"headroom", p.headroom},
+                      {"need_bytes", p.need},
+                      {"shm_bytes", p.shm},
+                      {"shm", engine_size(p.shm)},
+                      {"min_shm_bytes", p.min_shm},
+                      {"max_shm_bytes", p.max_shm},
+                      {"fits", p.problem.empty()}};
   j["memory_limit_bytes"] = p.memory_limit ? nlohmann::json(*p.memory_limit) : nlohmann::json(nullptr);
   if (!p.problem.empty()) j["problem"] = p.problem;
   return j;

@@ -1,11 +1,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "profile.hpp"
 
@@ -13,18 +12,18 @@ namespace gpurun {
 
 // What a job asks for on top of its profile. Unset values come from the profile.
 struct SizingRequest {
-  unsigned gpus = 0;                              // 0: no GPU, one loader
-  std::optional<std::uint64_t> workers;           // per GPU rank
-  std::optional<std::uint64_t> batch_size;        // per GPU rank
+  unsigned gpus = 0;                        // 0: no GPU, one loader
+  std::optional<std::uint64_t> workers;     // per GPU rank
+  std::optional<std::uint64_t> batch_size;  // per GPU rank
   std::optional<std::uint64_t> prefetch_factor;
-  std::optional<std::uint64_t> memory_limit;      // the container's memory limit, if any
-  unsigned cpus = 1;                              // CPUs the container may use
+  std::optional<std::uint64_t> memory_limit;  // the container's memory limit, if any
+  unsigned cpus = 1;                          // CPUs the container may use
   double memory_fraction_max = 0.5;
 };
 
 struct FieldBytes {
   std::string name;
-  std::uint64_t bytes = 0;                        // page-rounded bytes of this field per batch
+  std::uint64_t bytes = 0;  // page-rounded bytes of this field per batch
 };
 
 // The decided size and every term that led to it.
@@ -45,8 +44,8 @@ struct ShmPlan {
   std::uint64_t per_rank = 0;
   std::uint64_t nccl = 0;
   double headroom = 1.0;
-  std::uint64_t need = 0;                         // before the min/max clamp
-  std::uint64_t shm = 0;                          // the size to apply
+  std::uint64_t need = 0;  // before the min/max clamp
+  std::uint64_t shm = 0;   // the size to apply
   std::uint64_t min_shm = 0;
   std::uint64_t max_shm = 0;
   std::optional<std::uint64_t> memory_limit;

@@ -71,13 +71,26 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
   u128 mult = 1;
   if (i < text.size()) {
     switch (std::tolower(static_cast<unsigned char>(text[i]))) {
-      case 'b': mult = 1; break;
-      case 'k': mult = kKiB; break;
-      case 'm': mult = kMiB; break;
-      case 'g': mult = kGiB; break;
-      case 't': mult = kTiB; break;
-      case 'p': mult = kTiB * 1024; break;
-      default: throw size_error(what, shown, "unknown unit");
+      case 'b':
+        mult = 1;
+        break;
+      case 'k':
+        mult = kKiB;
+        break;
+      case 'm':
+        mult = kMiB;
+        break;
+      case 'g':
+        mult = kGiB;
+        break;
+      case 't':
+        mult = kTiB;
+        break;
+      case 'p':
+        mult = kTiB * 1024;
+        break;
+      default:
+        throw size_error(what, shown, "unknown unit");
     }
     bool is_byte = std::tolower(static_cast<unsigned char>(text[i])) == 'b';
     ++i;

@@ -28,7 +28,6 @@ std::string engine_size(std::uint64_t bytes);
 std::uint64_t round_up(std::uint64_t value, std::uint64_t align);
 
 // Parses a non-negative decimal integer that fits in `max`; throws Error naming `what`.
-std::uint64_t parse_count(std::string_view text, std::string_view what,
-                          std::uint64_t max = 1u << 20);
+std::uint64_t parse_count(std::string_view text, std::string_view what, std::uint64_t max = 1u << 20);
 
 }  // namespace gpurun

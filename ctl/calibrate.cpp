@@ -1,11 +1,10 @@
 #include "calibrate.hpp"
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
 #include <memory>
-
-#include <CLI/CLI.hpp>
 
 #include "config.hpp"
 #include "ctl_common.hpp"
@@ -44,8 +43,8 @@ Profile calibrated_profile(const std::string& name, const Profile& base, const C
 }
 
 nlohmann::ordered_json calibrated_profile_document(const std::string& name, const std::string& description,
-                                                  const Profile& base, const std::optional<std::string>& extends,
-                                                  const Calibration& c) {
+                                                   const Profile& base, const std::optional<std::string>& extends,
+                                                   const Calibration& c) {
   nlohmann::ordered_json doc;
   doc["name"] = name;
   doc["description"] = description;
@@ -60,9 +59,12 @@ nlohmann::ordered_json calibrated_profile_document(const std::string& name, cons
   doc["batch_size"] = c.batch_size;
   doc["workers_per_gpu"] = c.workers;
   doc["prefetch_factor"] = c.prefetch_factor;
-  doc["calibration"] = {{"peak_shm", c.peak_shm},     {"workers", c.workers},
-                        {"batch_size", c.batch_size}, {"gpus", c.gpus},
-                        {"prefetch_factor", c.prefetch_factor}, {"pin_memory", c.pin_memory},
+  doc["calibration"] = {{"peak_shm", c.peak_shm},
+                        {"workers", c.workers},
+                        {"batch_size", c.batch_size},
+                        {"gpus", c.gpus},
+                        {"prefetch_factor", c.prefetch_factor},
+                        {"pin_memory", c.pin_memory},
                         {"measured_at", c.measured_at}};
   return doc;
 }
@@ -92,8 +94,9 @@ void run_calibrate(const CalibrateOptions& o) {
   const EngineInvocation first = prepare_run(w, config, host);
   const ShmPlan& model = first.plan;
   if (model.workers == 0)
-    throw Error("--workers 0: with no workers batches never go through /dev/shm, so there is nothing to "
-                "calibrate; give --workers 1 or more");
+    throw Error(
+        "--workers 0: with no workers batches never go through /dev/shm, so there is nothing to "
+        "calibrate; give --workers 1 or more");
   const EngineOptionFacts facts = scan_engine_options(w.engine_options);
   std::optional<std::uint64_t> memory_limit;
   if (facts.memory) memory_limit = parse_size(*facts.memory, "--memory");
@@ -111,12 +114,12 @@ void run_calibrate(const CalibrateOptions& o) {
   const Profile base = store.load(base_arg, true);
 
   fs::create_directories(out_path.parent_path(), ec);
-  if (ec)
-    throw Error("--out-dir: create " + out_path.parent_path().string() + ": " + ec.message(), ec.value());
+  if (ec) throw Error("--out-dir: create " + out_path.parent_path().string() + ": " + ec.message(), ec.value());
 
   std::cerr << "calibrate: running " << w.image << " with /dev/shm of " << format_size(inv.applied_shm)
-            << (facts.shm_size ? " (your --shm-size)" : " (generous)") << ", workers " << model.workers << ", batch_size " << model.batch_size
-            << ", prefetch_factor " << model.prefetch_factor << ", gpus " << model.gpus << "\n";
+            << (facts.shm_size ? " (your --shm-size)" : " (generous)") << ", workers " << model.workers
+            << ", batch_size " << model.batch_size << ", prefetch_factor " << model.prefetch_factor << ", gpus "
+            << model.gpus << "\n";
   std::cout.flush();
   const MeasuredRun run = run_measured(inv.argv, inv.engine, MeasureOptions{});
   if (!run.sample_error.empty()) throw Error("calibrate: " + run.sample_error, 0, kExitFailure);
@@ -125,12 +128,13 @@ void run_calibrate(const CalibrateOptions& o) {
                     ": no profile written (it must run to the end to be measured)",
                 0, kExitFailure);
   if (!run.container_seen || run.shm.samples == 0)
-    throw Error("calibrate: the container ended before it could be sampled: nothing measured, no profile written",
-                0, kExitFailure);
+    throw Error("calibrate: the container ended before it could be sampled: nothing measured, no profile written", 0,
+                kExitFailure);
   if (run.shm.peak == 0)
-    throw Error("calibrate: the workload used no /dev/shm (does it read GPU_RUN_NUM_WORKERS or take --workers?): "
-                "no profile written",
-                0, kExitFailure);
+    throw Error(
+        "calibrate: the workload used no /dev/shm (does it read GPU_RUN_NUM_WORKERS or take --workers?): "
+        "no profile written",
+        0, kExitFailure);
 
   Calibration c;
   c.peak_shm = run.shm.peak;
@@ -151,8 +155,7 @@ void run_calibrate(const CalibrateOptions& o) {
                                   std::to_string(c.workers) + " workers, batch " + std::to_string(c.batch_size) +
                                   ", prefetch " + std::to_string(c.prefetch_factor) + ", " + std::to_string(c.gpus) +
                                   " GPU(s); based on " + base_arg;
-  const std::string text =
-      calibrated_profile_document(o.out_profile, description, base, extends, c).dump(2) + "\n";
+  const std::string text = calibrated_profile_document(o.out_profile, description, base, extends, c).dump(2) + "\n";
   // Validate before anything is replaced.
   parse_profile_document(text, out_path.string());
   write_file_atomic(out_path.string(), text, 0644);

@@ -1,10 +1,9 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "host.hpp"
 #include "profile.hpp"
@@ -23,16 +22,16 @@ namespace gpurun {
 struct CalibrateOptions {
   RunOptions run;
   std::string out_profile;
-  std::optional<std::string> out_dir;          // default: the user's profile directory
-  bool force = false;                          // replace an existing profile file
+  std::optional<std::string> out_dir;  // default: the user's profile directory
+  bool force = false;                  // replace an existing profile file
 };
 
 // The written profile: extends the base (when `extends` is set; else the base's merged
 // document is inlined), with batch_size, workers_per_gpu and prefetch_factor as measured and
 // the calibration block.
 nlohmann::ordered_json calibrated_profile_document(const std::string& name, const std::string& description,
-                                                  const Profile& base, const std::optional<std::string>& extends,
-                                                  const Calibration& calibration);
+                                                   const Profile& base, const std::optional<std::string>& extends,
+                                                   const Calibration& calibration);
 
 // The base profile with the measurement applied: what loading the written file gives.
 Profile calibrated_profile(const std::string& name, const Profile& base, const Calibration& calibration);

@@ -1,8 +1,7 @@
 #include "commands.hpp"
 
-#include <iostream>
-
 #include <CLI/CLI.hpp>
+#include <iostream>
 
 #include "calibrate.hpp"
 #include "configure_docker.hpp"
@@ -38,8 +37,9 @@ void add_ctl_commands(CLI::App& app) {
   app.description("Plan, inspect and install gpu-run: /dev/shm sized for PyTorch DataLoader jobs in containers");
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("gpu-run-ctl ") + GPU_RUN_VERSION);
-  app.footer("Run `gpu-run-ctl COMMAND --help` for a command's options. Exit status: 0 ok, 1 failure "
-             "(or invalid profiles), 2 a wrong request.");
+  app.footer(
+      "Run `gpu-run-ctl COMMAND --help` for a command's options. Exit status: 0 ok, 1 failure "
+      "(or invalid profiles), 2 a wrong request.");
   add_plan_command(app);
   add_profiles_command(app);
   add_k8s_command(app);
@@ -47,7 +47,8 @@ void add_ctl_commands(CLI::App& app) {
   add_calibrate_command(app);
   add_tune_command(app);
   add_doctor_command(app);
-  CLI::App* configure = app.add_subcommand("configure", "Register gpu-run with docker (daemon.json) or podman (hooks.d)");
+  CLI::App* configure =
+      app.add_subcommand("configure", "Register gpu-run with docker (daemon.json) or podman (hooks.d)");
   configure->require_subcommand(1);
   add_configure_docker_command(*configure);
   add_configure_podman_command(*configure);

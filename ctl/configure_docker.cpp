@@ -2,10 +2,9 @@
 
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "config.hpp"
@@ -30,7 +29,9 @@ std::string config_note(const fs::path& config_file) {
          ", give dockerd the variable with a systemd drop-in, "
          "/etc/systemd/system/docker.service.d/gpu-run.conf:\n"
          "  [Service]\n"
-         "  Environment=\"GPU_RUN_CONFIG=" + config_file.string() + "\"\n"
+         "  Environment=\"GPU_RUN_CONFIG=" +
+         config_file.string() +
+         "\"\n"
          "then `systemctl daemon-reload && systemctl restart docker` (an environment change needs a restart)\n";
 }
 
@@ -83,8 +84,9 @@ FileEdit merge_daemon_json(const std::optional<std::string>& existing, const std
       }
     }
   } else if (doc.value("default-runtime", std::string()) != kRuntimeName) {
-    edit.notes.push_back("containers use gpu-run only with `docker run --runtime gpu-run` (or configure with "
-                         "--set-default)");
+    edit.notes.push_back(
+        "containers use gpu-run only with `docker run --runtime gpu-run` (or configure with "
+        "--set-default)");
   }
 
   edit.changed = doc != before;
@@ -95,9 +97,11 @@ FileEdit merge_daemon_json(const std::optional<std::string>& existing, const std
 void run_configure_docker(const ConfigureDockerOptions& o) {
   const fs::path runtime = fs::absolute(o.runtime_path ? fs::path(*o.runtime_path) : self_dir() / "gpu-run-runtime");
   if (::access(runtime.c_str(), X_OK) != 0)
-    throw Error(o.runtime_path ? "--runtime-path " + runtime.string() + ": not an executable file; give gpu-run-runtime's path"
-                               : runtime.string() + ": no executable gpu-run-runtime next to gpu-run-ctl; install it there "
-                                 "or pass --runtime-path PATH");
+    throw Error(o.runtime_path
+                    ? "--runtime-path " + runtime.string() + ": not an executable file; give gpu-run-runtime's path"
+                    : runtime.string() +
+                          ": no executable gpu-run-runtime next to gpu-run-ctl; install it there "
+                          "or pass --runtime-path PATH");
   const fs::path config_file = config_path(o.config);
   const std::string missing_config = check_gpu_run_config(config_file);
 
@@ -138,8 +142,9 @@ void add_configure_docker_command(CLI::App& configure) {
   cmd->add_flag("--set-default", o->set_default, "Also make gpu-run the default runtime (\"default-runtime\")");
   cmd->add_flag("--dry-run", o->dry_run, "Print the resulting daemon.json and write nothing");
   cmd->add_option("--daemon-json", o->daemon_json, "The daemon.json to edit")->type_name("PATH")->capture_default_str();
-  cmd->add_option("--config", o->config,
-                  "The gpu-run config the runtime should read (default: $GPU_RUN_CONFIG, else /etc/gpu-run/config.json)")
+  cmd->add_option(
+         "--config", o->config,
+         "The gpu-run config the runtime should read (default: $GPU_RUN_CONFIG, else /etc/gpu-run/config.json)")
       ->type_name("PATH");
   cmd->add_option("--runtime-path", o->runtime_path, "gpu-run-runtime to register (default: next to gpu-run-ctl)")
       ->type_name("PATH");

@@ -2,10 +2,9 @@
 
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
-
-#include <CLI/CLI.hpp>
 
 #include "config.hpp"
 #include "ctl_common.hpp"
@@ -20,8 +19,10 @@ ordered_json hooks_d_document(const std::string& hook_path, const std::string& c
   doc["version"] = "1.0.0";
   doc["hook"] = {{"path", hook_path}, {"args", {"gpu-run-hook", "--config", config_path, "createRuntime"}}};
   // Every condition in "when" must match, so "always" stands alone.
-  if (always) doc["when"] = {{"always", true}};
-  else doc["when"] = {{"annotations", {{kHookAnnotationPattern, ".*"}}}};
+  if (always)
+    doc["when"] = {{"always", true}};
+  else
+    doc["when"] = {{"annotations", {{kHookAnnotationPattern, ".*"}}}};
   doc["stages"] = {"createRuntime"};
   return doc;
 }
@@ -54,13 +55,15 @@ void run_configure_podman(const ConfigurePodmanOptions& o) {
   // podman stats the hook's path when it reads hooks.d and refuses to run any container otherwise.
   if (::access(hook.c_str(), X_OK) != 0)
     throw Error(o.hook_path ? "--hook-path " + hook.string() + ": not an executable file; give gpu-run-hook's path"
-                            : hook.string() + ": no executable gpu-run-hook next to gpu-run-ctl; install it there or "
-                              "pass --hook-path PATH");
+                            : hook.string() +
+                                  ": no executable gpu-run-hook next to gpu-run-ctl; install it there or "
+                                  "pass --hook-path PATH");
   const fs::path config_file = fs::absolute(config_path(o.config));
   const std::string missing_config = check_gpu_run_config(config_file);
   const fs::path file = fs::path(o.hooks_dir) / kHookFileName;
   const std::optional<std::string> existing = read_existing_file(file, "hooks.d file");
-  const FileEdit edit = hook_file_edit(existing, file.string(), hooks_d_document(hook.string(), config_file.string(), o.always));
+  const FileEdit edit =
+      hook_file_edit(existing, file.string(), hooks_d_document(hook.string(), config_file.string(), o.always));
 
   if (o.dry_run) {
     std::cout << edit.text;
@@ -106,7 +109,8 @@ void add_configure_podman_command(CLI::App& configure) {
                   "/etc/gpu-run/config.json)")
       ->type_name("PATH");
   cmd->add_option("--hook-path", o->hook_path, "gpu-run-hook to run (default: next to gpu-run-ctl)")->type_name("PATH");
-  cmd->add_flag("--always", o->always, "Inject the hook into every container, not only those with a gpu-run annotation");
+  cmd->add_flag("--always", o->always,
+                "Inject the hook into every container, not only those with a gpu-run annotation");
   cmd->footer(
       "Writes <hooks-dir>/gpu-run.json (hooks.d schema 1.0.0, stage createRuntime, supported by\n"
       "podman since 2.2). hooks.d can match annotations, commands, bind mounts or always, never\n"

@@ -1,9 +1,8 @@
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "configure_docker.hpp"
 
@@ -21,9 +20,9 @@ constexpr const char* kHookFileName = "gpu-run.json";
 struct ConfigurePodmanOptions {
   std::string hooks_dir = kDefaultHooksDir;
   bool dry_run = false;
-  bool always = false;                         // inject into every container, not only annotated ones
-  std::optional<std::string> config;           // passed to the hook as --config
-  std::optional<std::string> hook_path;        // default: gpu-run-hook next to this program
+  bool always = false;                   // inject into every container, not only annotated ones
+  std::optional<std::string> config;     // passed to the hook as --config
+  std::optional<std::string> hook_path;  // default: gpu-run-hook next to this program
 };
 
 // The annotation keys that make podman inject the hook: gpu-run.profile, .gpus, .workers,

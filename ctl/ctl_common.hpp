@@ -16,8 +16,7 @@ namespace fs = std::filesystem;
 Config load_ctl_config();
 
 // The profile search path of a person's command line: `dirs` first, then DESIGN.md's path.
-ProfileStore ctl_store(const std::vector<std::string>& dirs, const Config& config,
-                       const EnvLookup& env = process_env);
+ProfileStore ctl_store(const std::vector<std::string>& dirs, const Config& config, const EnvLookup& env = process_env);
 
 // The directory holding this executable (from /proc/self/exe).
 fs::path self_dir();

@@ -56,8 +56,7 @@ const char* const kSizeFix =
 
 unsigned percent(std::uint64_t part, std::uint64_t whole) {
   if (whole == 0) return 0;
-  return static_cast<unsigned>((static_cast<long double>(part) * 100) /
-                               static_cast<long double>(whole));
+  return static_cast<unsigned>((static_cast<long double>(part) * 100) / static_cast<long double>(whole));
 }
 
 std::optional<std::string> env_of(const DoctorFacts& f, const std::string& name) {
@@ -66,13 +65,9 @@ std::optional<std::string> env_of(const DoctorFacts& f, const std::string& name)
   return it->second;
 }
 
-bool host_shm(const DoctorFacts& f) {
-  return f.ipc_mode == "host" || f.shm_is_host.value_or(false);
-}
+bool host_shm(const DoctorFacts& f) { return f.ipc_mode == "host" || f.shm_is_host.value_or(false); }
 
-bool has_shm(const DoctorFacts& f) {
-  return f.shm_mount == ShmMount::kTmpfs || f.shm_mount == ShmMount::kNotTmpfs;
-}
+bool has_shm(const DoctorFacts& f) { return f.shm_mount == ShmMount::kTmpfs || f.shm_mount == ShmMount::kNotTmpfs; }
 
 // "torch_1_2 (1MiB), torch_3_4 (2MiB) and 3 more"
 std::string list_files(const std::vector<ShmFile>& files) {
@@ -81,8 +76,7 @@ std::string list_files(const std::vector<ShmFile>& files) {
     if (i) out += ", ";
     out += files[i].name + " (" + format_size(files[i].bytes) + ")";
   }
-  if (files.size() > kNamesShown)
-    out += " and " + std::to_string(files.size() - kNamesShown) + " more";
+  if (files.size() > kNamesShown) out += " and " + std::to_string(files.size() - kNamesShown) + " more";
   return out;
 }
 
@@ -92,8 +86,7 @@ std::uint64_t total_bytes(const std::vector<ShmFile>& files) {
   return sum;
 }
 
-void add(std::vector<Finding>& out, Level level, const char* check, std::string message,
-         std::string fix = "") {
+void add(std::vector<Finding>& out, Level level, const char* check, std::string message, std::string fix = "") {
   out.push_back(Finding{level, check, std::move(message), std::move(fix)});
 }
 
@@ -109,8 +102,8 @@ void check_mount(const DoctorFacts& f, std::vector<Finding>& out) {
       break;
     case ShmMount::kNotMount:
       add(out, Level::kFail, "shm-mount",
-          "/dev/shm is a plain directory of /dev, not a tmpfs of its own" + why +
-              ": it has only /dev's " + format_size(f.shm_size),
+          "/dev/shm is a plain directory of /dev, not a tmpfs of its own" + why + ": it has only /dev's " +
+              format_size(f.shm_size),
           fix);
       break;
     case ShmMount::kNotTmpfs:
@@ -152,8 +145,7 @@ void check_ipc(const DoctorFacts& f, std::vector<Finding>& out) {
   if (mode == "none") return;  // check_mount reports the missing /dev/shm
   if (mode.rfind("container:", 0) == 0) {
     add(out, Level::kOk, "ipc",
-        "shares " + mode.substr(10) +
-            "'s IPC namespace and /dev/shm: that container's size is what counts");
+        "shares " + mode.substr(10) + "'s IPC namespace and /dev/shm: that container's size is what counts");
   } else if (mode.empty()) {
     add(out, Level::kOk, "ipc",
         f.from_host ? "ipc mode not reported by " + f.engine + "; /dev/shm is not the host's"
@@ -168,17 +160,14 @@ void check_size(const DoctorFacts& f, std::vector<Finding>& out) {
   if (!has_shm(f)) return;
   const std::string size = format_size(f.shm_size);
   const std::string kind = f.shm_mount == ShmMount::kTmpfs ? "tmpfs" : "not a tmpfs";
-  const std::string dies =
-      ": a DataLoader with workers dies with \"bus error\" once its batches in flight pass it";
+  const std::string dies = ": a DataLoader with workers dies with \"bus error\" once its batches in flight pass it";
   if (f.shm_size == kDockerDefaultShm) {
-    add(out, Level::kFail, "shm-size",
-        "/dev/shm is 64MiB, Docker's default for every container" + dies, kSizeFix);
+    add(out, Level::kFail, "shm-size", "/dev/shm is 64MiB, Docker's default for every container" + dies, kSizeFix);
   } else if (f.shm_size == kPodmanDefaultShm) {
-    add(out, Level::kFail, "shm-size",
-        "/dev/shm is 62.5MiB (64000KiB), podman's default for every container" + dies, kSizeFix);
+    add(out, Level::kFail, "shm-size", "/dev/shm is 62.5MiB (64000KiB), podman's default for every container" + dies,
+        kSizeFix);
   } else if (f.shm_size < kDockerDefaultShm) {
-    add(out, Level::kFail, "shm-size",
-        "/dev/shm is " + size + ", at or below the engines' defaults" + dies, kSizeFix);
+    add(out, Level::kFail, "shm-size", "/dev/shm is " + size + ", at or below the engines' defaults" + dies, kSizeFix);
   } else {
     add(out, Level::kOk, "shm-size",
         "/dev/shm is " + size + " (" + kind + (host_shm(f) ? ", the host's" : "") +
@@ -199,19 +188,15 @@ void check_sizing(const DoctorFacts& f, std::vector<Finding>& out) {
     try {
       bytes = parse_size(*asked, "GPU_RUN_SHM_SIZE");
     } catch (const Error& e) {
-      add(out, Level::kWarn, "sizing",
-          std::string("GPU_RUN_SHM_SIZE=") + *asked + " is not a size: " + e.what(),
+      add(out, Level::kWarn, "sizing", std::string("GPU_RUN_SHM_SIZE=") + *asked + " is not a size: " + e.what(),
           "set it to a size such as 2g, or let gpu-run set it (gpu-run --profile NAME)");
       return;
     }
     if (host_shm(f)) {
       add(out, f.shm_size >= bytes ? Level::kOk : Level::kFail, "sizing",
-          "GPU_RUN_SHM_SIZE=" + *asked + " asks for " + format_size(bytes) +
-              "; the host's /dev/shm is " + format_size(f.shm_size) +
-              " and gpu-run never resizes it",
-          f.shm_size >= bytes
-              ? ""
-              : "start it without --ipc=host or the /dev/shm bind, with gpu-run --profile NAME");
+          "GPU_RUN_SHM_SIZE=" + *asked + " asks for " + format_size(bytes) + "; the host's /dev/shm is " +
+              format_size(f.shm_size) + " and gpu-run never resizes it",
+          f.shm_size >= bytes ? "" : "start it without --ipc=host or the /dev/shm bind, with gpu-run --profile NAME");
     } else if (f.shm_size >= bytes) {
       add(out, Level::kOk, "sizing",
           "GPU_RUN_SHM_SIZE=" + *asked + " asked for " + format_size(bytes) + " and /dev/shm has " +
@@ -229,16 +214,14 @@ void check_sizing(const DoctorFacts& f, std::vector<Finding>& out) {
   if (profile) {
     if (f.shm_size <= kDockerDefaultShm && !host_shm(f)) {
       add(out, Level::kFail, "sizing",
-          "GPU_RUN_PROFILE=" + *profile +
-              " asks gpu-run's runtime or hook to size /dev/shm, but it still has " +
+          "GPU_RUN_PROFILE=" + *profile + " asks gpu-run's runtime or hook to size /dev/shm, but it still has " +
               format_size(f.shm_size) + ": " + how,
           "start it with docker run --runtime gpu-run (after gpu-run-ctl configure docker), "
           "through the podman "
           "hook (gpu-run-ctl configure podman, with --annotation gpu-run.profile=NAME), or with "
           "gpu-run");
     } else {
-      add(out, Level::kOk, "sizing",
-          "GPU_RUN_PROFILE=" + *profile + " and /dev/shm has " + format_size(f.shm_size));
+      add(out, Level::kOk, "sizing", "GPU_RUN_PROFILE=" + *profile + " and /dev/shm has " + format_size(f.shm_size));
     }
   }
 }
@@ -246,17 +229,15 @@ void check_sizing(const DoctorFacts& f, std::vector<Finding>& out) {
 void check_use(const DoctorFacts& f, std::vector<Finding>& out) {
   if (!has_shm(f) || f.shm_size == 0) return;
   const unsigned pct = percent(f.shm_used, f.shm_size);
-  const std::string numbers = format_size(f.shm_used) + " of " + format_size(f.shm_size) +
-                              " used (" + std::to_string(pct) + "%)";
+  const std::string numbers =
+      format_size(f.shm_used) + " of " + format_size(f.shm_size) + " used (" + std::to_string(pct) + "%)";
   const std::string fix =
       "a larger /dev/shm for the job (gpu-run --profile NAME with its real batch size and workers; "
       "`gpu-run-ctl plan` shows the need), fewer DataLoader workers or a smaller batch; remove "
       "leftover segments";
   if (pct >= kUseFailPercent) {
     add(out, Level::kFail, "shm-use",
-        numbers +
-            ": the next batch a worker writes there dies with SIGBUS (\"bus error\"), not ENOSPC",
-        fix);
+        numbers + ": the next batch a worker writes there dies with SIGBUS (\"bus error\"), not ENOSPC", fix);
   } else if (pct > kUseWarnPercent) {
     add(out, Level::kWarn, "shm-use", numbers + ": little room left for batches in flight", fix);
   } else {
@@ -267,22 +248,17 @@ void check_use(const DoctorFacts& f, std::vector<Finding>& out) {
 void check_memory(const DoctorFacts& f, std::vector<Finding>& out) {
   if (!has_shm(f)) return;
   if (!f.memory_limit) {
-    add(out, Level::kOk, "memory",
-        "no memory limit: /dev/shm pages count against the host's memory like any other");
+    add(out, Level::kOk, "memory", "no memory limit: /dev/shm pages count against the host's memory like any other");
     return;
   }
   const std::uint64_t limit = *f.memory_limit;
-  const auto fraction_limit =
-      static_cast<std::uint64_t>(static_cast<long double>(limit) * f.memory_fraction_max);
+  const auto fraction_limit = static_cast<std::uint64_t>(static_cast<long double>(limit) * f.memory_fraction_max);
   const std::string shm = format_size(f.shm_size), lim = format_size(limit);
-  const std::string fraction =
-      std::to_string(static_cast<int>(f.memory_fraction_max * 100 + 0.5)) + "%";
+  const std::string fraction = std::to_string(static_cast<int>(f.memory_fraction_max * 100 + 0.5)) + "%";
   // Raise the limit so that the shm is within the allowed fraction of it.
-  const auto needed =
-      static_cast<std::uint64_t>(static_cast<long double>(f.shm_size) / f.memory_fraction_max);
-  const std::string fix =
-      "raise the memory limit to at least " + engine_size(round_up(needed, kMiB)) +
-      " (--memory), or size /dev/shm for the job instead of generously (gpu-run --profile NAME)";
+  const auto needed = static_cast<std::uint64_t>(static_cast<long double>(f.shm_size) / f.memory_fraction_max);
+  const std::string fix = "raise the memory limit to at least " + engine_size(round_up(needed, kMiB)) +
+                          " (--memory), or size /dev/shm for the job instead of generously (gpu-run --profile NAME)";
   if (f.shm_size > limit) {
     add(out, Level::kWarn, "memory",
         "/dev/shm " + shm + " is larger than the memory limit " + lim +
@@ -292,15 +268,15 @@ void check_memory(const DoctorFacts& f, std::vector<Finding>& out) {
         fix);
   } else if (f.shm_size > fraction_limit) {
     add(out, Level::kWarn, "memory",
-        "/dev/shm " + shm + " is " + std::to_string(percent(f.shm_size, limit)) +
-            "% of the memory limit " + lim + " (more than memory_fraction_max " + fraction +
+        "/dev/shm " + shm + " is " + std::to_string(percent(f.shm_size, limit)) + "% of the memory limit " + lim +
+            " (more than memory_fraction_max " + fraction +
             "): tmpfs pages count against it, so a full /dev/shm leaves the job little memory (OOM "
             "kill)",
         fix);
   } else {
     add(out, Level::kOk, "memory",
-        "/dev/shm " + shm + " is " + std::to_string(percent(f.shm_size, limit)) +
-            "% of the memory limit " + lim + " (at most " + fraction + " allowed)");
+        "/dev/shm " + shm + " is " + std::to_string(percent(f.shm_size, limit)) + "% of the memory limit " + lim +
+            " (at most " + fraction + " allowed)");
   }
 }
 
@@ -311,8 +287,7 @@ void check_workers(const DoctorFacts& f, std::vector<Finding>& out) {
   const auto workers = env_of(f, "GPU_RUN_NUM_WORKERS");
   if (!workers) {
     add(out, Level::kOk, "workers",
-        "the container may use " + cpus +
-            "; GPU_RUN_NUM_WORKERS is not set (not started by gpu-run)");
+        "the container may use " + cpus + "; GPU_RUN_NUM_WORKERS is not set (not started by gpu-run)");
     return;
   }
   std::uint64_t n = 0;
@@ -325,16 +300,14 @@ void check_workers(const DoctorFacts& f, std::vector<Finding>& out) {
   }
   if (f.cpus && n > *f.cpus) {
     add(out, Level::kWarn, "workers",
-        "GPU_RUN_NUM_WORKERS=" + *workers +
-            " DataLoader workers per GPU rank, but the container may use " + cpus +
+        "GPU_RUN_NUM_WORKERS=" + *workers + " DataLoader workers per GPU rank, but the container may use " + cpus +
             ": the workers compete for CPUs and each holds batches in /dev/shm",
         "start it with gpu-run without --workers (workers_per_gpu \"auto\" follows the CPUs), or "
         "give it more "
         "CPUs (--cpus, --cpuset-cpus)");
   } else {
     add(out, Level::kOk, "workers",
-        "GPU_RUN_NUM_WORKERS=" + *workers +
-            " DataLoader workers per GPU rank; the container may use " + cpus);
+        "GPU_RUN_NUM_WORKERS=" + *workers + " DataLoader workers per GPU rank; the container may use " + cpus);
   }
 }
 
@@ -349,8 +322,8 @@ void check_segments(const DoctorFacts& f, std::vector<Finding>& out) {
     add(out, Level::kOk, "torch-leftovers", "no torch_* segments in /dev/shm");
   } else {
     add(out, Level::kWarn, "torch-leftovers",
-        std::to_string(torch.size()) + " torch_* segment" + (torch.size() == 1 ? "" : "s") +
-            " holding " + format_size(total_bytes(torch)) + " of /dev/shm: " + list_files(torch) +
+        std::to_string(torch.size()) + " torch_* segment" + (torch.size() == 1 ? "" : "s") + " holding " +
+            format_size(total_bytes(torch)) + " of /dev/shm: " + list_files(torch) +
             ". PyTorch's file_system sharing strategy leaves these behind when workers are killed "
             "(the default file_descriptor strategy unlinks its segments at once)",
         "when no training job runs in the container: rm /dev/shm/torch_*; keep "
@@ -405,8 +378,7 @@ int open_in_root(int rootfd, const char* name) {
   how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
   how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
   long fd = ::syscall(SYS_openat2, rootfd, name, &how, sizeof how);
-  if (fd < 0 && errno == ENOSYS)
-    fd = ::openat(rootfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ENOSYS) fd = ::openat(rootfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
   return static_cast<int>(fd);
 }
 
@@ -431,8 +403,7 @@ std::vector<ShmFile> list_dir(int fd, const std::string& what) {
       file.bytes = static_cast<std::uint64_t>(st.st_blocks) * 512;
     files.push_back(file);
   }
-  std::sort(files.begin(), files.end(),
-            [](const ShmFile& a, const ShmFile& b) { return a.name < b.name; });
+  std::sort(files.begin(), files.end(), [](const ShmFile& a, const ShmFile& b) { return a.name < b.name; });
   return files;
 }
 
@@ -455,8 +426,7 @@ std::optional<dev_t> measure_shm(int rootfd, const std::string& where, DoctorFac
   if (::fstatfs(shm.get(), &sfs) != 0) throw system_error("statfs " + where + "/dev/shm", errno);
   if (::fstatvfs(shm.get(), &svfs) != 0) throw system_error("statvfs " + where + "/dev/shm", errno);
   UniqueFd dev(open_in_root(rootfd, "dev"));
-  const bool same_as_dev =
-      dev && ::fstat(dev.get(), &dev_st) == 0 && dev_st.st_dev == shm_st.st_dev;
+  const bool same_as_dev = dev && ::fstat(dev.get(), &dev_st) == 0 && dev_st.st_dev == shm_st.st_dev;
   if (same_as_dev)
     f.shm_mount = ShmMount::kNotMount;
   else if (sfs.f_type == TMPFS_MAGIC)
@@ -490,8 +460,7 @@ void local_sysctls(DoctorFacts& f) {
 // cgroup v1 (no cgroup namespace) /proc/self/cgroup still names the host's path, which
 // probe_host follows and does not find. The limits then sit at the mount's root.
 std::optional<std::uint64_t> cgroup_root_memory_limit() {
-  for (const char* path :
-       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"})
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"})
     if (const auto text = read_trimmed(path))
       if (const auto limit = parse_memory_limit(*text)) return limit;
   return std::nullopt;
@@ -500,8 +469,7 @@ std::optional<std::uint64_t> cgroup_root_memory_limit() {
 std::optional<double> cgroup_root_cpu_quota() {
   if (const auto text = read_trimmed("/sys/fs/cgroup/cpu.max")) return parse_cpu_max(*text);
   for (const std::string dir : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
-    const auto quota = read_trimmed(dir + "/cpu.cfs_quota_us"),
-               period = read_trimmed(dir + "/cpu.cfs_period_us");
+    const auto quota = read_trimmed(dir + "/cpu.cfs_quota_us"), period = read_trimmed(dir + "/cpu.cfs_period_us");
     if (quota && period) return parse_cfs_quota(*quota, *period);
   }
   return std::nullopt;
@@ -525,9 +493,8 @@ void gather_inside(DoctorFacts& f) {
   const bool host_pid = in_namespace("/proc/self/ns/pid", kHostPidNamespace);
   char hostname[256] = {};
   (void)::gethostname(hostname, sizeof hostname - 1);
-  f.target = host_ipc && host_pid
-                 ? "this machine (not in a container: the host's PID and IPC namespaces)"
-                 : "this container";
+  f.target =
+      host_ipc && host_pid ? "this machine (not in a container: the host's PID and IPC namespaces)" : "this container";
   if (hostname[0]) f.target += std::string(" (hostname ") + hostname + ")";
   UniqueFd root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) throw system_error("open /", errno);
@@ -539,8 +506,8 @@ void gather_inside(DoctorFacts& f) {
   f.memory_limit = h.cgroup_memory_limit;
   f.cpus = usable_cpus(h.affinity_cpus, h.cgroup_cpu_quota);
   f.cpus_source = cpus_text(h.affinity_cpus, h.cgroup_cpu_quota);
-  for (const char* name : {"GPU_RUN_PROFILE", "GPU_RUN_NUM_WORKERS", "GPU_RUN_BATCH_SIZE",
-                           "GPU_RUN_SHM_SIZE", "GPU_RUN_GPUS", "GPU_RUN_WORKERS"})
+  for (const char* name : {"GPU_RUN_PROFILE", "GPU_RUN_NUM_WORKERS", "GPU_RUN_BATCH_SIZE", "GPU_RUN_SHM_SIZE",
+                           "GPU_RUN_GPUS", "GPU_RUN_WORKERS"})
     if (const char* v = std::getenv(name)) f.env[name] = v;
   local_sysctls(f);
 }
@@ -550,11 +517,9 @@ std::optional<double> inspect_cpu_quota(const nlohmann::json& host) {
   auto number = [&](const char* key) -> std::int64_t {
     return host.contains(key) && host[key].is_number_integer() ? host[key].get<std::int64_t>() : 0;
   };
-  if (const std::int64_t nano = number("NanoCpus"); nano > 0)
-    return static_cast<double>(nano) / 1e9;
+  if (const std::int64_t nano = number("NanoCpus"); nano > 0) return static_cast<double>(nano) / 1e9;
   const std::int64_t quota = number("CpuQuota"), period = number("CpuPeriod");
-  if (quota > 0)
-    return static_cast<double>(quota) / static_cast<double>(period > 0 ? period : 100000);
+  if (quota > 0) return static_cast<double>(quota) / static_cast<double>(period > 0 ? period : 100000);
   return std::nullopt;
 }
 
@@ -565,20 +530,18 @@ void gather_from_host(const std::string& engine, const std::string& name, Doctor
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
     for (char& c : why)
       if (c == '\n') c = ' ';
-    throw Error("container '" + name + "': " + engine + " inspect failed" +
-                (why.empty() ? "" : ": " + why) + " (is the name right? wrong --engine?)");
+    throw Error("container '" + name + "': " + engine + " inspect failed" + (why.empty() ? "" : ": " + why) +
+                " (is the name right? wrong --engine?)");
   }
   const ContainerInfo c = parse_inspect(r.out, engine);
   nlohmann::json doc = nlohmann::json::parse(r.out, nullptr, false);
   if (doc.is_array() && !doc.empty()) doc = doc[0];
-  const nlohmann::json host =
-      doc.is_object() && doc.contains("HostConfig") && doc["HostConfig"].is_object()
-          ? doc["HostConfig"]
-          : nlohmann::json::object();
+  const nlohmann::json host = doc.is_object() && doc.contains("HostConfig") && doc["HostConfig"].is_object()
+                                  ? doc["HostConfig"]
+                                  : nlohmann::json::object();
   f.from_host = true;
   f.engine = engine;
-  f.target = "container " + (c.name.empty() ? name : c.name) + " (" + c.id.substr(0, 12) + ", " +
-             engine + ")";
+  f.target = "container " + (c.name.empty() ? name : c.name) + " (" + c.id.substr(0, 12) + ", " + engine + ")";
   if (!c.running || c.pid <= 0)
     throw Error("container '" + name +
                 "' is not running: doctor reads its /dev/shm through its process (start "
@@ -587,8 +550,7 @@ void gather_from_host(const std::string& engine, const std::string& name, Doctor
   // The IPC namespace itself settles --ipc=host (podman 4 reports it as "shareable").
   std::error_code ec_self, ec_container;
   const fs::path self_ns = fs::read_symlink("/proc/self/ns/ipc", ec_self);
-  const fs::path container_ns =
-      fs::read_symlink("/proc/" + std::to_string(c.pid) + "/ns/ipc", ec_container);
+  const fs::path container_ns = fs::read_symlink("/proc/" + std::to_string(c.pid) + "/ns/ipc", ec_container);
   if (!ec_self && !ec_container && self_ns == container_ns) f.ipc_mode = "host";
   f.memory_limit = c.memory_limit;
   for (const auto& [key, value] : c.env)
@@ -597,10 +559,9 @@ void gather_from_host(const std::string& engine, const std::string& name, Doctor
   const std::string proc = "/proc/" + std::to_string(c.pid);
   UniqueFd root(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root)
-    throw system_error(
-        "open " + proc + "/root of container '" + name +
-            "' (run doctor as root on the container's host, in the host's PID namespace)",
-        errno);
+    throw system_error("open " + proc + "/root of container '" + name +
+                           "' (run doctor as root on the container's host, in the host's PID namespace)",
+                       errno);
   const auto shm_dev = measure_shm(root.get(), proc + "/root", f);
   const auto host_dev = host_shm_device();
   if (shm_dev && host_dev) f.shm_is_host = *shm_dev == *host_dev;
@@ -687,8 +648,8 @@ std::string format_findings(const DoctorFacts& facts, const std::vector<Finding>
   const std::string indent(6 + width + 2, ' ');
   for (const auto& x : findings) {
     std::string level = level_name(x.level);
-    s << level << std::string(6 - level.size(), ' ') << x.check
-      << std::string(width - x.check.size() + 2, ' ') << x.message << "\n";
+    s << level << std::string(6 - level.size(), ' ') << x.check << std::string(width - x.check.size() + 2, ' ')
+      << x.message << "\n";
     if (!x.fix.empty() && x.level != Level::kOk) s << indent << "fix: " << x.fix << "\n";
   }
   s << "worst: " << level_name(worst_level(findings)) << "\n";
@@ -708,24 +669,21 @@ nlohmann::json doctor_json(const DoctorFacts& f, const std::vector<Finding>& fin
   facts["shm_used_bytes"] = f.shm_used;
   facts["shm_is_host"] = f.shm_is_host ? nlohmann::json(*f.shm_is_host) : nlohmann::json(nullptr);
   facts["ipc_mode"] = f.ipc_mode.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.ipc_mode);
-  facts["memory_limit_bytes"] =
-      f.memory_limit ? nlohmann::json(*f.memory_limit) : nlohmann::json(nullptr);
+  facts["memory_limit_bytes"] = f.memory_limit ? nlohmann::json(*f.memory_limit) : nlohmann::json(nullptr);
   facts["memory_fraction_max"] = f.memory_fraction_max;
   facts["cpus"] = f.cpus ? nlohmann::json(*f.cpus) : nlohmann::json(nullptr);
   facts["cpus_source"] = f.cpus_source;
   facts["env"] = f.env;
   facts["files"] = nlohmann::json::array();
-  for (const auto& file : f.files)
-    facts["files"].push_back({{"name", file.name}, {"bytes", file.bytes}});
+  for (const auto& file : f.files) facts["files"].push_back({{"name", file.name}, {"bytes", file.bytes}});
   facts["sysctls"] = f.sysctls;
   j["facts"] = facts;
   j["findings"] = nlohmann::json::array();
   for (const auto& x : findings)
-    j["findings"].push_back(
-        {{"level", level_name(x.level)},
-         {"check", x.check},
-         {"message", x.message},
-         {"fix", x.fix.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.fix)}});
+    j["findings"].push_back({{"level", level_name(x.level)},
+                             {"check", x.check},
+                             {"message", x.message},
+                             {"fix", x.fix.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.fix)}});
   return j;
 }
 
@@ -734,8 +692,7 @@ DoctorFacts gather_facts(const DoctorOptions& o) {
   DoctorFacts f;
   f.memory_fraction_max = config.memory_fraction_max;
   if (o.container) {
-    if (o.container->empty())
-      throw Error("doctor: the CONTAINER argument is empty: give a container name or id");
+    if (o.container->empty()) throw Error("doctor: the CONTAINER argument is empty: give a container name or id");
     gather_from_host(o.engine.value_or(config.engine), *o.container, f);
   } else {
     if (o.engine)
@@ -778,18 +735,15 @@ void add_doctor_command(CLI::App& app) {
       "/dev/shm). Exit status: the worst finding, 0 OK, 3 WARN, 4 FAIL; 1 when doctor could not "
       "check,\n"
       "2 a wrong request (bad option, unknown or stopped container).");
-  cmd->add_option("CONTAINER", o->container,
-                  "Name or id of a running container (default: the one doctor runs in)");
-  cmd->add_option("--engine", o->engine,
-                  "Engine of CONTAINER (default: the config's engine, else docker)")
+  cmd->add_option("CONTAINER", o->container, "Name or id of a running container (default: the one doctor runs in)");
+  cmd->add_option("--engine", o->engine, "Engine of CONTAINER (default: the config's engine, else docker)")
       ->type_name("ENGINE")
       ->check(CLI::IsMember({"docker", "podman"}));
   cmd->add_flag("--json", o->json, "Print the facts and findings as JSON");
   cmd->callback([o] {
     const int code = run_doctor(*o);
     if (code != kExitOk)
-      throw Error(std::string("doctor: worst finding ") +
-                      (code == kDoctorExitFail ? "FAIL" : "WARN") + " (exit " +
+      throw Error(std::string("doctor: worst finding ") + (code == kDoctorExitFail ? "FAIL" : "WARN") + " (exit " +
                       std::to_string(code) + ")",
                   0, code);
   });

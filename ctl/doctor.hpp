@@ -48,16 +48,15 @@ struct DoctorFacts {
   ShmMount shm_mount = ShmMount::kTmpfs;
   std::uint64_t shm_size = 0;  // bytes, when shm_mount is not kMissing
   std::uint64_t shm_used = 0;
-  std::optional<bool> shm_is_host;  // same device as the host's /dev/shm (from the host only)
-  std::string ipc_mode;             // inspect's IpcMode; inside: "host" or "" (own namespace)
-  std::optional<std::uint64_t> memory_limit;  // the container's memory limit
-  std::optional<unsigned> cpus;               // CPUs the container may use
-  std::string cpus_source;                    // how `cpus` was found, for the message
-  std::map<std::string, std::string> env;     // the container's GPU_RUN_* variables
-  std::vector<ShmFile> files;                 // every entry of /dev/shm
-  std::map<std::string, std::string>
-      sysctls;                       // kernel.shmmax / kernel.shmall when not the kernel default
-  double memory_fraction_max = 0.5;  // from the host config
+  std::optional<bool> shm_is_host;             // same device as the host's /dev/shm (from the host only)
+  std::string ipc_mode;                        // inspect's IpcMode; inside: "host" or "" (own namespace)
+  std::optional<std::uint64_t> memory_limit;   // the container's memory limit
+  std::optional<unsigned> cpus;                // CPUs the container may use
+  std::string cpus_source;                     // how `cpus` was found, for the message
+  std::map<std::string, std::string> env;      // the container's GPU_RUN_* variables
+  std::vector<ShmFile> files;                  // every entry of /dev/shm
+  std::map<std::string, std::string> sysctls;  // kernel.shmmax / kernel.shmall when not the kernel default
+  double memory_fraction_max = 0.5;            // from the host config
 };
 
 enum class Level { kOk, kWarn, kFail };
@@ -66,8 +65,7 @@ const char* level_name(Level level);
 
 struct Finding {
   Level level = Level::kOk;
-  std::string
-      check;  // a stable id: shm-mount, shm-size, shm-use, ipc, memory, sizing, workers, ...
+  std::string check;    // a stable id: shm-mount, shm-size, shm-use, ipc, memory, sizing, workers, ...
   std::string message;  // what was found, with the numbers
   std::string fix;      // what to do; empty when nothing
 };

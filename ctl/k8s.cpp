@@ -1,12 +1,11 @@
 #include "k8s.hpp"
 
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <iostream>
 #include <limits>
 #include <memory>
 #include <regex>
-
-#include <CLI/CLI.hpp>
 
 #include "ctl_common.hpp"
 #include "error.hpp"
@@ -36,8 +35,8 @@ std::string shown(const std::string& s) { return s.size() > 40 ? s.substr(0, 40)
 
 std::uint64_t parse_k8s_quantity(const std::string& text, const std::string& flag) {
   static const std::regex pattern("([0-9]+)(\\.([0-9]+))?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?");
-  const std::string expected = flag + " '" + shown(text) +
-                               "': expected a Kubernetes memory quantity such as 16Gi (binary) or 16G (decimal)";
+  const std::string expected =
+      flag + " '" + shown(text) + "': expected a Kubernetes memory quantity such as 16Gi (binary) or 16G (decimal)";
   std::smatch m;
   if (!std::regex_match(text, m, pattern)) {
     static const std::regex docker_like("[0-9.]+([gGmMkKtT][bB]?|[mgkt])");
@@ -46,9 +45,10 @@ std::uint64_t parse_k8s_quantity(const std::string& text, const std::string& fla
     throw Error(expected);
   }
   static const std::pair<const char*, std::uint64_t> units[] = {
-      {"Ki", 1ull << 10}, {"Mi", 1ull << 20}, {"Gi", 1ull << 30}, {"Ti", 1ull << 40}, {"Pi", 1ull << 50},
-      {"Ei", 1ull << 60}, {"k", 1000ull},     {"M", 1000000ull}, {"G", 1000000000ull}, {"T", 1000000000000ull},
-      {"P", 1000000000000000ull}, {"E", 1000000000000000000ull}};
+      {"Ki", 1ull << 10},      {"Mi", 1ull << 20},         {"Gi", 1ull << 30},
+      {"Ti", 1ull << 40},      {"Pi", 1ull << 50},         {"Ei", 1ull << 60},
+      {"k", 1000ull},          {"M", 1000000ull},          {"G", 1000000000ull},
+      {"T", 1000000000000ull}, {"P", 1000000000000000ull}, {"E", 1000000000000000000ull}};
   std::uint64_t unit = 1;
   for (const auto& [suffix, bytes] : units)
     if (m[4] == suffix) unit = bytes;
@@ -67,9 +67,9 @@ std::uint64_t parse_k8s_quantity(const std::string& text, const std::string& fla
 }
 
 std::string k8s_quantity(std::uint64_t bytes) {
-  static const std::pair<const char*, std::uint64_t> units[] = {
-      {"Ei", 1ull << 60}, {"Pi", 1ull << 50}, {"Ti", 1ull << 40}, {"Gi", 1ull << 30}, {"Mi", 1ull << 20},
-      {"Ki", 1ull << 10}};
+  static const std::pair<const char*, std::uint64_t> units[] = {{"Ei", 1ull << 60}, {"Pi", 1ull << 50},
+                                                                {"Ti", 1ull << 40}, {"Gi", 1ull << 30},
+                                                                {"Mi", 1ull << 20}, {"Ki", 1ull << 10}};
   if (bytes == 0) return "0";
   for (const auto& [suffix, unit] : units)
     if (bytes % unit == 0) return std::to_string(bytes / unit) + suffix;
@@ -78,8 +78,9 @@ std::string k8s_quantity(std::uint64_t bytes) {
 
 ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
   if (!is_dns_label(o.container))
-    throw Error("--container '" + shown(o.container) +
-                "': expected the container's name as Kubernetes writes it (lowercase letters, digits and '-', at most 63)");
+    throw Error(
+        "--container '" + shown(o.container) +
+        "': expected the container's name as Kubernetes writes it (lowercase letters, digits and '-', at most 63)");
   if (o.runtime_class && !is_dns_subdomain(*o.runtime_class))
     throw Error("--runtime-class '" + shown(*o.runtime_class) +
                 "': expected a RuntimeClass name (lowercase letters, digits, '-' and '.')");
@@ -132,13 +133,11 @@ std::string render_k8s(const K8sOptions& o, const Config& config, const HostInfo
   const ordered_json patch = k8s_patch(o, plan);
   if (o.format == "json") return patch.dump(2) + "\n";
   return "# gpu-run-ctl k8s: profile " + plan.profile + ", " + std::to_string(plan.gpus) + " GPU(s), " +
-         std::to_string(plan.workers) + " workers x batch " + std::to_string(plan.batch_size) +
-         " per rank: /dev/shm " + k8s_quantity(plan.shm) + "\n" + to_yaml(patch);
+         std::to_string(plan.workers) + " workers x batch " + std::to_string(plan.batch_size) + " per rank: /dev/shm " +
+         k8s_quantity(plan.shm) + "\n" + to_yaml(patch);
 }
 
-void run_k8s(const K8sOptions& o) {
-  std::cout << render_k8s(o, load_ctl_config(), probe_host());
-}
+void run_k8s(const K8sOptions& o) { std::cout << render_k8s(o, load_ctl_config(), probe_host()); }
 
 void add_k8s_command(CLI::App& app) {
   auto o = std::make_shared<K8sOptions>();
@@ -148,7 +147,8 @@ void add_k8s_command(CLI::App& app) {
   cmd->add_option("--workers", o->workers, "DataLoader workers per GPU (default: the profile's, or from --cpus)")
       ->type_name("N");
   cmd->add_option("--batch-size", o->batch_size, "Batch size per GPU (default: the profile's)")->type_name("N");
-  cmd->add_option("--prefetch-factor", o->prefetch_factor, "DataLoader prefetch_factor (default: the profile's)")->type_name("N");
+  cmd->add_option("--prefetch-factor", o->prefetch_factor, "DataLoader prefetch_factor (default: the profile's)")
+      ->type_name("N");
   cmd->add_option("--memory", o->memory,
                   "Memory the job needs besides /dev/shm, a Kubernetes quantity (e.g. 16Gi); requests and limits "
                   "are this plus the shm size (default: 4Gi per GPU rank)")
@@ -170,7 +170,8 @@ void add_k8s_command(CLI::App& app) {
       "shm size, or without --memory a stated base of 4Gi per GPU rank (at least one) plus the\n"
       "shm size. The container gets GPU_RUN_PROFILE, GPU_RUN_NUM_WORKERS, GPU_RUN_BATCH_SIZE and\n"
       "GPU_RUN_SHM_SIZE. The patch is strategic-merge style for a Pod:\n"
-      "  kubectl patch --local -f pod.yaml -p \"$(gpu-run-ctl k8s --profile imagenet --gpus 2 --format json)\" -o yaml\n"
+      "  kubectl patch --local -f pod.yaml -p \"$(gpu-run-ctl k8s --profile imagenet --gpus 2 --format json)\" -o "
+      "yaml\n"
       "For a Deployment, Job or StatefulSet wrap it in the pod template:\n"
       "  kubectl patch deployment NAME -p \"{\\\"spec\\\":{\\\"template\\\":$(gpu-run-ctl k8s ... --format json)}}\"\n"
       "(a running Pod's volumes cannot be changed: patch its template, or the manifest before creating it).");

@@ -1,11 +1,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "host.hpp"
 #include "profile_store.hpp"
@@ -25,15 +24,15 @@ constexpr std::uint64_t kK8sBaseMemoryPerRank = 4ull << 30;
 // memory-backed /dev/shm of the planned size (Kubernetes has no shmSize).
 struct K8sOptions {
   std::string profile;
-  std::string gpus;                            // a count: nvidia.com/gpu
+  std::string gpus;  // a count: nvidia.com/gpu
   std::optional<std::string> workers;
   std::optional<std::string> batch_size;
   std::optional<std::string> prefetch_factor;
-  std::optional<std::string> memory;           // the base memory, a Kubernetes quantity
-  std::optional<std::string> cpus;             // CPUs of the pod, for workers_per_gpu "auto"
+  std::optional<std::string> memory;  // the base memory, a Kubernetes quantity
+  std::optional<std::string> cpus;    // CPUs of the pod, for workers_per_gpu "auto"
   std::optional<std::string> runtime_class;
   std::string container = "main";
-  std::string format = "yaml";                 // yaml | json
+  std::string format = "yaml";  // yaml | json
   std::vector<std::string> profile_dirs;
 };
 

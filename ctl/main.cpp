@@ -1,6 +1,5 @@
-#include <iostream>
-
 #include <CLI/CLI.hpp>
+#include <iostream>
 
 #include "commands.hpp"
 #include "error.hpp"

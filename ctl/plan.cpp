@@ -1,10 +1,9 @@
 #include "plan.hpp"
 
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <limits>
 #include <memory>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "config.hpp"
@@ -52,19 +51,24 @@ void add_plan_command(CLI::App& app) {
   cmd->footer(
       "Sizes exactly as `gpu-run` would with the same flags. Exit status 2 (with the problem on\n"
       "stderr, after the plan) when the plan does not fit --memory or the profile's max_shm.");
-  cmd->add_option("--profile", o->profile, "Profile name or path to a .json file (default: the host's default_profile, else \"default\")")
+  cmd->add_option("--profile", o->profile,
+                  "Profile name or path to a .json file (default: the host's default_profile, else \"default\")")
       ->type_name("NAME");
   cmd->add_option("--gpus", o->gpus, "GPU ranks, Docker's syntax: N, all, device=0,1 (default: none, one loader)")
       ->type_name("N");
   cmd->add_option("--workers", o->workers, "DataLoader workers per GPU (default: the profile's, or from the CPUs)")
       ->type_name("N");
   cmd->add_option("--batch-size", o->batch_size, "Batch size per GPU (default: the profile's)")->type_name("N");
-  cmd->add_option("--prefetch-factor", o->prefetch_factor, "DataLoader prefetch_factor (default: the profile's)")->type_name("N");
-  cmd->add_option("--memory", o->memory, "The container's memory limit, Docker's syntax (e.g. 16g); checks the plan fits")
+  cmd->add_option("--prefetch-factor", o->prefetch_factor, "DataLoader prefetch_factor (default: the profile's)")
+      ->type_name("N");
+  cmd->add_option("--memory", o->memory,
+                  "The container's memory limit, Docker's syntax (e.g. 16g); checks the plan fits")
       ->type_name("SIZE");
   cmd->add_option("--cpus", o->cpus, "CPUs the job may use, for workers_per_gpu \"auto\" (default: this machine's)")
       ->type_name("N");
-  cmd->add_option("--profile-dir", o->profile_dirs, "Look for profiles in DIR first (repeatable)")->type_name("DIR")->allow_extra_args(false);
+  cmd->add_option("--profile-dir", o->profile_dirs, "Look for profiles in DIR first (repeatable)")
+      ->type_name("DIR")
+      ->allow_extra_args(false);
   cmd->add_flag("--json", o->json, "Print the plan as JSON");
   cmd->callback([o] { run_plan(*o); });
 }

@@ -16,13 +16,13 @@ namespace gpurun {
 
 // `gpu-run-ctl plan`: the /dev/shm plan for a job, and how it was reached, running nothing.
 struct PlanOptions {
-  std::optional<std::string> profile;          // default: the config's default_profile, else "default"
-  std::optional<std::string> gpus;             // Docker's syntax: N, all, device=0,1
+  std::optional<std::string> profile;  // default: the config's default_profile, else "default"
+  std::optional<std::string> gpus;     // Docker's syntax: N, all, device=0,1
   std::optional<std::string> workers;
   std::optional<std::string> batch_size;
   std::optional<std::string> prefetch_factor;
-  std::optional<std::string> memory;           // the container's memory limit, Docker's syntax
-  std::optional<std::string> cpus;             // CPUs of the machine the job will run on
+  std::optional<std::string> memory;  // the container's memory limit, Docker's syntax
+  std::optional<std::string> cpus;    // CPUs of the machine the job will run on
   std::vector<std::string> profile_dirs;
   bool json = false;
 };
@@ -30,8 +30,7 @@ struct PlanOptions {
 // Plans without side effects, exactly as gpu-run would for the same flags. `host` is the
 // machine probed; --cpus replaces its CPU count (the job may run elsewhere). Throws Error
 // (exit 2) naming the flag on bad input; a plan that does not fit is returned with `problem` set.
-ShmPlan make_plan(const PlanOptions& options, const Config& config, HostInfo host,
-                  const EnvLookup& env = process_env);
+ShmPlan make_plan(const PlanOptions& options, const Config& config, HostInfo host, const EnvLookup& env = process_env);
 
 // Prints the plan (text or --json) on stdout; throws Error (exit 2) with the one-line
 // problem after printing when it does not fit.

@@ -1,9 +1,8 @@
 #include "profiles.hpp"
 
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "ctl_common.hpp"
@@ -117,8 +116,8 @@ void run_profiles_list(const ProfilesListOptions& o) {
   for (const auto& p : listing["profiles"]) width = std::max(width, p["name"].get<std::string>().size());
   for (const auto& p : listing["profiles"]) {
     const std::string name = p["name"].get<std::string>();
-    std::cout << name << std::string(width - name.size() + 2, ' ')
-              << one_line(p["description"].get<std::string>(), 76) << "\n";
+    std::cout << name << std::string(width - name.size() + 2, ' ') << one_line(p["description"].get<std::string>(), 76)
+              << "\n";
     const std::string indent(4, ' ');
     std::cout << indent << "file:    " << p["path"].get<std::string>() << "\n";
     print_chain_lines(p, indent);
@@ -143,7 +142,8 @@ void add_profiles_command(CLI::App& app) {
   profiles->require_subcommand(1);
 
   auto lo = std::make_shared<ProfilesListOptions>();
-  CLI::App* list = profiles->add_subcommand("list", "Every profile on the search path: file, extends chain, shadowed files");
+  CLI::App* list =
+      profiles->add_subcommand("list", "Every profile on the search path: file, extends chain, shadowed files");
   list->add_option("--profile-dir", lo->profile_dirs, "Look for profiles in DIR first (repeatable)")
       ->type_name("DIR")
       ->allow_extra_args(false);

@@ -1,9 +1,8 @@
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "profile_store.hpp"
 
@@ -22,7 +21,7 @@ struct ProfilesListOptions {
 
 // `gpu-run-ctl profiles show NAME`: one merged profile and the files that made it.
 struct ProfilesShowOptions {
-  std::string name;                            // a name, or a path to a .json file
+  std::string name;  // a name, or a path to a .json file
   std::vector<std::string> profile_dirs;
   bool json = false;
 };

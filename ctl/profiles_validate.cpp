@@ -1,12 +1,11 @@
 #include "profiles_validate.hpp"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
 #include <memory>
-#include <set>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "ctl_common.hpp"
 #include "error.hpp"
@@ -23,8 +22,8 @@ constexpr std::size_t kMaxProfileBytes = 1 << 20;
 
 struct Target {
   fs::path file;
-  fs::path base;                               // the directory the file's name is relative to
-  std::string base_name;                       // its last component ("vision" for a team directory)
+  fs::path base;          // the directory the file's name is relative to
+  std::string base_name;  // its last component ("vision" for a team directory)
 };
 
 bool is_schema_file(const fs::path& file) {
@@ -173,14 +172,15 @@ void run_profiles_validate(const ProfilesValidateOptions& o) {
   const Config config = load_ctl_config();
   const std::vector<fs::path> search_path = profile_search_path({}, config, /*include_user=*/true);
   const bool explicit_paths = !o.paths.empty();
-  const std::vector<fs::path> paths = explicit_paths ? std::vector<fs::path>(o.paths.begin(), o.paths.end())
-                                                     : search_path;
+  const std::vector<fs::path> paths =
+      explicit_paths ? std::vector<fs::path>(o.paths.begin(), o.paths.end()) : search_path;
   const ValidationReport report = validate_profiles(paths, explicit_paths, search_path);
   for (const auto& line : report.valid) std::cout << "ok " << line << "\n";
   std::cout.flush();
   for (const auto& line : report.errors) std::cerr << line << "\n";
   std::cerr.flush();
-  const std::string files = std::to_string(report.files.size()) + " profile file" + (report.files.size() == 1 ? "" : "s");
+  const std::string files =
+      std::to_string(report.files.size()) + " profile file" + (report.files.size() == 1 ? "" : "s");
   if (!report.errors.empty()) {
     throw Error(std::to_string(report.errors.size()) + " error" + (report.errors.size() == 1 ? "" : "s") + " in " +
                     files + " (each listed above as file: key: problem)",
@@ -195,8 +195,7 @@ void add_profiles_validate_command(CLI::App& profiles) {
   auto o = std::make_shared<ProfilesValidateOptions>();
   CLI::App* cmd = profiles.add_subcommand(
       "validate", "Check every *.json profile in PATHs (default: the whole search path); exit 1 on any error");
-  cmd->add_option("PATH", o->paths,
-                  "A directory of profiles (its team subdirectories too) or a .json file; repeatable")
+  cmd->add_option("PATH", o->paths, "A directory of profiles (its team subdirectories too) or a .json file; repeatable")
       ->type_name("PATH");
   cmd->footer(
       "Every error is one line on stderr: file: key 'k': problem. Each key is checked on its own,\n"

@@ -14,13 +14,13 @@ namespace fs = std::filesystem;
 
 // `gpu-run-ctl profiles validate [PATH...]`: checks every profile file, for a team's CI.
 struct ProfilesValidateOptions {
-  std::vector<std::string> paths;              // directories or .json files; empty: the search path
+  std::vector<std::string> paths;  // directories or .json files; empty: the search path
 };
 
 struct ValidationReport {
-  std::vector<fs::path> files;                 // every profile file checked, in order
-  std::vector<std::string> errors;             // one line each: "file: key 'k': problem"
-  std::vector<std::string> valid;              // "name (file)" of each file without error
+  std::vector<fs::path> files;      // every profile file checked, in order
+  std::vector<std::string> errors;  // one line each: "file: key 'k': problem"
+  std::vector<std::string> valid;   // "name (file)" of each file without error
 };
 
 // Every problem of one profile document, each key checked on its own so that one bad key

@@ -7,7 +7,8 @@
 namespace gpurun {
 
 void add_run_options(CLI::App& cmd, RunOptions& o, bool with_workers) {
-  cmd.add_option("--profile", o.profile, "Profile name or path to a .json file (default: the host's default_profile, else \"default\")")
+  cmd.add_option("--profile", o.profile,
+                 "Profile name or path to a .json file (default: the host's default_profile, else \"default\")")
       ->type_name("NAME");
   cmd.add_option("--gpus", o.gpus, "GPU ranks, Docker's syntax: N, all, device=0,1 (default: none, one loader)")
       ->type_name("N");
@@ -32,7 +33,8 @@ WrapperOptions wrapper_options_for(const RunOptions& o, const std::string& comma
                 " [options] -- [docker run options] IMAGE COMMAND...");
   WrapperOptions w = split_wrapper_args(o.args);
   if (w.dry_run || w.json || w.record || w.help || w.version || w.explain)
-    throw Error(command + ": gpu-run's --dry-run, --json, --record, --explain, --help and --version do not apply after --");
+    throw Error(command +
+                ": gpu-run's --dry-run, --json, --record, --explain, --help and --version do not apply after --");
   auto merge = [](std::optional<std::string>& into, const std::optional<std::string>& flag, const char* name) {
     if (!flag) return;
     if (into) throw Error(std::string(name) + ": given both before and after --: give it once");

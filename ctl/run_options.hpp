@@ -24,7 +24,7 @@ struct RunOptions {
   std::vector<std::string> profile_dirs;
   std::optional<std::string> engine;
   std::optional<std::string> gpu_request;
-  std::vector<std::string> args;               // after `--`
+  std::vector<std::string> args;  // after `--`
 };
 
 // Registers the gpu-run options (without --workers when `with_workers` is false) and the

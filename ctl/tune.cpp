@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -11,8 +12,6 @@
 #include <memory>
 #include <set>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
 
 #include "config.hpp"
 #include "ctl_common.hpp"
@@ -129,7 +128,8 @@ std::vector<std::uint64_t> parse_counts(const std::string& text) {
     out.push_back(n);
   }
   if (out.empty() || (!text.empty() && text.back() == ','))
-    throw Error("--counts '" + text.substr(0, 60) + "': expected a comma-separated list of worker counts, e.g. 0,1,2,4");
+    throw Error("--counts '" + text.substr(0, 60) +
+                "': expected a comma-separated list of worker counts, e.g. 0,1,2,4");
   return out;
 }
 
@@ -266,15 +266,19 @@ void run_tune(const TuneOptions& o) {
     r.wall_s = run.wall_seconds;
     r.peak_shm = run.shm.peak;
     r.samples = run.shm.samples;
-    if (!run.sample_error.empty()) r.problem = run.sample_error;
-    else if (run.exit_code != 0) r.problem = last_line(*mo.output);
+    if (!run.sample_error.empty())
+      r.problem = run.sample_error;
+    else if (run.exit_code != 0)
+      r.problem = last_line(*mo.output);
     std::cerr << seconds_text(r.wall_s) << ", peak " << format_size(r.peak_shm) << ", exit " << r.exit_code << "\n";
     results.push_back(r);
     if (run.interrupted_by) throw Error("tune: interrupted", 0, 128 + run.interrupted_by);
   }
   const std::optional<std::size_t> best = recommend(results);
-  if (o.json) std::cout << tune_json(results, best).dump(2) << "\n";
-  else std::cout << tune_table(results, best, utf8_locale()) << tune_recommendation(results, best) << "\n";
+  if (o.json)
+    std::cout << tune_json(results, best).dump(2) << "\n";
+  else
+    std::cout << tune_table(results, best, utf8_locale()) << tune_recommendation(results, best) << "\n";
   std::cout.flush();
   if (!best) throw Error("tune: no worker count ran to the end within its planned /dev/shm", 0, kExitFailure);
 }

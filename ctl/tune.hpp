@@ -1,11 +1,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "run_options.hpp"
 
@@ -20,20 +19,20 @@ namespace gpurun {
 // /dev/shm planned for that count), and recommends the fastest within the shm budget.
 struct TuneOptions {
   RunOptions run;
-  std::optional<std::string> counts;           // default 0,1,2,4,8 up to the CPUs
+  std::optional<std::string> counts;  // default 0,1,2,4,8 up to the CPUs
   bool json = false;
 };
 
 // One worker count's run.
 struct TuneResult {
   std::uint64_t workers = 0;
-  std::uint64_t planned_shm = 0;               // the budget: what the container got
+  std::uint64_t planned_shm = 0;  // the budget: what the container got
   bool ran = false;
   int exit_code = -1;
   double wall_s = 0;
   std::uint64_t peak_shm = 0;
   std::uint64_t samples = 0;
-  std::string problem;                         // why it did not run or failed, one line
+  std::string problem;  // why it did not run or failed, one line
 
   bool ok() const { return ran && exit_code == 0; }
   bool within_budget() const { return peak_shm <= planned_shm; }

@@ -3,11 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <memory>
-
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "container.hpp"
@@ -42,7 +41,8 @@ class StopOnSignal {
   }
 
  private:
-  struct sigaction old_int_ {}, old_term_ {};
+  struct sigaction old_int_ {
+  }, old_term_{};
 };
 
 double rounded(double v, int digits) {
@@ -136,15 +136,18 @@ void run_watch(const WatchOptions& o) {
   };
   const ShmSampleStats stats = sample_shm_of_pid(info.pid, so);
   const bool exited = stats.gone;
-  if (terminal) std::printf("\r\033[K%s\n", watch_summary_text(name, stats, exited).c_str());
-  else std::printf("%s\n", watch_summary_json(name, stats, exited).dump().c_str());
+  if (terminal)
+    std::printf("\r\033[K%s\n", watch_summary_text(name, stats, exited).c_str());
+  else
+    std::printf("%s\n", watch_summary_json(name, stats, exited).dump().c_str());
   std::fflush(stdout);
   if (!exited) throw Error("watch: interrupted; container " + name + " is still running", 0, 128 + SIGINT);
 }
 
 void add_watch_command(CLI::App& app) {
   auto o = std::make_shared<WatchOptions>();
-  CLI::App* cmd = app.add_subcommand("watch", "Live /dev/shm use of a running container (used/size, peak) until it exits");
+  CLI::App* cmd =
+      app.add_subcommand("watch", "Live /dev/shm use of a running container (used/size, peak) until it exits");
   cmd->footer(
       "On a terminal the bar is redrawn in place; otherwise (or with --json) one JSON line per sample.\n"
       "Ends with a summary (peak, size, samples, duration) when the container exits. Sampling is a statvfs\n"

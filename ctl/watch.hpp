@@ -1,9 +1,8 @@
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "shm_sampler.hpp"
 
@@ -16,9 +15,9 @@ namespace gpurun {
 // `gpu-run-ctl watch CONTAINER`: live /dev/shm use of a running container until it exits.
 struct WatchOptions {
   std::string container;
-  std::optional<std::string> engine;           // default: the config's engine
+  std::optional<std::string> engine;  // default: the config's engine
   std::string interval_ms = "10";
-  bool json = false;                           // JSON lines even on a terminal
+  bool json = false;  // JSON lines even on a terminal
 };
 
 // The line redrawn on a terminal: a used/size bar, the numbers and the peak.

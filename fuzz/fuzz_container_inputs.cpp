@@ -27,13 +27,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string key = rest.substr(0, eq);
     const std::string value = eq == std::string::npos ? std::string() : rest.substr(eq + 1);
     switch (kind) {
-      case 'A': state_annotations[key] = value; break;
-      case 'S': spec.annotations[key] = value; break;
-      case 'E': spec.env[key] = value; break;
-      case 'M': if (number(rest) > 0) spec.memory_limit = number(rest); break;
-      case 'C': spec.cpuset_cpus = static_cast<unsigned>(number(rest) & 0xffff); break;
-      case 'Q': spec.cpu_quota = std::strtod(rest.c_str(), nullptr); break;
-      case 'G': spec.gpu_devices = static_cast<unsigned>(number(rest) & 0xffff); break;
+      case 'A':
+        state_annotations[key] = value;
+        break;
+      case 'S':
+        spec.annotations[key] = value;
+        break;
+      case 'E':
+        spec.env[key] = value;
+        break;
+      case 'M':
+        if (number(rest) > 0) spec.memory_limit = number(rest);
+        break;
+      case 'C':
+        spec.cpuset_cpus = static_cast<unsigned>(number(rest) & 0xffff);
+        break;
+      case 'Q':
+        spec.cpu_quota = std::strtod(rest.c_str(), nullptr);
+        break;
+      case 'G':
+        spec.gpu_devices = static_cast<unsigned>(number(rest) & 0xffff);
+        break;
       default: {
         const auto e = record.find('=');
         if (e != std::string::npos) spec.env[record.substr(0, e)] = record.substr(e + 1);

@@ -19,8 +19,7 @@ inline const ProfileStore& builtin_store() {
 
 // Decides for a container under a config with and without a default profile. decide_shm
 // must never throw on container input, and a size it acts on must fit what it checked.
-inline void check_decisions(const std::map<std::string, std::string>& state_annotations,
-                            const SpecFacts& spec) {
+inline void check_decisions(const std::map<std::string, std::string>& state_annotations, const SpecFacts& spec) {
   const ContainerRequest request = container_request(state_annotations, spec);
   Config with_default;
   with_default.default_profile = "default";

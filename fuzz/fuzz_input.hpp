@@ -39,8 +39,8 @@ inline std::vector<std::string> split_any(const std::string& text, const char* s
   std::abort();
 }
 
-#define GPU_RUN_FUZZ_CHECK(cond) \
-  do {                           \
+#define GPU_RUN_FUZZ_CHECK(cond)              \
+  do {                                        \
     if (!(cond)) ::gpurun::fuzz::fail(#cond); \
   } while (0)
 

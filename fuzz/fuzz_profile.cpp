@@ -1,7 +1,6 @@
 // A profile file -> validated document -> merged over default -> Profile -> plan. Sizing must
 // not overflow or hit undefined behaviour on any profile that validation accepts.
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 #include "error.hpp"

@@ -11,11 +11,10 @@ using nlohmann::json;
 namespace {
 
 bool same_facts(const SpecFacts& a, const SpecFacts& b) {
-  return a.rootfs == b.rootfs && a.annotations == b.annotations && a.env == b.env &&
-         a.memory_limit == b.memory_limit && a.cpu_quota == b.cpu_quota && a.cpuset_cpus == b.cpuset_cpus &&
-         a.gpu_devices == b.gpu_devices && a.has_ipc_namespace == b.has_ipc_namespace &&
-         a.ipc_namespace_path == b.ipc_namespace_path && a.shm_type == b.shm_type && a.shm_source == b.shm_source &&
-         a.shm_size == b.shm_size;
+  return a.rootfs == b.rootfs && a.annotations == b.annotations && a.env == b.env && a.memory_limit == b.memory_limit &&
+         a.cpu_quota == b.cpu_quota && a.cpuset_cpus == b.cpuset_cpus && a.gpu_devices == b.gpu_devices &&
+         a.has_ipc_namespace == b.has_ipc_namespace && a.ipc_namespace_path == b.ipc_namespace_path &&
+         a.shm_type == b.shm_type && a.shm_source == b.shm_source && a.shm_size == b.shm_size;
 }
 
 }  // namespace

@@ -20,8 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const Error&) {
   }
 
-  for (std::uint64_t max : {std::uint64_t{1024}, std::uint64_t{1} << 20,
-                            std::numeric_limits<std::uint64_t>::max()}) {
+  for (std::uint64_t max : {std::uint64_t{1024}, std::uint64_t{1} << 20, std::numeric_limits<std::uint64_t>::max()}) {
     try {
       const std::uint64_t n = parse_count(text, "count", max);
       GPU_RUN_FUZZ_CHECK(n <= max);

@@ -96,7 +96,8 @@ int run_hook(const HookOptions& o, std::string& error_line) {
     log.debug(who + " action=leave " + describe(d));
     return kExitOk;
   }
-  if (state.pid <= 0) return fail("OCI state has no pid: cannot reach the container's mount namespace", d.explicit_request);
+  if (state.pid <= 0)
+    return fail("OCI state has no pid: cannot reach the container's mount namespace", d.explicit_request);
   try {
     UniqueFd ns(open_mount_namespace(state.pid));
     join_mount_namespace(ns.get(), state.pid);

@@ -20,9 +20,7 @@ namespace gpurun {
 // Returns the program; names of the policy this architecture lacks go to `skipped`.
 // Throws std::runtime_error naming the libseccomp step that failed.
 inline std::vector<sock_filter> export_hook_filter(std::vector<std::string>* skipped = nullptr) {
-  auto fail = [](const std::string& what, int err) {
-    return std::runtime_error(what + ": " + std::to_string(err));
-  };
+  auto fail = [](const std::string& what, int err) { return std::runtime_error(what + ": " + std::to_string(err)); };
   std::unique_ptr<void, void (*)(void*)> ctx(seccomp_init(SCMP_ACT_ERRNO(EPERM)), seccomp_release);
   if (!ctx) throw fail("seccomp_init", ENOMEM);
   for (const char* name : kHookSyscalls) {

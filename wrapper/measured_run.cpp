@@ -80,7 +80,9 @@ double seconds_since(const struct timespec& start) {
 }
 
 void sleep_ms(long ms) {
-  struct timespec ts {0, ms * 1000000};
+  struct timespec ts {
+    0, ms * 1000000
+  };
   ::nanosleep(&ts, nullptr);
 }
 
@@ -133,8 +135,10 @@ std::vector<std::string> with_cidfile(const std::vector<std::string>& argv, cons
 std::optional<std::string> find_cidfile_option(const std::vector<std::string>& o) {
   std::optional<std::string> found;
   for (std::size_t i = 0; i < o.size(); ++i) {
-    if (o[i] == "--cidfile" && i + 1 < o.size()) found = o[++i];
-    else if (o[i].rfind("--cidfile=", 0) == 0) found = o[i].substr(10);
+    if (o[i] == "--cidfile" && i + 1 < o.size())
+      found = o[++i];
+    else if (o[i].rfind("--cidfile=", 0) == 0)
+      found = o[i].substr(10);
   }
   return found;
 }

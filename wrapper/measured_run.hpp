@@ -13,7 +13,7 @@ namespace gpurun {
 namespace fs = std::filesystem;
 
 struct MeasureOptions {
-  std::chrono::nanoseconds interval = std::chrono::milliseconds(10);   // 100 samples a second
+  std::chrono::nanoseconds interval = std::chrono::milliseconds(10);  // 100 samples a second
   // The engine's stdout and stderr go to this file (stdin from /dev/null) instead of the caller's.
   std::optional<fs::path> output;
   // A --cidfile the user already gave the engine; else one in a private temp directory is added.
@@ -22,13 +22,13 @@ struct MeasureOptions {
 
 // One engine run with its /dev/shm sampled.
 struct MeasuredRun {
-  int exit_code = -1;               // the engine's (128+signal when killed)
-  std::string container_id;         // empty when the container was never created
-  bool container_seen = false;      // inspected while running, so sampled
+  int exit_code = -1;           // the engine's (128+signal when killed)
+  std::string container_id;     // empty when the container was never created
+  bool container_seen = false;  // inspected while running, so sampled
   ShmSampleStats shm;
-  double wall_seconds = 0;          // engine start to exit
-  int interrupted_by = 0;           // SIGINT/SIGTERM/SIGHUP received meanwhile, else 0
-  std::string sample_error;         // why /dev/shm could not be sampled, if it could not
+  double wall_seconds = 0;   // engine start to exit
+  int interrupted_by = 0;    // SIGINT/SIGTERM/SIGHUP received meanwhile, else 0
+  std::string sample_error;  // why /dev/shm could not be sampled, if it could not
 };
 
 // `argv` with `--cidfile PATH` inserted after "<engine> run".

@@ -31,8 +31,9 @@ PerfRecord make_perf_record(const EngineInvocation& inv, const WrapperOptions& o
 
 int run_recorded(const EngineInvocation& inv, const WrapperOptions& o, const Config& config) {
   if (detaches(o.engine_options))
-    throw Error("--record: the container would run detached (-d), so gpu-run could not see it end; drop -d "
-                "(or follow a detached container with gpu-run-ctl watch)");
+    throw Error(
+        "--record: the container would run detached (-d), so gpu-run could not see it end; drop -d "
+        "(or follow a detached container with gpu-run-ctl watch)");
   const fs::path log_path = perf_log_path(config);
   // Opened before the job starts: a log that cannot be written fails now, not after hours.
   const UniqueFd log = open_perf_log(log_path);
@@ -41,13 +42,13 @@ int run_recorded(const EngineInvocation& inv, const WrapperOptions& o, const Con
   std::cout.flush();
   const std::time_t started = std::time(nullptr);
   const MeasuredRun run = run_measured(inv.argv, inv.engine, mo);
-  if (!run.sample_error.empty()) std::cerr << "gpu-run: warning: --record: " << run.sample_error << "\n";
+  if (!run.sample_error.empty())
+    std::cerr << "gpu-run: warning: --record: " << run.sample_error << "\n";
   else if (!run.container_seen)
     std::cerr << "gpu-run: warning: --record: the container was never seen running; recording a peak of 0\n";
   append_perf_line(log.get(), perf_record_line(make_perf_record(inv, o, run, started)), log_path);
-  std::cerr << "gpu-run: recorded peak /dev/shm " << format_size(run.shm.peak) << " of "
-            << format_size(inv.applied_shm) << " (" << run.shm.samples << " samples, exit " << run.exit_code
-            << ") in " << log_path.string() << "\n";
+  std::cerr << "gpu-run: recorded peak /dev/shm " << format_size(run.shm.peak) << " of " << format_size(inv.applied_shm)
+            << " (" << run.shm.samples << " samples, exit " << run.exit_code << ") in " << log_path.string() << "\n";
   return run.exit_code;
 }
 

@@ -10,8 +10,8 @@
 namespace gpurun {
 
 // The performance-log record of one measured run.
-PerfRecord make_perf_record(const EngineInvocation& invocation, const WrapperOptions& options,
-                            const MeasuredRun& run, std::time_t started);
+PerfRecord make_perf_record(const EngineInvocation& invocation, const WrapperOptions& options, const MeasuredRun& run,
+                            std::time_t started);
 
 // `gpu-run --record`: runs the engine as a child instead of exec'ing it, samples the
 // container's /dev/shm at 100 Hz, appends one record to the performance log and returns the

@@ -14,22 +14,40 @@ struct OwnOption {
 };
 
 constexpr OwnOption kOwnOptions[] = {
-    {"--profile", true},        {"--gpus", true},        {"--workers", true},
-    {"--batch-size", true},     {"--prefetch-factor", true}, {"--profile-dir", true},
-    {"--engine", true},         {"--gpu-request", true}, {"--dry-run", false},
-    {"--explain", false},       {"--json", false},       {"--help", false},
-    {"--version", false},       {"--record", false},
+    {"--profile", true},         {"--gpus", true},        {"--workers", true}, {"--batch-size", true},
+    {"--prefetch-factor", true}, {"--profile-dir", true}, {"--engine", true},  {"--gpu-request", true},
+    {"--dry-run", false},        {"--explain", false},    {"--json", false},   {"--help", false},
+    {"--version", false},        {"--record", false},
 };
 
 // Long options of `docker run` and `podman run` that take no value. Every other long
 // option takes one (as `--opt value` or `--opt=value`).
 const std::set<std::string>& engine_flags() {
-  static const std::set<std::string> flags = {
-      "--rm", "--detach", "--interactive", "--tty", "--privileged", "--init", "--read-only",
-      "--publish-all", "--no-healthcheck", "--oom-kill-disable", "--sig-proxy",
-      "--disable-content-trust", "--quiet", "--use-api-socket", "--replace", "--rootfs",
-      "--rmi", "--no-hosts", "--env-host", "--http-proxy", "--read-only-tmpfs", "--tls-verify",
-      "--passwd", "--no-healthcheck", "--help"};
+  static const std::set<std::string> flags = {"--rm",
+                                              "--detach",
+                                              "--interactive",
+                                              "--tty",
+                                              "--privileged",
+                                              "--init",
+                                              "--read-only",
+                                              "--publish-all",
+                                              "--no-healthcheck",
+                                              "--oom-kill-disable",
+                                              "--sig-proxy",
+                                              "--disable-content-trust",
+                                              "--quiet",
+                                              "--use-api-socket",
+                                              "--replace",
+                                              "--rootfs",
+                                              "--rmi",
+                                              "--no-hosts",
+                                              "--env-host",
+                                              "--http-proxy",
+                                              "--read-only-tmpfs",
+                                              "--tls-verify",
+                                              "--passwd",
+                                              "--no-healthcheck",
+                                              "--help"};
   return flags;
 }
 
@@ -66,23 +84,37 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args) {
       if (const OwnOption* own = find_own(name)) {
         if (!own->takes_value) {
           if (inline_value) throw Error(name + ": takes no value");
-          if (name == "--dry-run") opts.dry_run = true;
-          else if (name == "--explain") opts.explain = true;
-          else if (name == "--json") opts.json = true;
-          else if (name == "--help") opts.help = true;
-          else if (name == "--version") opts.version = true;
-          else if (name == "--record") opts.record = true;
+          if (name == "--dry-run")
+            opts.dry_run = true;
+          else if (name == "--explain")
+            opts.explain = true;
+          else if (name == "--json")
+            opts.json = true;
+          else if (name == "--help")
+            opts.help = true;
+          else if (name == "--version")
+            opts.version = true;
+          else if (name == "--record")
+            opts.record = true;
           continue;
         }
         std::string v = value_of(name, inline_value);
-        if (name == "--profile") opts.profile = v;
-        else if (name == "--gpus") opts.gpus = v;
-        else if (name == "--workers") opts.workers = v;
-        else if (name == "--batch-size") opts.batch_size = v;
-        else if (name == "--prefetch-factor") opts.prefetch_factor = v;
-        else if (name == "--profile-dir") opts.profile_dirs.push_back(v);
-        else if (name == "--engine") opts.engine = v;
-        else if (name == "--gpu-request") opts.gpu_request = v;
+        if (name == "--profile")
+          opts.profile = v;
+        else if (name == "--gpus")
+          opts.gpus = v;
+        else if (name == "--workers")
+          opts.workers = v;
+        else if (name == "--batch-size")
+          opts.batch_size = v;
+        else if (name == "--prefetch-factor")
+          opts.prefetch_factor = v;
+        else if (name == "--profile-dir")
+          opts.profile_dirs.push_back(v);
+        else if (name == "--engine")
+          opts.engine = v;
+        else if (name == "--gpu-request")
+          opts.gpu_request = v;
         continue;
       }
       opts.engine_options.push_back(arg);
@@ -109,7 +141,8 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args) {
     break;
   }
   if (opts.help || opts.version) return opts;
-  if (i >= args.size()) throw Error("missing IMAGE: usage: gpu-run [gpu-run options] [docker run options] IMAGE [COMMAND [ARG...]]");
+  if (i >= args.size())
+    throw Error("missing IMAGE: usage: gpu-run [gpu-run options] [docker run options] IMAGE [COMMAND [ARG...]]");
   opts.image = args[i++];
   opts.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   return opts;
@@ -122,7 +155,8 @@ EngineOptionFacts scan_engine_options(const std::vector<std::string>& o) {
     auto a = spec.find(':');
     if (a == std::string::npos) return false;
     auto b = spec.find(':', a + 1);
-    std::string src = spec.substr(0, a), dst = spec.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+    std::string src = spec.substr(0, a),
+                dst = spec.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
     while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
     return dst == "/dev/shm" && !src.empty() && src[0] == '/';
   };
@@ -157,24 +191,34 @@ EngineOptionFacts scan_engine_options(const std::vector<std::string>& o) {
       for (std::size_t k = 1; k < arg.size(); ++k) {
         if (is_short_flag(arg[k])) continue;
         name = std::string("-") + arg[k];
-        if (k + 1 < arg.size()) value = arg.substr(k + 1);
-        else if (i + 1 < o.size()) value = o[i + 1];
+        if (k + 1 < arg.size())
+          value = arg.substr(k + 1);
+        else if (i + 1 < o.size())
+          value = o[i + 1];
         has_value = true;
         break;
       }
     }
     if (!has_value) continue;
-    if (name == "--shm-size") facts.shm_size = value;
-    else if (name == "--ipc") facts.ipc = value;
-    else if (name == "--memory" || name == "-m") facts.memory = value;
-    else if (name == "--cpus") facts.cpus = value;
-    else if (name == "--cpuset-cpus") facts.cpuset_cpus = value;
-    else if ((name == "--volume" || name == "-v") && mounts_host_shm(value)) facts.host_shm_mount = true;
-    else if (name == "--mount" && mount_targets_shm(value)) facts.host_shm_mount = true;
+    if (name == "--shm-size")
+      facts.shm_size = value;
+    else if (name == "--ipc")
+      facts.ipc = value;
+    else if (name == "--memory" || name == "-m")
+      facts.memory = value;
+    else if (name == "--cpus")
+      facts.cpus = value;
+    else if (name == "--cpuset-cpus")
+      facts.cpuset_cpus = value;
+    else if ((name == "--volume" || name == "-v") && mounts_host_shm(value))
+      facts.host_shm_mount = true;
+    else if (name == "--mount" && mount_targets_shm(value))
+      facts.host_shm_mount = true;
     // Skip the value we just read when it was a separate argument.
-    if (arg.compare(0, 2, "--") == 0 && arg.find('=') == std::string::npos) ++i;
-    else if (arg[0] == '-' && arg.compare(0, 2, "--") != 0 && name.size() == 2 &&
-             arg.find(name[1]) + 1 == arg.size()) ++i;
+    if (arg.compare(0, 2, "--") == 0 && arg.find('=') == std::string::npos)
+      ++i;
+    else if (arg[0] == '-' && arg.compare(0, 2, "--") != 0 && name.size() == 2 && arg.find(name[1]) + 1 == arg.size())
+      ++i;
   }
   return facts;
 }
@@ -187,8 +231,10 @@ std::string shell_quote(const std::string& arg) {
   if (safe) return arg;
   std::string out = "'";
   for (char c : arg) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }

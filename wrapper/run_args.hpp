@@ -9,13 +9,13 @@ namespace gpurun {
 // `gpu-run [gpu-run options] [engine run options] IMAGE [COMMAND [ARG...]]`, split.
 struct WrapperOptions {
   std::optional<std::string> profile;
-  std::optional<std::string> gpus;          // Docker's syntax: N, all, device=0,1
+  std::optional<std::string> gpus;  // Docker's syntax: N, all, device=0,1
   std::optional<std::string> workers;
   std::optional<std::string> batch_size;
   std::optional<std::string> prefetch_factor;
   std::vector<std::string> profile_dirs;
-  std::optional<std::string> engine;        // docker | podman
-  std::optional<std::string> gpu_request;   // docker | cdi | none
+  std::optional<std::string> engine;       // docker | podman
+  std::optional<std::string> gpu_request;  // docker | cdi | none
   bool dry_run = false;
   bool explain = false;
   bool json = false;
@@ -34,13 +34,13 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args);
 
 // What the user's engine options say about /dev/shm, memory and CPUs.
 struct EngineOptionFacts {
-  std::optional<std::string> shm_size;      // --shm-size value
-  std::optional<std::string> ipc;           // --ipc value
-  bool host_shm_mount = false;              // -v /dev/shm:/dev/shm or a --mount onto /dev/shm
-  std::optional<std::string> memory;        // --memory / -m
-  std::optional<std::string> cpus;          // --cpus
-  std::optional<std::string> cpuset_cpus;   // --cpuset-cpus
-  bool gpus_given = false;                  // --gpus among engine options (cannot happen: ours)
+  std::optional<std::string> shm_size;     // --shm-size value
+  std::optional<std::string> ipc;          // --ipc value
+  bool host_shm_mount = false;             // -v /dev/shm:/dev/shm or a --mount onto /dev/shm
+  std::optional<std::string> memory;       // --memory / -m
+  std::optional<std::string> cpus;         // --cpus
+  std::optional<std::string> cpuset_cpus;  // --cpuset-cpus
+  bool gpus_given = false;                 // --gpus among engine options (cannot happen: ours)
 };
 
 // Reads the engine options gpu-run must respect.

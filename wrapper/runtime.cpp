@@ -5,13 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <ctime>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "config.hpp"
 #include "error.hpp"
@@ -144,8 +143,7 @@ bool prepare_bundle(const std::string& bundle_arg, const Config& config, const s
   } else {
     fs::path hook = config.hook_path;
     if (hook.empty()) hook = self_exe().parent_path() / "gpu-run-hook";
-    if (!add_hook(spec, "createRuntime", hook.string(),
-                  {"gpu-run-hook", "--config", config_file, "createRuntime"})) {
+    if (!add_hook(spec, "createRuntime", hook.string(), {"gpu-run-hook", "--config", config_file, "createRuntime"})) {
       log.info(who + " action=unchanged reason=" + log_quote("hook already present") + " " + describe(d));
       return false;
     }

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "error.hpp"
@@ -18,8 +17,7 @@
 namespace gpurun {
 namespace {
 
-std::uint64_t count_flag(const std::optional<std::string>& v, const char* flag, std::uint64_t min,
-                         std::uint64_t max) {
+std::uint64_t count_flag(const std::optional<std::string>& v, const char* flag, std::uint64_t min, std::uint64_t max) {
   std::uint64_t n = parse_count(*v, flag, max);
   if (n < min) throw Error(std::string(flag) + ": must be at least " + std::to_string(min));
   return n;
@@ -33,15 +31,16 @@ std::optional<std::uint64_t> host_shm_size() {
 
 }  // namespace
 
-SizingRequest sizing_request_from(const WrapperOptions& o, const EngineOptionFacts& facts,
-                                  const Config& config, const HostInfo& host) {
+SizingRequest sizing_request_from(const WrapperOptions& o, const EngineOptionFacts& facts, const Config& config,
+                                  const HostInfo& host) {
   SizingRequest r;
   if (o.gpus) {
     GpuRequest g = parse_gpu_request(*o.gpus);
     if (g.all) {
       g.count = count_host_gpus();
       if (g.count == 0)
-        throw Error("--gpus all: no /dev/nvidiaN devices on this host to count; give the number of GPUs, e.g. --gpus 2");
+        throw Error(
+            "--gpus all: no /dev/nvidiaN devices on this host to count; give the number of GPUs, e.g. --gpus 2");
     }
     r.gpus = g.count;
   }
@@ -62,7 +61,8 @@ SizingRequest sizing_request_from(const WrapperOptions& o, const EngineOptionFac
   }
   if (facts.cpuset_cpus) {
     auto n = parse_cpu_list(*facts.cpuset_cpus);
-    if (!n || *n == 0) throw Error("--cpuset-cpus '" + facts.cpuset_cpus->substr(0, 40) + "': expected a CPU list such as 0-3,8");
+    if (!n || *n == 0)
+      throw Error("--cpuset-cpus '" + facts.cpuset_cpus->substr(0, 40) + "': expected a CPU list such as 0-3,8");
     r.cpus = std::min(r.cpus, *n);
   }
   if (r.cpus == 0) r.cpus = 1;
@@ -106,7 +106,8 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
                            format_size(inv.plan.shm) + ")");
   } else if (ipc == "none") {
     inv.sized = false;
-    inv.warnings.push_back("--ipc=none: the container gets no /dev/shm and DataLoader workers cannot share batches; drop --ipc=none");
+    inv.warnings.push_back(
+        "--ipc=none: the container gets no /dev/shm and DataLoader workers cannot share batches; drop --ipc=none");
   } else if (user_shm) {
     inv.applied_shm = *user_shm;
     if (*user_shm < inv.plan.shm) {
@@ -119,8 +120,9 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
     require_fits(inv.plan);
   }
   if (inv.sized && !request.memory_limit && host.mem_total > 0 && inv.applied_shm > host.mem_available) {
-    inv.warnings.push_back("/dev/shm of " + format_size(inv.applied_shm) + " is more than this host's available memory (" +
-                           format_size(host.mem_available) + "): a full /dev/shm would push the host into swap or OOM");
+    inv.warnings.push_back("/dev/shm of " + format_size(inv.applied_shm) +
+                           " is more than this host's available memory (" + format_size(host.mem_available) +
+                           "): a full /dev/shm would push the host into swap or OOM");
   }
 
   std::vector<std::string>& a = inv.argv;
@@ -146,10 +148,9 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
     }
   }
   const std::string shm_text = engine_size(inv.applied_shm);
-  for (const std::string& e : {"GPU_RUN_PROFILE=" + inv.plan.profile,
-                               "GPU_RUN_NUM_WORKERS=" + std::to_string(inv.plan.workers),
-                               "GPU_RUN_BATCH_SIZE=" + std::to_string(inv.plan.batch_size),
-                               "GPU_RUN_SHM_SIZE=" + shm_text}) {
+  for (const std::string& e :
+       {"GPU_RUN_PROFILE=" + inv.plan.profile, "GPU_RUN_NUM_WORKERS=" + std::to_string(inv.plan.workers),
+        "GPU_RUN_BATCH_SIZE=" + std::to_string(inv.plan.batch_size), "GPU_RUN_SHM_SIZE=" + shm_text}) {
     a.push_back("-e");
     a.push_back(e);
   }

@@ -13,8 +13,8 @@ namespace gpurun {
 
 // The engine command gpu-run will exec, and what led to it.
 struct EngineInvocation {
-  std::string engine;                 // docker | podman
-  std::vector<std::string> argv;      // argv[0] is the engine
+  std::string engine;             // docker | podman
+  std::vector<std::string> argv;  // argv[0] is the engine
   ShmPlan plan;
   std::uint64_t applied_shm = 0;      // the size the container gets (plan or the user's)
   bool sized = true;                  // false when the container uses another /dev/shm (ipc host...)
@@ -28,8 +28,8 @@ EngineInvocation prepare_run(const WrapperOptions& options, const Config& config
 
 // Resolves the SizingRequest parts that come from gpu-run's flags and the engine's
 // options (shared with gpu-run-ctl).
-SizingRequest sizing_request_from(const WrapperOptions& options, const EngineOptionFacts& facts,
-                                  const Config& config, const HostInfo& host);
+SizingRequest sizing_request_from(const WrapperOptions& options, const EngineOptionFacts& facts, const Config& config,
+                                  const HostInfo& host);
 
 // The JSON document of --json.
 std::string invocation_json(const EngineInvocation& invocation);

@@ -1,14 +1,13 @@
 #include <gtest/gtest.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "config.hpp"
@@ -133,7 +132,8 @@ TEST(DaemonJson, MissingOrBlankFileStartsFromNothing) {
   for (const std::optional<std::string>& existing : {std::optional<std::string>(), std::optional<std::string>(" \n")}) {
     FileEdit edit = merge_daemon_json(existing, "daemon.json", kRuntime, false);
     EXPECT_TRUE(edit.changed);
-    EXPECT_EQ(json::parse(edit.text), json::parse(R"({"runtimes": {"gpu-run": {"path": "/usr/bin/gpu-run-runtime"}}})"));
+    EXPECT_EQ(json::parse(edit.text),
+              json::parse(R"({"runtimes": {"gpu-run": {"path": "/usr/bin/gpu-run-runtime"}}})"));
   }
 }
 
@@ -160,9 +160,8 @@ TEST(DaemonJson, UpdatesAMovedRuntimeKeepingItsArgs) {
 }
 
 TEST(DaemonJson, MalformedInputIsRejectedWithLineAndColumn) {
-  Error e = expect_error([] {
-    merge_daemon_json(std::string("{\n  \"debug\": true,\n}\n"), "/etc/docker/daemon.json", kRuntime, false);
-  });
+  Error e = expect_error(
+      [] { merge_daemon_json(std::string("{\n  \"debug\": true,\n}\n"), "/etc/docker/daemon.json", kRuntime, false); });
   EXPECT_EQ(e.exit_code(), kExitUsage);
   EXPECT_CONTAINS(e.what(), "/etc/docker/daemon.json:3:1: malformed JSON");
   EXPECT_CONTAINS(e.what(), "leaves it as it is");
@@ -200,9 +199,11 @@ TEST(HooksD, AlwaysStandsAloneInWhen) {
 
 TEST(HooksD, AnnotationPatternMatchesExactlyGpuRunsKeys) {
   const std::regex ere(kHookAnnotationPattern, std::regex::extended);
-  for (const char* key : {"gpu-run.profile", "gpu-run.gpus", "gpu-run.workers", "gpu-run.batch-size", "gpu-run.shm-size"})
+  for (const char* key :
+       {"gpu-run.profile", "gpu-run.gpus", "gpu-run.workers", "gpu-run.batch-size", "gpu-run.shm-size"})
     EXPECT_TRUE(std::regex_search(key, ere)) << key;
-  for (const char* key : {"gpu-runXprofile", "xgpu-run.profile", "gpu-run.profiles", "gpu-run.", "io.kubernetes.cri-o.ShmSize"})
+  for (const char* key :
+       {"gpu-runXprofile", "xgpu-run.profile", "gpu-run.profiles", "gpu-run.", "io.kubernetes.cri-o.ShmSize"})
     EXPECT_FALSE(std::regex_search(key, ere)) << key;
 }
 
@@ -273,7 +274,8 @@ TEST(K8sQuantity, ParsesKubernetesMemoryQuantities) {
 }
 
 TEST(K8sQuantity, RejectsOtherSyntaxNamingTheFlag) {
-  for (const char* bad : {"", "16g", "16m", "16GB", "1e3", "-1Gi", "Gi", "0", "0.0Mi", " 1Gi", "99999999999999999999"}) {
+  for (const char* bad :
+       {"", "16g", "16m", "16GB", "1e3", "-1Gi", "Gi", "0", "0.0Mi", " 1Gi", "99999999999999999999"}) {
     Error e = expect_error([&] { parse_k8s_quantity(bad, "--memory"); });
     EXPECT_EQ(e.exit_code(), kExitUsage) << bad;
     EXPECT_CONTAINS(e.what(), "--memory");
@@ -365,8 +367,7 @@ TEST(K8sRender, PlansLikeGpuRunAndPrintsJsonOrYaml) {
                   "--format");
   o.format = "json";
   o.gpus = "two";
-  EXPECT_CONTAINS(expect_error([&] { render_k8s(o, Config{}, host_with_cpus(8), builtin_only_env); }).what(),
-                  "--gpus");
+  EXPECT_CONTAINS(expect_error([&] { render_k8s(o, Config{}, host_with_cpus(8), builtin_only_env); }).what(), "--gpus");
 }
 
 // ---------------------------------------------------------------- YAML
@@ -413,8 +414,9 @@ TEST(Yaml, ReadsBackAsTheSameValueWithPyYaml) {
   })");
   const fs::path yaml = dir.write("doc.yaml", to_yaml(doc));
   const fs::path out = dir.path() / "doc.json";
-  const std::string cmd = "python3 -c 'import json,sys,yaml; json.dump(yaml.safe_load(open(sys.argv[1])), open(sys.argv[2], \"w\"))' " +
-                          yaml.string() + " " + out.string();
+  const std::string cmd =
+      "python3 -c 'import json,sys,yaml; json.dump(yaml.safe_load(open(sys.argv[1])), open(sys.argv[2], \"w\"))' " +
+      yaml.string() + " " + out.string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << read_text(yaml);
   EXPECT_EQ(json::parse(read_text(out)), json::parse(doc.dump())) << read_text(yaml);
 }
@@ -488,8 +490,8 @@ TEST(Plan, APlanThatDoesNotFitCarriesTheProblem) {
 }
 
 TEST(Cli, UsageErrorsExitTwo) {
-  for (const char* args : {"", "plan --bogus", "plan --profile", "k8s --profile imagenet", "profiles",
-                           "profiles show", "configure", "configure docker --set-default=maybe", "nope"}) {
+  for (const char* args : {"", "plan --bogus", "plan --profile", "k8s --profile imagenet", "profiles", "profiles show",
+                           "configure", "configure docker --set-default=maybe", "nope"}) {
     CLI::App app;
     add_ctl_commands(app);
     try {

@@ -72,8 +72,7 @@ TEST(Doctor, SizedContainerIsAllOk) {
   for (const auto& x : findings) EXPECT_EQ(x.level, Level::kOk) << x.check << ": " << x.message;
   EXPECT_EQ(worst_level(findings), Level::kOk);
   EXPECT_EQ(doctor_exit_code(findings), 0);
-  for (const char* check :
-       {"ipc", "shm-size", "sizing", "shm-use", "memory", "workers", "torch-leftovers", "nccl"})
+  for (const char* check : {"ipc", "shm-size", "sizing", "shm-use", "memory", "workers", "torch-leftovers", "nccl"})
     EXPECT_NE(find(findings, check), nullptr) << check;
   EXPECT_EQ(find(findings, "shm-mount"), nullptr);
   EXPECT_EQ(find(findings, "shmmax"), nullptr);
@@ -410,8 +409,7 @@ TEST(Doctor, JsonReport) {
   ASSERT_TRUE(j["findings"].is_array());
   bool saw_fail = false;
   for (const auto& x : j["findings"]) {
-    EXPECT_TRUE(x.contains("level") && x.contains("check") && x.contains("message") &&
-                x.contains("fix"));
+    EXPECT_TRUE(x.contains("level") && x.contains("check") && x.contains("message") && x.contains("fix"));
     if (x["check"] == "shm-size") {
       EXPECT_EQ(x["level"], "FAIL");
       EXPECT_TRUE(x["fix"].is_string());

@@ -61,7 +61,7 @@ TuneResult result(std::uint64_t workers, double wall, std::uint64_t peak, std::u
 
 TEST(TuneTest, RecommendsTheFastestWithinBudget) {
   std::vector<TuneResult> rs = {result(0, 10, 0, 256 * kMiB), result(1, 6, 50 * kMiB, 256 * kMiB),
-                                result(2, 4, 300 * kMiB, 256 * kMiB),   // over its budget
+                                result(2, 4, 300 * kMiB, 256 * kMiB),    // over its budget
                                 result(4, 3, 10 * kMiB, 512 * kMiB, 1),  // failed
                                 result(8, 5, 100 * kMiB, 512 * kMiB)};
   auto best = recommend(rs);
@@ -82,7 +82,7 @@ TEST(TuneTest, TableAndJson) {
   const auto best = recommend(rs);
   const std::string ascii = tune_table(rs, best, false);
   EXPECT_CONTAINS(ascii, "workers  wall time");
-  EXPECT_CONTAINS(ascii, std::string(30, '#'));   // the slowest run fills the bar
+  EXPECT_CONTAINS(ascii, std::string(30, '#'));  // the slowest run fills the bar
   EXPECT_CONTAINS(ascii, "ok *");
   EXPECT_CONTAINS(ascii, "exit 1");
   EXPECT_CONTAINS(ascii, "exited unexpectedly");
@@ -157,8 +157,8 @@ Calibration measured() {
 }
 
 TEST(CalibrateTest, DocumentExtendsTheBaseAndValidates) {
-  const auto doc = calibrated_profile_document("team/mine", "measured", base_profile(), std::string("default"),
-                                               measured());
+  const auto doc =
+      calibrated_profile_document("team/mine", "measured", base_profile(), std::string("default"), measured());
   const std::string text = doc.dump(2);
   const auto parsed = parse_profile_document(text, "mine.json");
   EXPECT_EQ(parsed["extends"], "default");
@@ -230,7 +230,8 @@ TEST(WatchTest, BarAndJsonLines) {
   EXPECT_EQ(sum["event"], "summary");
   EXPECT_EQ(sum["rate_hz"], 100.0);
   EXPECT_EQ(sum["peak_fraction"], 0.5);
-  EXPECT_CONTAINS(watch_summary_text("c1", s, true), "container c1 exited: peak /dev/shm 50MiB of 100MiB (50.0%), 101 samples");
+  EXPECT_CONTAINS(watch_summary_text("c1", s, true),
+                  "container c1 exited: peak /dev/shm 50MiB of 100MiB (50.0%), 101 samples");
 }
 
 }  // namespace

@@ -129,8 +129,8 @@ TEST(BuiltinProfiles, ListIsExactlyTheShippedSet) {
     names.push_back(e.name);
     EXPECT_TRUE(e.shadowed.empty()) << e.name;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"cifar", "coco", "default", "imagenet", "medical", "mnist",
-                                             "multi-gpu", "video"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"cifar", "coco", "default", "imagenet", "medical", "mnist", "multi-gpu",
+                                             "video"}));
 }
 
 TEST(BuiltinProfiles, PlannedShmByHand) {
@@ -157,7 +157,8 @@ TEST(BuiltinProfiles, PlannedShmByHand) {
 TEST(BuiltinProfiles, EveryBuiltinIsCovered) {
   std::map<std::string, bool> covered;
   for (const Expected& x : kExpected) covered[x.name] = true;
-  for (const auto& e : source_store().list()) EXPECT_TRUE(covered.count(e.name)) << e.name << " has no hand-worked case";
+  for (const auto& e : source_store().list())
+    EXPECT_TRUE(covered.count(e.name)) << e.name << " has no hand-worked case";
 }
 
 TEST(BuiltinProfiles, DescriptionsCiteTheirRecipe) {

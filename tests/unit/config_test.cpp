@@ -2,13 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include "test_util.hpp"
-
 #include <cstdlib>
 #include <string>
 
 #include "error.hpp"
 #include "temp_dir.hpp"
+#include "test_util.hpp"
 
 namespace gpurun {
 namespace {
@@ -88,7 +87,8 @@ TEST(Config, OtherAllowedValues) {
 }
 
 TEST(Config, UnknownKeyNamesFileAndKey) {
-  std::string m = error_of([] { parse_config(R"({"engine": "docker", "enigne": "podman"})", "/etc/gpu-run/config.json"); });
+  std::string m =
+      error_of([] { parse_config(R"({"engine": "docker", "enigne": "podman"})", "/etc/gpu-run/config.json"); });
   EXPECT_EQ(m.rfind("/etc/gpu-run/config.json: key 'enigne': unknown key", 0), 0u) << m;
   EXPECT_CONTAINS(m, "engine");  // the list of known keys
 }
@@ -176,12 +176,16 @@ class ScopedEnv {
  public:
   ScopedEnv(const char* name, const char* value) : name_(name) {
     if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
   }
   ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
   }
 
  private:

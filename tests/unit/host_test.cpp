@@ -1,11 +1,9 @@
 #include "host.hpp"
 
+#include <gtest/gtest.h>
 #include <sched.h>
 
 #include <limits>
-
-#include <gtest/gtest.h>
-
 #include <string>
 
 #include "temp_dir.hpp"
@@ -112,11 +110,11 @@ TEST(ParseCpuList, Counts) {
 TEST(UsableCpus, AffinityBoundedByQuota) {
   EXPECT_EQ(usable_cpus(8, std::nullopt), 8u);
   EXPECT_EQ(usable_cpus(8, 2.0), 2u);
-  EXPECT_EQ(usable_cpus(8, 1.5), 2u);    // rounded up
-  EXPECT_EQ(usable_cpus(8, 0.25), 1u);   // at least 1
-  EXPECT_EQ(usable_cpus(4, 16.0), 4u);   // quota above affinity: affinity
+  EXPECT_EQ(usable_cpus(8, 1.5), 2u);   // rounded up
+  EXPECT_EQ(usable_cpus(8, 0.25), 1u);  // at least 1
+  EXPECT_EQ(usable_cpus(4, 16.0), 4u);  // quota above affinity: affinity
   EXPECT_EQ(usable_cpus(0, std::nullopt), 1u);
-  EXPECT_EQ(usable_cpus(8, 0.0), 8u);    // no quota
+  EXPECT_EQ(usable_cpus(8, 0.0), 8u);           // no quota
   EXPECT_EQ(usable_cpus(8, 3.0000000001), 3u);  // float noise does not add a CPU
 }
 

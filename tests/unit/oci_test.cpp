@@ -21,7 +21,7 @@ TEST(OciStateTest, ParsesState) {
 }
 
 TEST(OciStateTest, RejectsBadState) {
-  EXPECT_THROW(parse_state(R"({"id":"abc","pid":42,"bundle":)"), Error);            // truncated
+  EXPECT_THROW(parse_state(R"({"id":"abc","pid":42,"bundle":)"), Error);           // truncated
   EXPECT_THROW(parse_state("[]"), Error);                                          // not an object
   EXPECT_THROW(parse_state(R"({"pid":42,"bundle":"/b"})"), Error);                 // no id
   EXPECT_THROW(parse_state(R"({"id":"a","pid":42,"bundle":"relative"})"), Error);  // relative bundle

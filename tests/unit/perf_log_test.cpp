@@ -1,10 +1,9 @@
 #include "perf_log.hpp"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <fstream>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "error.hpp"

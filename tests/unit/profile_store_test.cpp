@@ -1,13 +1,10 @@
 #include "profile_store.hpp"
 
 #include <grp.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
-
-#include "test_util.hpp"
 
 #include <map>
 #include <string>
@@ -15,6 +12,7 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "temp_dir.hpp"
+#include "test_util.hpp"
 
 namespace gpurun {
 namespace {
@@ -306,14 +304,14 @@ TEST(ProfileSearchPath, FullOrder) {
                        {"HOME", "/home/u"},
                        {"GPU_RUN_BUILTIN_PROFILES", "/builtin"}});
   auto dirs = profile_search_path({"/cli1", "/cli2"}, config, true, env);
-  EXPECT_EQ(dirs, (std::vector<fs::path>{"/cli1", "/cli2", "/p1", "/p2", "/xdg/gpu-run/profiles", "/cfg/a",
-                                         "/cfg/b", "/etc/gpu-run/profiles.d", "/builtin"}));
+  EXPECT_EQ(dirs, (std::vector<fs::path>{"/cli1", "/cli2", "/p1", "/p2", "/xdg/gpu-run/profiles", "/cfg/a", "/cfg/b",
+                                         "/etc/gpu-run/profiles.d", "/builtin"}));
 }
 
 TEST(ProfileSearchPath, HomeWhenNoXdg) {
   Config config;
-  auto dirs = profile_search_path({}, config, true,
-                                  fake_env({{"HOME", "/home/u"}, {"GPU_RUN_BUILTIN_PROFILES", "/b"}}));
+  auto dirs =
+      profile_search_path({}, config, true, fake_env({{"HOME", "/home/u"}, {"GPU_RUN_BUILTIN_PROFILES", "/b"}}));
   EXPECT_EQ(dirs, (std::vector<fs::path>{"/home/u/.config/gpu-run/profiles", "/etc/gpu-run/profiles.d", "/b"}));
   // An empty XDG_CONFIG_HOME counts as unset, as the XDG spec says.
   dirs = profile_search_path({}, config, true,

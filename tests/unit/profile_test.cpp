@@ -2,13 +2,11 @@
 
 #include <gtest/gtest.h>
 
-#include "test_util.hpp"
-
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 #include "error.hpp"
+#include "test_util.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -173,7 +171,8 @@ TEST(ProfileFields, Validation) {
   std::string m = with_fields(R"([{"name": "image", "shape": [3], "dtype": "float128"}])");
   EXPECT_CONTAINS(m, "'fields[0].dtype'");
   EXPECT_CONTAINS(m, "float32");  // lists the valid names
-  m = with_fields(R"([{"name": "a", "shape": [1], "dtype": "int8"}, {"name": "b", "shape": [3, -224], "dtype": "int8"}])");
+  m = with_fields(
+      R"([{"name": "a", "shape": [1], "dtype": "int8"}, {"name": "b", "shape": [3, -224], "dtype": "int8"}])");
   EXPECT_CONTAINS(m, "'fields[1].shape[1]'");
   m = with_fields(R"([{"name": "a", "shape": [0], "dtype": "int8"}])");
   EXPECT_CONTAINS(m, "'fields[0].shape[0]'");
@@ -217,11 +216,14 @@ TEST(ProfileDocument, Calibration) {
   std::string m = parse_error(R"({"calibration": {"workers": 4, "batch_size": 64, "gpus": 1, "prefetch_factor": 2}})");
   EXPECT_CONTAINS(m, "'calibration.peak_shm'");
   EXPECT_CONTAINS(m, "missing");
-  m = parse_error(R"({"calibration": {"peak_shm": 1, "workers": 4, "batch_size": 64, "gpus": 1, "prefetch_factor": 2, "when": "x"}})");
+  m = parse_error(
+      R"({"calibration": {"peak_shm": 1, "workers": 4, "batch_size": 64, "gpus": 1, "prefetch_factor": 2, "when": "x"}})");
   EXPECT_CONTAINS(m, "'calibration.when'");
-  m = parse_error(R"({"calibration": {"peak_shm": 1, "workers": 4, "batch_size": 0, "gpus": 1, "prefetch_factor": 2}})");
+  m = parse_error(
+      R"({"calibration": {"peak_shm": 1, "workers": 4, "batch_size": 0, "gpus": 1, "prefetch_factor": 2}})");
   EXPECT_CONTAINS(m, "'calibration.batch_size'");
-  m = parse_error(R"({"calibration": {"peak_shm": "lots", "workers": 4, "batch_size": 1, "gpus": 1, "prefetch_factor": 2}})");
+  m = parse_error(
+      R"({"calibration": {"peak_shm": "lots", "workers": 4, "batch_size": 1, "gpus": 1, "prefetch_factor": 2}})");
   EXPECT_CONTAINS(m, "'calibration.peak_shm'");
 }
 
@@ -256,8 +258,8 @@ TEST(ProfileMerge, ChildSampleBytesReplaceParentFields) {
 
 TEST(ProfileMerge, CalibrationIsNotInherited) {
   json parent = parse_profile_document(kComplete, "p.json");
-  parent["calibration"] = {{"peak_shm", "400m"}, {"workers", 4}, {"batch_size", 64}, {"gpus", 1},
-                           {"prefetch_factor", 2}};
+  parent["calibration"] = {
+      {"peak_shm", "400m"}, {"workers", 4}, {"batch_size", 64}, {"gpus", 1}, {"prefetch_factor", 2}};
   json merged = merge_profile_documents(parent, json{{"batch_size", 32}});
   EXPECT_FALSE(merged.contains("calibration"));
   EXPECT_FALSE(profile_from_document(merged, "c.json").calibration.has_value());
@@ -273,8 +275,8 @@ TEST(ProfileMerge, CalibrationIsNotInherited) {
 
 TEST(ProfileFromDocument, MissingRequiredKeyNamesIt) {
   json doc = parse_profile_document(kComplete, "p.json");
-  for (const char* key : {"batch_size", "prefetch_factor", "workers_per_gpu", "pin_memory", "headroom",
-                          "nccl_reserve", "min_shm", "max_shm"}) {
+  for (const char* key : {"batch_size", "prefetch_factor", "workers_per_gpu", "pin_memory", "headroom", "nccl_reserve",
+                          "min_shm", "max_shm"}) {
     json d = doc;
     d.erase(key);
     std::string m = error_of([&] { profile_from_document(d, "/x/p.json"); });
@@ -300,7 +302,7 @@ TEST(ProfileFromDocument, MinAboveMaxIsAnError) {
 TEST(ProfileToJson, RoundTrips) {
   json doc = parse_profile_document(kComplete, "p.json");
   doc["workers_per_gpu"] = 3;
-  doc["calibration"] = {{"peak_shm", "400m"}, {"workers", 4}, {"batch_size", 64}, {"gpus", 2},
+  doc["calibration"] = {{"peak_shm", "400m"},   {"workers", 4},        {"batch_size", 64},     {"gpus", 2},
                         {"prefetch_factor", 2}, {"pin_memory", false}, {"measured_at", "then"}};
   Profile a = profile_from_document(doc, "p.json");
   json out = profile_to_json(a);
@@ -322,17 +324,18 @@ TEST(ProfileToJson, RoundTrips) {
 }
 
 TEST(ProfileName, Valid) {
-  for (const char* n : {"imagenet", "multi-gpu", "vision/resnet50", "a", "0", "v1.2_x-y", "team/a.b",
-                        "nlp/bert-large"}) {
+  for (const char* n :
+       {"imagenet", "multi-gpu", "vision/resnet50", "a", "0", "v1.2_x-y", "team/a.b", "nlp/bert-large"}) {
     EXPECT_TRUE(is_valid_profile_name(n)) << n;
   }
-  EXPECT_TRUE(is_valid_profile_name(std::string(63, 'a')));                           // 1 + 62
+  EXPECT_TRUE(is_valid_profile_name(std::string(63, 'a')));  // 1 + 62
   EXPECT_TRUE(is_valid_profile_name(std::string(63, 'a') + "/" + std::string(63, 'b')));
 }
 
 TEST(ProfileName, Invalid) {
-  for (const char* n : {"", "..", ".", "../x", "x/..", "x/../y", "/etc/passwd", "a/b/c", "ImageNet", "imageNet",
-                        "-x", ".hidden", "_x", "a/", "/a", "a//b", "a b", "a\\b", "team/.x", "x.json/"}) {
+  for (const char* n :
+       {"",   "..",      ".",  "../x", "x/..", "x/../y", "/etc/passwd", "a/b/c", "ImageNet", "imageNet",
+        "-x", ".hidden", "_x", "a/",   "/a",   "a//b",   "a b",         "a\\b",  "team/.x",  "x.json/"}) {
     EXPECT_FALSE(is_valid_profile_name(n)) << n;
   }
   EXPECT_FALSE(is_valid_profile_name(std::string(64, 'a')));

@@ -10,8 +10,8 @@ namespace {
 using Args = std::vector<std::string>;
 
 TEST(RunArgsTest, SplitsOwnOptionsEngineOptionsImageAndCommand) {
-  WrapperOptions o = split_wrapper_args({"--profile", "imagenet", "-it", "--rm", "-v", "/a:/b", "--gpus=2",
-                                         "--env=X=1", "-e", "Y=2", "img", "python", "train.py", "--gpus", "3"});
+  WrapperOptions o = split_wrapper_args({"--profile", "imagenet", "-it", "--rm", "-v", "/a:/b", "--gpus=2", "--env=X=1",
+                                         "-e", "Y=2", "img", "python", "train.py", "--gpus", "3"});
   EXPECT_EQ(o.profile, "imagenet");
   EXPECT_EQ(o.gpus, "2");
   EXPECT_EQ(o.engine_options, (Args{"-it", "--rm", "-v", "/a:/b", "--env=X=1", "-e", "Y=2"}));
@@ -49,8 +49,8 @@ TEST(RunArgsTest, Errors) {
 }
 
 TEST(RunArgsTest, ScansWhatMattersForShm) {
-  EngineOptionFacts f = scan_engine_options({"--shm-size", "2g", "--ipc=host", "-m", "8g", "--cpus=1.5",
-                                             "--cpuset-cpus", "0-3", "--rm"});
+  EngineOptionFacts f =
+      scan_engine_options({"--shm-size", "2g", "--ipc=host", "-m", "8g", "--cpus=1.5", "--cpuset-cpus", "0-3", "--rm"});
   EXPECT_EQ(f.shm_size, "2g");
   EXPECT_EQ(f.ipc, "host");
   EXPECT_EQ(f.memory, "8g");

@@ -8,12 +8,13 @@ namespace gpurun {
 namespace {
 
 TEST(RuntimeArgsTest, FindsTheBundleInEverySpelling) {
-  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
-           {"--root", "/r", "--log", "/l.json", "--log-format", "json", "create", "--bundle", "/b", "--pid-file", "p", "id"},
-           {"create", "--bundle=/b", "id"},
-           {"--debug", "create", "-b", "/b", "id"},
-           {"--systemd-cgroup", "create", "-b=/b", "id"},
-           {"--root=/r", "run", "--bundle", "/b", "id"}}) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--root", "/r", "--log", "/l.json", "--log-format", "json", "create",
+                                              "--bundle", "/b", "--pid-file", "p", "id"},
+                                             {"create", "--bundle=/b", "id"},
+                                             {"--debug", "create", "-b", "/b", "id"},
+                                             {"--systemd-cgroup", "create", "-b=/b", "id"},
+                                             {"--root=/r", "run", "--bundle", "/b", "id"}}) {
     RuntimeArgs r = parse_runtime_args(args);
     EXPECT_TRUE(r.subcommand == "create" || r.subcommand == "run");
     EXPECT_EQ(r.bundle, "/b") << args[0];

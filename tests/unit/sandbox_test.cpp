@@ -1,26 +1,26 @@
 // The hook's confinement: the build-time seccomp program matches the policy, and a process
 // that installs it can do its job's syscalls and nothing else.
+#include "sandbox.hpp"
+
 #include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/capability.h>
 #include <linux/filter.h>
 #include <sched.h>
 #include <signal.h>
-#include <linux/capability.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "sandbox.hpp"
 #include "seccomp_export.hpp"
 
 namespace gpurun {
@@ -88,8 +88,8 @@ TEST(Sandbox, DropsEveryCapabilityButTheHooksFour) {
     } catch (...) {
       ::_exit(10);
     }
-    const std::uint64_t keep = (1ull << CAP_SYS_ADMIN) | (1ull << CAP_SYS_CHROOT) | (1ull << CAP_SYS_PTRACE) |
-                               (1ull << CAP_DAC_OVERRIDE);
+    const std::uint64_t keep =
+        (1ull << CAP_SYS_ADMIN) | (1ull << CAP_SYS_CHROOT) | (1ull << CAP_SYS_PTRACE) | (1ull << CAP_DAC_OVERRIDE);
     if (cap_mask("CapEff") != keep) ::_exit(11);
     if (cap_mask("CapPrm") != keep) ::_exit(12);
     if (cap_mask("CapBnd") != keep) ::_exit(13);

@@ -1,5 +1,6 @@
 #include "shm_mount.hpp"
 
+#include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -7,8 +8,6 @@
 #include <unistd.h>
 
 #include <cstring>
-
-#include <gtest/gtest.h>
 
 #include "error.hpp"
 #include "temp_dir.hpp"

@@ -1,8 +1,7 @@
 #include "shm_sampler.hpp"
 
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "process.hpp"
 
@@ -37,7 +36,12 @@ TEST(ShmSamplerTest, StopsWhenAsked) {
   SamplerOptions o;
   o.interval = 1ms;
   o.stop = [&] { return calls >= 3; };
-  ShmSampleStats s = sample_shm([&]() -> std::optional<ShmUsage> { ++calls; return ShmUsage{8, 1}; }, o);
+  ShmSampleStats s = sample_shm(
+      [&]() -> std::optional<ShmUsage> {
+        ++calls;
+        return ShmUsage{8, 1};
+      },
+      o);
   EXPECT_FALSE(s.gone);
   EXPECT_EQ(s.samples, 3u);
 }
@@ -47,7 +51,12 @@ TEST(ShmSamplerTest, KeepsTheRateWithAbsoluteDeadlines) {
   SamplerOptions o;
   o.interval = 5ms;
   o.stop = [&] { return n >= 21; };
-  ShmSampleStats s = sample_shm([&]() -> std::optional<ShmUsage> { ++n; return ShmUsage{8, 1}; }, o);
+  ShmSampleStats s = sample_shm(
+      [&]() -> std::optional<ShmUsage> {
+        ++n;
+        return ShmUsage{8, 1};
+      },
+      o);
   // 20 intervals of 5 ms: about 100 ms, never much less (a loaded machine may take longer).
   EXPECT_GE(s.seconds, 0.095);
   EXPECT_LT(s.seconds, 2.0);

@@ -2,15 +2,13 @@
 
 #include <gtest/gtest.h>
 
-#include "test_util.hpp"
-
-#include <nlohmann/json.hpp>
-
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
 #include "error.hpp"
+#include "test_util.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -179,7 +177,7 @@ TEST(PlanShm, AboveMaxShmIsAProblemNotAClamp) {
   prof.min_shm = 64 * MiB;
   ShmPlan p = plan_shm(prof, request(1, 4));
   EXPECT_EQ(p.need, 368 * MiB);  // OneGpuPinMemory
-  EXPECT_EQ(p.shm, 368 * MiB);  // not silently cut to max_shm
+  EXPECT_EQ(p.shm, 368 * MiB);   // not silently cut to max_shm
   EXPECT_CONTAINS(p.problem, "368MiB");
   EXPECT_CONTAINS(p.problem, "max_shm 256MiB");
   EXPECT_CONTAINS(p.problem, "--workers");
@@ -243,9 +241,9 @@ TEST(RecommendWorkers, CpusPerRankBoundedByBatch) {
   EXPECT_EQ(recommend_workers(16, 3, 64), 5u);   // 16/3 = 5
   EXPECT_EQ(recommend_workers(1, 4, 64), 1u);    // max(1, 1/4 = 0)
   EXPECT_EQ(recommend_workers(0, 1, 64), 1u);
-  EXPECT_EQ(recommend_workers(64, 1, 2), 4u);    // 2/8 + 4 = 4
-  EXPECT_EQ(recommend_workers(64, 1, 128), 20u); // 128/8 + 4 = 20
-  EXPECT_EQ(recommend_workers(8, 0, 64), 8u);    // 0 ranks counts as 1
+  EXPECT_EQ(recommend_workers(64, 1, 2), 4u);     // 2/8 + 4 = 4
+  EXPECT_EQ(recommend_workers(64, 1, 128), 20u);  // 128/8 + 4 = 20
+  EXPECT_EQ(recommend_workers(8, 0, 64), 8u);     // 0 ranks counts as 1
 }
 
 TEST(PlanShm, AutoWorkers) {
@@ -397,11 +395,29 @@ TEST(PlanToJson, Keys) {
   nlohmann::json j = plan_to_json(plan_shm(imagenet_like(), r));
   std::set<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.insert(k);
-  const std::set<std::string> expected = {
-      "profile",      "gpus",           "ranks",       "workers",        "workers_auto", "cpus",
-      "batch_size",   "prefetch_factor", "pin_memory", "hold",           "fields",       "calibrated",
-      "batch_bytes",  "per_rank_bytes", "nccl_bytes",  "headroom",       "need_bytes",   "shm_bytes",
-      "shm",          "min_shm_bytes",  "max_shm_bytes", "fits",         "memory_limit_bytes"};
+  const std::set<std::string> expected = {"profile",
+                                          "gpus",
+                                          "ranks",
+                                          "workers",
+                                          "workers_auto",
+                                          "cpus",
+                                          "batch_size",
+                                          "prefetch_factor",
+                                          "pin_memory",
+                                          "hold",
+                                          "fields",
+                                          "calibrated",
+                                          "batch_bytes",
+                                          "per_rank_bytes",
+                                          "nccl_bytes",
+                                          "headroom",
+                                          "need_bytes",
+                                          "shm_bytes",
+                                          "shm",
+                                          "min_shm_bytes",
+                                          "max_shm_bytes",
+                                          "fits",
+                                          "memory_limit_bytes"};
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["profile"], "test");
   EXPECT_EQ(j["shm"], "368m");  // OneGpuPinMemory

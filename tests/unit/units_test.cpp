@@ -2,13 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include "test_util.hpp"
-
 #include <cstdint>
 #include <limits>
 #include <string>
 
 #include "error.hpp"
+#include "test_util.hpp"
 
 namespace gpurun {
 namespace {
@@ -26,9 +25,9 @@ TEST(ParseSize, PlainBytes) {
 TEST(ParseSize, DockerUnitsAre1024BasedAndCaseInsensitive) {
   EXPECT_EQ(parse_size("1k"), 1024u);
   EXPECT_EQ(parse_size("1K"), 1024u);
-  EXPECT_EQ(parse_size("64m"), 67108864u);      // 64 * 1024 * 1024
+  EXPECT_EQ(parse_size("64m"), 67108864u);  // 64 * 1024 * 1024
   EXPECT_EQ(parse_size("64M"), 67108864u);
-  EXPECT_EQ(parse_size("2g"), 2147483648u);     // 2 * 1024^3
+  EXPECT_EQ(parse_size("2g"), 2147483648u);  // 2 * 1024^3
   EXPECT_EQ(parse_size("2G"), 2147483648u);
   EXPECT_EQ(parse_size("1t"), 1099511627776u);  // 1024^4
   EXPECT_EQ(parse_size("3T"), 3298534883328u);  // 3 * 1024^4
@@ -42,19 +41,19 @@ TEST(ParseSize, DockerStyleByteSuffixAndSpace) {
 
 TEST(ParseSize, IecUnits) {
   EXPECT_EQ(parse_size("1Ki"), 1024u);
-  EXPECT_EQ(parse_size("8Mi"), 8388608u);         // 8 * 1048576
+  EXPECT_EQ(parse_size("8Mi"), 8388608u);  // 8 * 1048576
   EXPECT_EQ(parse_size("1Gi"), 1073741824u);
-  EXPECT_EQ(parse_size("2Ti"), 2199023255552u);   // 2 * 1024^4
+  EXPECT_EQ(parse_size("2Ti"), 2199023255552u);  // 2 * 1024^4
   EXPECT_EQ(parse_size("1KiB"), 1024u);
-  EXPECT_EQ(parse_size("256MiB"), 268435456u);    // 256 * 1048576
+  EXPECT_EQ(parse_size("256MiB"), 268435456u);  // 256 * 1048576
   EXPECT_EQ(parse_size("1gib"), 1073741824u);
 }
 
 TEST(ParseSize, Fractions) {
   EXPECT_EQ(parse_size("1.5g"), 1610612736u);  // 1073741824 + 536870912
   EXPECT_EQ(parse_size("0.5k"), 512u);
-  EXPECT_EQ(parse_size("2.25m"), 2359296u);    // 2 * 1048576 + 262144
-  EXPECT_EQ(parse_size("0.001k"), 1u);         // 1.024 bytes, truncated to 1
+  EXPECT_EQ(parse_size("2.25m"), 2359296u);  // 2 * 1048576 + 262144
+  EXPECT_EQ(parse_size("0.001k"), 1u);       // 1.024 bytes, truncated to 1
 }
 
 TEST(ParseSize, LargestValues) {
@@ -113,7 +112,7 @@ TEST(FormatSize, ForPeople) {
   EXPECT_EQ(format_size(512), "512B");
   EXPECT_EQ(format_size(1023), "1023B");
   EXPECT_EQ(format_size(1024), "1KiB");
-  EXPECT_EQ(format_size(1536), "1.5KiB");          // 1.5 * 1024
+  EXPECT_EQ(format_size(1536), "1.5KiB");  // 1.5 * 1024
   EXPECT_EQ(format_size(67108864), "64MiB");
   EXPECT_EQ(format_size(1610612736), "1.5GiB");
   EXPECT_EQ(format_size(3ull << 40), "3TiB");

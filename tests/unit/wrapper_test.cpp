@@ -1,8 +1,8 @@
 #include "wrapper.hpp"
 
-#include <algorithm>
-
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "error.hpp"
 #include "units.hpp"
@@ -122,10 +122,10 @@ TEST_F(WrapperTest, CpusOptionsBoundAutoWorkers) {
 
 TEST_F(WrapperTest, BadInputs) {
   const std::vector<Args> bad = {
-      {"--profile", "imagenett", "img"},   {"--gpus", "0x", "img"},          {"--workers", "-3", "img"},
-      {"--batch-size", "0", "img"},        {"--memory", "2x", "img"},        {"--memory", "-1g", "img"},
-      {"--shm-size", "99999999t", "img"},  {"--profile", "../x", "img"},     {"--engine", "lxc", "img"},
-      {"--gpu-request", "magic", "img"},   {"--cpus", "abc", "img"},         {"--gpus", "all", "img"},
+      {"--profile", "imagenett", "img"},  {"--gpus", "0x", "img"},      {"--workers", "-3", "img"},
+      {"--batch-size", "0", "img"},       {"--memory", "2x", "img"},    {"--memory", "-1g", "img"},
+      {"--shm-size", "99999999t", "img"}, {"--profile", "../x", "img"}, {"--engine", "lxc", "img"},
+      {"--gpu-request", "magic", "img"},  {"--cpus", "abc", "img"},     {"--gpus", "all", "img"},
   };
   for (const Args& args : bad) {
     try {
