@@ -67,6 +67,8 @@ for f in /usr/bin/gpu-run /usr/bin/gpu-run-hook /usr/bin/gpu-run-runtime /usr/bi
   /usr/share/man/man5/gpu-run-profile.5.gz /usr/share/bash-completion/completions/gpu-run-ctl; do
   assert_contains "$rpm_files" "$f" "rpm holds $f"
 done
+assert_eq Apache-2.0 "$(rpm -qp --queryformat '%{LICENSE}' "$rpmf" 2>/dev/null)" "rpm: License is Apache-2.0"
+assert_contains "$(dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ./usr/share/doc/gpu-run/copyright)" "License: Apache-2.0" "deb: copyright names Apache-2.0"
 assert_eq /etc/gpu-run/config.json "$(rpm -qp --configfiles "$rpmf" 2>/dev/null)" "rpm: config.json is its only %config file"
 assert_contains "$(rpm -qp --queryformat '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpmf" 2>/dev/null)" \
   "cn /etc/gpu-run/config.json" "rpm: config.json is %config(noreplace)"
