@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "contract.hpp"
 #include "error.hpp"
 #include "gpus.hpp"
 #include "host.hpp"
@@ -11,19 +12,22 @@
 namespace gpurun {
 namespace {
 
-struct Key {
-  const char* annotation;
-  const char* env;
-  std::optional<std::string> ContainerRequest::*field;
-};
-
-const Key kKeys[] = {
-    {"gpu-run.profile", "GPU_RUN_PROFILE", &ContainerRequest::profile},
-    {"gpu-run.gpus", "GPU_RUN_GPUS", &ContainerRequest::gpus},
-    {"gpu-run.workers", "GPU_RUN_WORKERS", &ContainerRequest::workers},
-    {"gpu-run.batch-size", "GPU_RUN_BATCH_SIZE", &ContainerRequest::batch_size},
-    {"gpu-run.shm-size", "GPU_RUN_SHM_SIZE", &ContainerRequest::shm_size},
-};
+// Where each request key lands in a ContainerRequest.
+std::optional<std::string> ContainerRequest::*field_of(RequestKey key) {
+  switch (key) {
+    case RequestKey::kProfile:
+      return &ContainerRequest::profile;
+    case RequestKey::kGpus:
+      return &ContainerRequest::gpus;
+    case RequestKey::kWorkers:
+      return &ContainerRequest::workers;
+    case RequestKey::kBatchSize:
+      return &ContainerRequest::batch_size;
+    case RequestKey::kShmSize:
+      return &ContainerRequest::shm_size;
+  }
+  return &ContainerRequest::profile;  // unreachable
+}
 
 const std::string* lookup(const std::map<std::string, std::string>& m, const std::string& k) {
   auto it = m.find(k);
@@ -44,20 +48,20 @@ void check_length(const std::string& name, const std::string& value) {
 
 ContainerRequest container_request(const std::map<std::string, std::string>& state_annotations, const SpecFacts& spec) {
   ContainerRequest r;
-  for (const Key& k : kKeys) {
+  for (const RequestKeySpec& k : kRequestKeys) {
     const std::string* v = lookup(state_annotations, k.annotation);
     if (!v) v = lookup(spec.annotations, k.annotation);
     if (v) {
-      r.*(k.field) = *v;
+      r.*field_of(k.key) = *v;
       add_source(r.source, "annotation");
     } else if ((v = lookup(spec.env, k.env))) {
-      r.*(k.field) = *v;
+      r.*field_of(k.key) = *v;
       add_source(r.source, "env");
     }
   }
   if (!r.shm_size) {
-    const std::string* v = lookup(state_annotations, "io.kubernetes.cri-o.ShmSize");
-    if (!v) v = lookup(spec.annotations, "io.kubernetes.cri-o.ShmSize");
+    const std::string* v = lookup(state_annotations, kCrioShmSizeAnnotation);
+    if (!v) v = lookup(spec.annotations, kCrioShmSizeAnnotation);
     if (v) {
       r.shm_size = *v;
       add_source(r.source, "annotation");
@@ -75,6 +79,11 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
     d.reason = "no gpu-run request and no default_profile";
     return d;
   }
+  if (!spec.has_ipc_namespace) {
+    d.host_ipc = true;
+    d.reason = "no ipc namespace: the container uses the host's /dev/shm";
+    return d;
+  }
   try {
     std::optional<std::uint64_t> memory_limit = spec.memory_limit;
     const double fraction = config.memory_fraction_max;
@@ -84,12 +93,10 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
         throw Error(what + " " + format_size(size) + " is more than this host's memory (" +
                     format_size(host.mem_total) + ")");
       if (memory_limit) {
-        auto budget = static_cast<std::uint64_t>(static_cast<long double>(*memory_limit) * fraction);
-        if (size > budget)
-          throw Error(what + " " + format_size(size) + " does not fit the container's memory limit " +
-                      format_size(*memory_limit) + " (shm counts against it; at most " +
-                      std::to_string(static_cast<int>(fraction * 100 + 0.5)) +
-                      "% may be shm): raise the memory limit or ask for less");
+        const MemoryBudget budget{*memory_limit, fraction};
+        if (!budget.holds(size))
+          throw Error(what + " " + format_size(size) + " " + budget.over() + ": raise the memory limit to at least " +
+                      engine_size(budget.limit_for(size)) + " or ask for less");
       }
     };
     if (request.shm_size) {

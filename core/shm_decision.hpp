@@ -31,6 +31,7 @@ struct ShmDecision {
   bool act = false;               // false: leave the container alone
   bool explicit_request = false;  // the container named something (failures fail its start)
   bool size_explicit = false;     // a size was given: apply it even if it shrinks
+  bool host_ipc = false;          // no ipc namespace: /dev/shm is the host's, never touched
   std::uint64_t size = 0;
   std::string profile;
   unsigned gpus = 0;
@@ -49,7 +50,8 @@ struct HostFacts {
 };
 
 // Pure: request + spec + config + profiles -> decision. Never throws for bad
-// container input: it sets `error` instead.
+// container input: it sets `error` instead. A container without an ipc namespace (--ipc=host,
+// hostIPC) is left alone (host_ipc) whatever it asked for.
 ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, const Config& config,
                        const ProfileStore& store, const HostFacts& host);
 

@@ -100,18 +100,29 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
                 std::to_string(p.batch_size) + ") is above the profile's max_shm " + format_size(p.max_shm) +
                 ": lower --workers or --batch-size, or raise max_shm in the profile";
   } else if (p.memory_limit) {
-    auto budget = static_cast<std::uint64_t>(static_cast<long double>(*p.memory_limit) * p.memory_fraction_max);
-    if (p.shm > budget) {
-      std::uint64_t memory_needed = round_up(ceil_bytes(static_cast<long double>(p.shm) / p.memory_fraction_max), kMiB);
-      p.problem = "planned /dev/shm of " + format_size(p.shm) + " does not fit the memory limit " +
-                  format_size(*p.memory_limit) + " (shm pages count against it; at most " +
-                  std::to_string(static_cast<int>(p.memory_fraction_max * 100 + 0.5)) + "% = " + format_size(budget) +
-                  " may be shm): raise --memory to at least " + engine_size(memory_needed) +
-                  ", or lower --workers (now " + std::to_string(p.workers) + ") or --batch-size (now " +
-                  std::to_string(p.batch_size) + ")";
+    const MemoryBudget budget{*p.memory_limit, p.memory_fraction_max};
+    if (!budget.holds(p.shm)) {
+      p.problem = "planned /dev/shm of " + format_size(p.shm) + " " + budget.over() + ": raise --memory to at least " +
+                  engine_size(budget.limit_for(p.shm)) + ", or lower --workers (now " + std::to_string(p.workers) +
+                  ") or --batch-size (now " + std::to_string(p.batch_size) + ")";
     }
   }
   return p;
+}
+
+std::uint64_t MemoryBudget::bytes() const {
+  return static_cast<std::uint64_t>(static_cast<long double>(limit) * fraction);
+}
+
+std::uint64_t MemoryBudget::limit_for(std::uint64_t shm) const {
+  return round_up(ceil_bytes(static_cast<long double>(shm) / fraction), kMiB);
+}
+
+std::string MemoryBudget::percent() const { return std::to_string(static_cast<int>(fraction * 100 + 0.5)) + "%"; }
+
+std::string MemoryBudget::over() const {
+  return "does not fit the memory limit " + format_size(limit) + " (shm pages count against it; at most " + percent() +
+         " = " + format_size(bytes()) + " may be shm)";
 }
 
 void require_fits(const ShmPlan& plan) {

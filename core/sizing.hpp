@@ -54,6 +54,23 @@ struct ShmPlan {
   std::string problem;
 };
 
+// The memory budget: /dev/shm may take at most `fraction` of a memory limit, because tmpfs
+// pages are charged to the container's cgroup (docs/ARCHITECTURE.md, "The memory budget").
+// The one place the budget is computed: sizing, the container decision and doctor use it.
+struct MemoryBudget {
+  std::uint64_t limit = 0;
+  double fraction = 0.5;
+
+  std::uint64_t bytes() const;  // limit x fraction, rounded down
+  // The smallest limit (MiB-rounded) whose budget holds `shm`.
+  std::uint64_t limit_for(std::uint64_t shm) const;
+  std::string percent() const;  // "50%"
+  bool holds(std::uint64_t shm) const { return shm <= bytes(); }
+  // "does not fit the memory limit L (shm pages count against it; at most P = B may be shm)",
+  // the words every over-budget message uses.
+  std::string over() const;
+};
+
 // PyTorch's DataLoader worker count for `ranks` loaders on `cpus` CPUs:
 // max(1, cpus / ranks), bounded by batch_size / 8 + 4.
 std::uint64_t recommend_workers(unsigned cpus, unsigned ranks, std::uint64_t batch_size);

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "config.hpp"
+#include "contract.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
 
@@ -22,7 +23,7 @@ ordered_json hooks_d_document(const std::string& hook_path, const std::string& c
   if (always)
     doc["when"] = {{"always", true}};
   else
-    doc["when"] = {{"annotations", {{kHookAnnotationPattern, ".*"}}}};
+    doc["when"] = {{"annotations", {{request_annotation_pattern(), ".*"}}}};
   doc["stages"] = {"createRuntime"};
   return doc;
 }

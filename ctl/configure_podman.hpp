@@ -25,10 +25,6 @@ struct ConfigurePodmanOptions {
   std::optional<std::string> hook_path;  // default: gpu-run-hook next to this program
 };
 
-// The annotation keys that make podman inject the hook: gpu-run.profile, .gpus, .workers,
-// .batch-size, .shm-size (a POSIX ERE; hooks.d cannot match environment variables).
-constexpr const char* kHookAnnotationPattern = "^gpu-run\\.(profile|gpus|workers|batch-size|shm-size)$";
-
 // The hooks.d (schema 1.0.0) document: gpu-run-hook with --config at createRuntime, when
 // one of gpu-run's annotations is set (or always). Pure.
 nlohmann::ordered_json hooks_d_document(const std::string& hook_path, const std::string& config_path, bool always);

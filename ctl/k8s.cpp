@@ -7,6 +7,7 @@
 #include <memory>
 #include <regex>
 
+#include "contract.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
 #include "plan.hpp"
@@ -90,10 +91,7 @@ ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
   const std::string memory = k8s_quantity(base + plan.shm);
 
   ordered_json env = ordered_json::array();
-  for (const auto& [name, value] : {std::pair<std::string, std::string>{"GPU_RUN_PROFILE", plan.profile},
-                                    {"GPU_RUN_NUM_WORKERS", std::to_string(plan.workers)},
-                                    {"GPU_RUN_BATCH_SIZE", std::to_string(plan.batch_size)},
-                                    {"GPU_RUN_SHM_SIZE", engine_size(plan.shm)}})
+  for (const auto& [name, value] : container_env(plan.profile, plan.workers, plan.batch_size, plan.shm))
     env.push_back({{"name", name}, {"value", value}});
 
   ordered_json limits = {{"memory", memory}};

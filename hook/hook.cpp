@@ -2,16 +2,12 @@
 
 #include <cstring>
 
-#include "config.hpp"
+#include "contract.hpp"
+#include "door.hpp"
 #include "error.hpp"
 #include "fd.hpp"
-#include "gpus.hpp"
-#include "host.hpp"
-#include "log.hpp"
 #include "oci.hpp"
-#include "profile_store.hpp"
 #include "sandbox.hpp"
-#include "shm_decision.hpp"
 #include "shm_mount.hpp"
 #include "units.hpp"
 
@@ -41,13 +37,10 @@ HookOptions parse_hook_args(int argc, char** argv) {
 
 int run_hook(const HookOptions& o, std::string& error_line) {
   // Host-controlled input first: config, host facts, the host's /dev/shm.
-  const Config config = load_config(config_path(o.config));
-  Logger log(config.log_file.string(), parse_log_level(config.log_level), "gpu-run-hook");
-  log.set_echo(o.debug);
-  const HostInfo host_info = probe_host();
-  HostFacts host{host_info.cpus, count_host_gpus(), host_info.mem_total};
+  DecisionContext ctx(config_path(o.config), "gpu-run-hook");
+  ctx.log.set_echo(o.debug);
+  const HostFacts host = probe_host_facts();
   const auto host_shm = host_shm_device();
-  ProfileStore store(profile_search_path({}, config, /*include_user=*/false));
 
   // Read, but do not parse, what the runtime and the container control.
   std::string state_text;
@@ -60,57 +53,46 @@ int run_hook(const HookOptions& o, std::string& error_line) {
     }
     state = parse_state(state_text);
   } catch (const Error& e) {
-    log.error(std::string("stage=") + log_quote(o.stage) + " action=fail error=" + log_quote(e.what()));
+    ctx.log.error(std::string("stage=") + log_quote(o.stage) + " action=fail error=" + log_quote(e.what()));
     error_line = e.what();
     return kExitFailure;
   }
   const std::string who = "container=" + log_quote(state.id.substr(0, 64)) + " stage=" + log_quote(o.stage);
-  auto fail = [&](const std::string& message, bool explicit_request) {
-    const bool must_fail = explicit_request || config.on_error == "fail";
-    log.log(must_fail ? LogLevel::kError : LogLevel::kWarn,
-            who + " action=" + (must_fail ? "fail" : "skip") + " error=" + log_quote(message));
-    if (!must_fail) return kExitOk;
-    error_line = "container " + state.id.substr(0, 12) + ": " + message;
+  auto finish = [&](const Disposition& disposition) {
+    log_disposition(ctx.log, who, disposition);
+    if (disposition.action != Action::kFail) return kExitOk;
+    error_line = "container " + state.id.substr(0, 12) + ": " + disposition.error;
     return kExitFailure;
   };
 
   SpecFacts spec;
-  ContainerRequest request;
   try {
     spec = spec_facts(load_spec(state.bundle, SpecParts::kFacts), state.bundle);
-    request = container_request(state.annotations, spec);
   } catch (const Error& e) {
     // Without a spec we cannot tell what the container asked for: fail only if the
     // state's own annotations asked.
-    bool asked = false;
-    for (const auto& [k, v] : state.annotations) asked = asked || k.compare(0, 8, "gpu-run.") == 0;
-    return fail(e.what(), asked);
+    return finish(dispose_failure(e.what(), has_request_annotation(state.annotations), ctx.config));
   }
-  if (!spec.has_ipc_namespace) {
-    log.info(who + " action=leave reason=" + log_quote("no ipc namespace: the container uses the host's /dev/shm"));
-    return kExitOk;
-  }
-  ShmDecision d = decide_shm(request, spec, config, store, host);
-  if (!d.error.empty()) return fail(d.error, d.explicit_request);
-  if (!d.act) {
-    log.debug(who + " action=leave " + describe(d));
-    return kExitOk;
-  }
-  if (state.pid <= 0)
-    return fail("OCI state has no pid: cannot reach the container's mount namespace", d.explicit_request);
+  const ContainerPlan plan = plan_container(state.annotations, spec, ctx.config, ctx.store, [&] { return host; });
+  const ShmDecision& d = plan.decision;
+  if (plan.disposition.action != Action::kAct) return finish(plan.disposition);
+  auto failure = [&](const std::string& message) {
+    return finish(dispose_failure(message, d.explicit_request, ctx.config));
+  };
+  if (state.pid <= 0) return failure("OCI state has no pid: cannot reach the container's mount namespace");
   try {
     UniqueFd ns(open_mount_namespace(state.pid));
     join_mount_namespace(ns.get(), state.pid);
     ShmTarget target{state.pid, spec.rootfs, d.size, d.size_explicit, host_shm};
     ShmResult r = apply_shm(target);
-    log.info(who + " action=" + outcome_name(r.outcome) + " " + describe(d) + " before=" + engine_size(r.before) +
-             " after=" + engine_size(r.after) +
-             (r.outcome == ShmOutcome::kHostShm ? " reason=" + log_quote("the host's /dev/shm is never resized") : ""));
+    ctx.log.info(
+        who + " action=" + outcome_name(r.outcome) + " " + describe(d) + " before=" + engine_size(r.before) +
+        " after=" + engine_size(r.after) +
+        (r.outcome == ShmOutcome::kHostShm ? " reason=" + log_quote("the host's /dev/shm is never resized") : ""));
     if (r.outcome != ShmOutcome::kHostShm && r.outcome != ShmOutcome::kUnchanged && r.after < d.size)
-      return fail("/dev/shm is " + format_size(r.after) + " after resizing, asked for " + format_size(d.size),
-                  d.explicit_request);
+      return failure("/dev/shm is " + format_size(r.after) + " after resizing, asked for " + format_size(d.size));
   } catch (const Error& e) {
-    return fail(e.what(), d.explicit_request);
+    return failure(e.what());
   }
   return kExitOk;
 }

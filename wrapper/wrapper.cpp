@@ -9,6 +9,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "contract.hpp"
 #include "error.hpp"
 #include "gpus.hpp"
 #include "record.hpp"
@@ -147,17 +148,15 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
       }
     }
   }
-  const std::string shm_text = engine_size(inv.applied_shm);
-  for (const std::string& e :
-       {"GPU_RUN_PROFILE=" + inv.plan.profile, "GPU_RUN_NUM_WORKERS=" + std::to_string(inv.plan.workers),
-        "GPU_RUN_BATCH_SIZE=" + std::to_string(inv.plan.batch_size), "GPU_RUN_SHM_SIZE=" + shm_text}) {
+  for (const auto& [name, value] :
+       container_env(inv.plan.profile, inv.plan.workers, inv.plan.batch_size, inv.applied_shm)) {
     a.push_back("-e");
-    a.push_back(e);
+    a.push_back(name + "=" + value);
   }
-  a.push_back("--label");
-  a.push_back("gpu-run.profile=" + inv.plan.profile);
-  a.push_back("--label");
-  a.push_back("gpu-run.shm-size=" + shm_text);
+  for (const auto& [name, value] : container_labels(inv.plan.profile, inv.applied_shm)) {
+    a.push_back("--label");
+    a.push_back(name + "=" + value);
+  }
   a.insert(a.end(), o.engine_options.begin(), o.engine_options.end());
   a.push_back(o.image);
   a.insert(a.end(), o.command.begin(), o.command.end());

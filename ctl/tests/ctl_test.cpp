@@ -13,6 +13,7 @@
 #include "config.hpp"
 #include "configure_docker.hpp"
 #include "configure_podman.hpp"
+#include "contract.hpp"
 #include "error.hpp"
 #include "k8s.hpp"
 #include "plan.hpp"
@@ -198,7 +199,7 @@ TEST(HooksD, AlwaysStandsAloneInWhen) {
 }
 
 TEST(HooksD, AnnotationPatternMatchesExactlyGpuRunsKeys) {
-  const std::regex ere(kHookAnnotationPattern, std::regex::extended);
+  const std::regex ere(request_annotation_pattern(), std::regex::extended);
   for (const char* key :
        {"gpu-run.profile", "gpu-run.gpus", "gpu-run.workers", "gpu-run.batch-size", "gpu-run.shm-size"})
     EXPECT_TRUE(std::regex_search(key, ere)) << key;

@@ -12,15 +12,11 @@
 #include <set>
 #include <sstream>
 
-#include "config.hpp"
+#include "door.hpp"
 #include "error.hpp"
 #include "fd.hpp"
-#include "gpus.hpp"
-#include "host.hpp"
 #include "log.hpp"
 #include "oci.hpp"
-#include "profile_store.hpp"
-#include "shm_decision.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -105,55 +101,57 @@ std::string find_real_runtime(const std::vector<std::string>& candidates) {
               ENOENT, kExitFailure);
 }
 
-bool prepare_bundle(const std::string& bundle_arg, const Config& config, const std::string& config_file) {
-  Logger log(config.log_file.string(), parse_log_level(config.log_level), "gpu-run-runtime");
+SpecEdit edit_spec(nlohmann::json& spec, const SpecFacts& facts, const ShmDecision& d, const std::string& hook_path,
+                   const std::string& config_file) {
+  const int idx = find_shm_mount(spec);
+  if (idx >= 0 && facts.shm_type == std::string("tmpfs")) {
+    if (facts.shm_size && *facts.shm_size >= d.size && !d.size_explicit)
+      return {SpecEdit::kUnchanged, " before=" + engine_size(*facts.shm_size)};
+    set_tmpfs_size(spec["mounts"][static_cast<std::size_t>(idx)], d.size);
+    return {SpecEdit::kSpecSize, ""};
+  }
+  // No tmpfs at /dev/shm in the spec (--ipc=shareable, none, a bind): the hook sizes it
+  // once the container's mount namespace exists.
+  if (!add_hook(spec, "createRuntime", hook_path, {"gpu-run-hook", "--config", config_file, "createRuntime"}))
+    return {SpecEdit::kUnchanged, " note=" + log_quote("hook already present")};
+  return {SpecEdit::kInjectHook, ""};
+}
+
+const char* edit_name(SpecEdit::Kind kind) {
+  switch (kind) {
+    case SpecEdit::kSpecSize:
+      return "spec-size";
+    case SpecEdit::kInjectHook:
+      return "inject-hook";
+    case SpecEdit::kUnchanged:
+      break;
+  }
+  return "unchanged";
+}
+
+bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {
   std::error_code ec;
   fs::path bundle = fs::absolute(bundle_arg, ec);
   if (ec) bundle = bundle_arg;
   nlohmann::json spec = load_spec(bundle);
   const SpecFacts facts = spec_facts(spec, bundle);
-  const ContainerRequest request = container_request({}, facts);
+  const ContainerPlan plan = plan_container({}, facts, ctx.config, ctx.store, probe_host_facts);
   const std::string who = "bundle=" + log_quote(bundle.string());
-  if (!facts.has_ipc_namespace) {
-    if (request.named_anything() || config.default_profile)
-      log.info(who + " action=leave reason=" + log_quote("no ipc namespace: the container uses the host's /dev/shm"));
+  if (plan.disposition.action != Action::kAct) {
+    log_disposition(ctx.log, who, plan.disposition);
+    if (plan.disposition.action == Action::kFail) throw Error(plan.disposition.error, 0, kExitFailure);
     return false;
   }
-  const HostInfo host_info = probe_host();
-  HostFacts host{host_info.cpus, count_host_gpus(), host_info.mem_total};
-  ProfileStore store(profile_search_path({}, config, /*include_user=*/false));
-  ShmDecision d = decide_shm(request, facts, config, store, host);
-  if (!d.error.empty()) {
-    const bool must_fail = d.explicit_request || config.on_error == "fail";
-    log.log(must_fail ? LogLevel::kError : LogLevel::kWarn,
-            who + " action=" + (must_fail ? "fail" : "skip") + " " + describe(d));
-    if (must_fail) throw Error(d.error, 0, kExitFailure);
-    return false;
+  fs::path hook = ctx.config.hook_path;
+  if (hook.empty()) hook = self_exe().parent_path() / "gpu-run-hook";
+  const SpecEdit edit = edit_spec(spec, facts, plan.decision, hook.string(), ctx.config_file.string());
+  if (edit.kind != SpecEdit::kUnchanged) {
+    // Atomic for runc, which reads it next; not fsync'ed: a bundle does not outlive a crash
+    // (the engine recreates it), and two fsyncs cost a disk-backed /run milliseconds per start.
+    write_file_atomic((bundle / "config.json").string(), spec.dump(), 0644, Durability::kVolatile);
   }
-  if (!d.act) return false;
-  int idx = find_shm_mount(spec);
-  std::string action;
-  if (idx >= 0 && facts.shm_type == std::string("tmpfs")) {
-    if (facts.shm_size && *facts.shm_size >= d.size && !d.size_explicit) {
-      log.info(who + " action=unchanged " + describe(d) + " before=" + engine_size(*facts.shm_size));
-      return false;
-    }
-    set_tmpfs_size(spec["mounts"][static_cast<std::size_t>(idx)], d.size);
-    action = "spec-size";
-  } else {
-    fs::path hook = config.hook_path;
-    if (hook.empty()) hook = self_exe().parent_path() / "gpu-run-hook";
-    if (!add_hook(spec, "createRuntime", hook.string(), {"gpu-run-hook", "--config", config_file, "createRuntime"})) {
-      log.info(who + " action=unchanged reason=" + log_quote("hook already present") + " " + describe(d));
-      return false;
-    }
-    action = "inject-hook";
-  }
-  // Atomic for runc, which reads it next; not fsync'ed: a bundle does not outlive a crash
-  // (the engine recreates it), and two fsyncs cost a disk-backed /run milliseconds per start.
-  write_file_atomic((bundle / "config.json").string(), spec.dump(), 0644, Durability::kVolatile);
-  log.info(who + " action=" + action + " " + describe(d));
-  return true;
+  ctx.log.info(who + " action=" + edit_name(edit.kind) + " " + describe(plan.decision) + edit.detail);
+  return edit.kind != SpecEdit::kUnchanged;
 }
 
 void report_runtime_error(const RuntimeArgs& args, const std::string& message) {
@@ -176,13 +174,11 @@ void report_runtime_error(const RuntimeArgs& args, const std::string& message) {
 void run_runtime(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   RuntimeArgs ra = parse_runtime_args(args);
-  const std::string config_file = config_path(std::nullopt).string();
   std::vector<std::string> runtimes;
   try {
-    const Config config = load_config(config_file);
-    if (ra.subcommand == "create" || ra.subcommand == "run")
-      prepare_bundle(ra.bundle.value_or("."), config, config_file);
-    runtimes = config.runtimes;
+    const DecisionContext ctx(config_path(std::nullopt), "gpu-run-runtime");
+    if (ra.subcommand == "create" || ra.subcommand == "run") prepare_bundle(ra.bundle.value_or("."), ctx);
+    runtimes = ctx.config.runtimes;
   } catch (const Error& e) {
     report_runtime_error(ra, e.what());
     throw;

@@ -1,12 +1,15 @@
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace gpurun {
 
-struct Config;
+struct DecisionContext;
+struct ShmDecision;
+struct SpecFacts;
 
 // What gpu-run-runtime needs from a runc command line.
 struct RuntimeArgs {
@@ -23,11 +26,26 @@ void report_runtime_error(const RuntimeArgs& args, const std::string& message);
 // Reads runc's argv (without argv[0]): global options, then the subcommand and its options.
 RuntimeArgs parse_runtime_args(const std::vector<std::string>& args);
 
-// On create/run: sizes /dev/shm in <bundle>/config.json (tmpfs size=, or the hook injected
-// at createRuntime), atomically. Returns false when the spec was left unchanged. Throws Error
-// when an explicit request cannot be met (or on_error is fail). `config_file` is the path
-// of `config`, handed to the injected hook as --config.
-bool prepare_bundle(const std::string& bundle, const Config& config, const std::string& config_file);
+// What the runtime did to a spec for a decision to act.
+struct SpecEdit {
+  enum Kind { kUnchanged, kSpecSize, kInjectHook } kind = kUnchanged;
+  std::string detail;  // " before=..." or " note=..." for the log line
+};
+
+// Pure: sizes /dev/shm in a parsed spec for `decision` (which acts): the tmpfs's size= when
+// the spec mounts one at /dev/shm, else gpu-run-hook (at `hook_path`, with --config
+// `config_file`) injected at createRuntime. A tmpfs already as large is left as it is,
+// unless the size was explicit.
+SpecEdit edit_spec(nlohmann::json& spec, const SpecFacts& facts, const ShmDecision& decision,
+                   const std::string& hook_path, const std::string& config_file);
+
+// The log's name for an edit: spec-size, inject-hook, unchanged.
+const char* edit_name(SpecEdit::Kind kind);
+
+// On create/run: plans the container of <bundle>/config.json, edits the spec and rewrites
+// it atomically. Returns false when the spec was left unchanged. Throws Error when an
+// explicit request cannot be met (or on_error is fail).
+bool prepare_bundle(const std::string& bundle, const DecisionContext& context);
 
 // Resolves the real runtime to exec: the first of the config's `runtimes` found (absolute
 // path or on PATH), never this binary itself. Throws Error when none is found.

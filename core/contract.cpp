@@ -1,0 +1,47 @@
+#include "contract.hpp"
+
+#include <algorithm>
+
+#include "units.hpp"
+
+namespace gpurun {
+
+const RequestKeySpec& request_key(RequestKey key) {
+  for (const RequestKeySpec& k : kRequestKeys)
+    if (k.key == key) return k;
+  return kRequestKeys[0];  // unreachable: every enumerator has an entry
+}
+
+bool has_request_annotation(const std::map<std::string, std::string>& annotations) {
+  return std::any_of(kRequestKeys.begin(), kRequestKeys.end(),
+                     [&](const RequestKeySpec& k) { return annotations.count(k.annotation) > 0; });
+}
+
+std::string request_annotation_pattern() {
+  std::string alternatives;
+  for (const RequestKeySpec& k : kRequestKeys) alternatives += (alternatives.empty() ? "" : "|") + std::string(k.name);
+  // The prefix's '.' escaped for the ERE.
+  return "^gpu-run\\.(" + alternatives + ")$";
+}
+
+NameValues container_env(const std::string& profile, std::uint64_t workers, std::uint64_t batch_size,
+                         std::uint64_t shm_bytes) {
+  return {{kEnvProfile, profile},
+          {kEnvNumWorkers, std::to_string(workers)},
+          {kEnvBatchSize, std::to_string(batch_size)},
+          {kEnvShmSize, engine_size(shm_bytes)}};
+}
+
+NameValues container_labels(const std::string& profile, std::uint64_t shm_bytes) {
+  return {{kLabelProfile, profile}, {kLabelShmSize, engine_size(shm_bytes)}};
+}
+
+std::vector<std::string> contract_env_names() {
+  std::vector<std::string> names;
+  for (const RequestKeySpec& k : kRequestKeys) names.emplace_back(k.env);
+  for (const char* n : {kEnvNumWorkers, kEnvBatchSize, kEnvShmSize, kEnvProfile})
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.emplace_back(n);
+  return names;
+}
+
+}  // namespace gpurun

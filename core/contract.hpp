@@ -1,0 +1,72 @@
+#pragma once
+
+// The container contract: how a container asks gpu-run for a /dev/shm size (annotations,
+// which win, and environment variables), and what gpu-run tells a container it sized
+// (environment variables) and the engine (labels). Every door reads and writes these names
+// through this file only; docs/ARCHITECTURE.md ("The container contract") lists them.
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpurun {
+
+// One thing a container can ask for.
+enum class RequestKey { kProfile, kGpus, kWorkers, kBatchSize, kShmSize };
+
+struct RequestKeySpec {
+  RequestKey key;
+  const char* name;        // "profile": the annotation's suffix, also used in messages
+  const char* annotation;  // "gpu-run.profile"
+  const char* env;         // "GPU_RUN_PROFILE"
+};
+
+inline constexpr const char* kAnnotationPrefix = "gpu-run.";
+inline constexpr std::array<RequestKeySpec, 5> kRequestKeys = {{
+    {RequestKey::kProfile, "profile", "gpu-run.profile", "GPU_RUN_PROFILE"},
+    {RequestKey::kGpus, "gpus", "gpu-run.gpus", "GPU_RUN_GPUS"},
+    {RequestKey::kWorkers, "workers", "gpu-run.workers", "GPU_RUN_WORKERS"},
+    {RequestKey::kBatchSize, "batch-size", "gpu-run.batch-size", "GPU_RUN_BATCH_SIZE"},
+    {RequestKey::kShmSize, "shm-size", "gpu-run.shm-size", "GPU_RUN_SHM_SIZE"},
+}};
+
+// CRI-O's own /dev/shm size annotation, honoured as a shm-size request when no gpu-run
+// key gives one.
+inline constexpr const char* kCrioShmSizeAnnotation = "io.kubernetes.cri-o.ShmSize";
+
+const RequestKeySpec& request_key(RequestKey key);
+
+// True when `annotations` hold any of the request keys above (not CRI-O's).
+bool has_request_annotation(const std::map<std::string, std::string>& annotations);
+
+// The POSIX ERE that makes podman/CRI-O inject the hook (hooks.d "when.annotations"),
+// derived from kRequestKeys: "^gpu-run\.(profile|gpus|...)$".
+std::string request_annotation_pattern();
+
+// What gpu-run tells a container it sized.
+inline constexpr const char* kEnvProfile = "GPU_RUN_PROFILE";
+inline constexpr const char* kEnvNumWorkers = "GPU_RUN_NUM_WORKERS";
+inline constexpr const char* kEnvBatchSize = "GPU_RUN_BATCH_SIZE";
+inline constexpr const char* kEnvShmSize = "GPU_RUN_SHM_SIZE";
+// ...and the engine (labels on the container, read back by watch, doctor and the guard).
+inline constexpr const char* kLabelProfile = "gpu-run.profile";
+inline constexpr const char* kLabelShmSize = "gpu-run.shm-size";
+
+using NameValues = std::vector<std::pair<std::string, std::string>>;
+
+// The environment of a container gpu-run sized: profile, workers and batch size per rank,
+// and the /dev/shm size it gets (engine syntax, e.g. "1536m").
+NameValues container_env(const std::string& profile, std::uint64_t workers, std::uint64_t batch_size,
+                         std::uint64_t shm_bytes);
+
+// The labels of a container gpu-run sized.
+NameValues container_labels(const std::string& profile, std::uint64_t shm_bytes);
+
+// Every GPU_RUN_* name a container may carry (requests and what gpu-run set), for doctor.
+std::vector<std::string> contract_env_names();
+
+}  // namespace gpurun

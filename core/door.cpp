@@ -1,0 +1,71 @@
+#include "door.hpp"
+
+#include "gpus.hpp"
+#include "host.hpp"
+
+namespace gpurun {
+
+DecisionContext::DecisionContext(const fs::path& file, const char* program)
+    : config_file(file),
+      config(load_config(file)),
+      log(config.log_file.string(), parse_log_level(config.log_level), program),
+      store(profile_search_path({}, config, /*include_user=*/false)) {}
+
+HostFacts probe_host_facts() {
+  const HostInfo info = probe_host();
+  return HostFacts{info.cpus, count_host_gpus(), info.mem_total};
+}
+
+namespace {
+
+// Fail or skip, by the one policy; `fields` follow the action on the log line.
+Disposition fail_or_skip(const std::string& message, bool explicit_request, const Config& config,
+                         const std::string& fields) {
+  const bool must_fail = explicit_request || config.on_error == "fail";
+  Disposition out;
+  out.action = must_fail ? Action::kFail : Action::kSkip;
+  out.level = must_fail ? LogLevel::kError : LogLevel::kWarn;
+  out.fields = std::string("action=") + (must_fail ? "fail " : "skip ") + fields;
+  if (must_fail) out.error = message;
+  return out;
+}
+
+}  // namespace
+
+Disposition dispose_failure(const std::string& message, bool explicit_request, const Config& config) {
+  return fail_or_skip(message, explicit_request, config, "error=" + log_quote(message));
+}
+
+Disposition dispose(const ShmDecision& d, const Config& config) {
+  if (!d.error.empty()) return fail_or_skip(d.error, d.explicit_request, config, describe(d));
+  Disposition out;
+  if (d.act) {
+    out.action = Action::kAct;
+    out.level = LogLevel::kInfo;
+    out.fields = "action=act " + describe(d);
+    return out;
+  }
+  out.action = Action::kLeave;
+  // Leaving a container that asked for something (or would get the default) is worth a
+  // line at info; leaving one that asked for nothing is not.
+  out.level = d.host_ipc ? LogLevel::kInfo : LogLevel::kDebug;
+  out.fields = d.host_ipc ? "action=leave reason=" + log_quote(d.reason) : "action=leave " + describe(d);
+  return out;
+}
+
+ContainerPlan plan_container(const std::map<std::string, std::string>& state_annotations, const SpecFacts& spec,
+                             const Config& config, const ProfileStore& store, const std::function<HostFacts()>& host) {
+  ContainerPlan p;
+  p.request = container_request(state_annotations, spec);
+  // The host is probed only when the decision will read it.
+  const bool needs_host = (p.request.named_anything() || config.default_profile) && spec.has_ipc_namespace;
+  p.decision = decide_shm(p.request, spec, config, store, needs_host ? host() : HostFacts{});
+  p.disposition = dispose(p.decision, config);
+  return p;
+}
+
+void log_disposition(const Logger& log, const std::string& who, const Disposition& disposition) {
+  log.log(disposition.level, who + " " + disposition.fields);
+}
+
+}  // namespace gpurun

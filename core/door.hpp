@@ -1,0 +1,70 @@
+#pragma once
+
+// What every door (gpu-run-hook, gpu-run-runtime, and the doors to come: resize, guard,
+// containerd, webhook) shares: the context a decision is made in, the plan for one
+// container, and the disposition that turns a decision into act / leave / skip / fail.
+// A door gathers its inputs, calls these, and acts (docs/ARCHITECTURE.md, "Doors").
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "config.hpp"
+#include "log.hpp"
+#include "oci.hpp"
+#include "profile_store.hpp"
+#include "shm_decision.hpp"
+
+namespace gpurun {
+
+// Loaded once per invocation: the host config, its log, and the profile store (the host's
+// directories only: a container never reaches a user's profiles).
+struct DecisionContext {
+  DecisionContext(const fs::path& config_file, const char* program);
+
+  fs::path config_file;
+  Config config;
+  Logger log;
+  ProfileStore store;
+};
+
+// The host as the decision sees it: CPUs, GPUs, memory. Probed (reads /proc, cgroups, /dev).
+HostFacts probe_host_facts();
+
+// What a door does with a decision.
+enum class Action {
+  kAct,    // apply decision.size
+  kLeave,  // nothing to do (nothing asked, or the host's /dev/shm)
+  kSkip,   // could not be met, but the container did not insist: start it unchanged
+  kFail,   // could not be met and the container (or on_error=fail) insists: fail its start
+};
+
+struct Disposition {
+  Action action = Action::kLeave;
+  LogLevel level = LogLevel::kDebug;  // of the door's log line
+  std::string fields;                 // "action=... source=... reason=..." for that line
+  std::string error;                  // kFail: why, one line for the engine's error message
+};
+
+// The policy every door applies: a failure fails the start when the container asked
+// explicitly or the config says on_error=fail, else it is skipped with a warning. Pure.
+Disposition dispose(const ShmDecision& decision, const Config& config);
+
+// A failure after the decision (no pid, a remount refused, a spec that cannot be read),
+// under the same policy. `explicit_request`: the container asked for gpu-run. Pure.
+Disposition dispose_failure(const std::string& message, bool explicit_request, const Config& config);
+
+// The plan for one container, from its OCI state annotations (the hook has them; the
+// runtime has none) and its spec. `host` is called only when the host matters.
+struct ContainerPlan {
+  ContainerRequest request;
+  ShmDecision decision;
+  Disposition disposition;
+};
+ContainerPlan plan_container(const std::map<std::string, std::string>& state_annotations, const SpecFacts& spec,
+                             const Config& config, const ProfileStore& store, const std::function<HostFacts()>& host);
+
+// Writes the disposition's log line: "<who> <fields>" at its level.
+void log_disposition(const Logger& log, const std::string& who, const Disposition& disposition);
+
+}  // namespace gpurun
