@@ -40,9 +40,9 @@ Disposition dispose(const ShmDecision& d, const Config& config) {
   if (!d.error.empty()) return fail_or_skip(d.error, d.explicit_request, config, describe(d));
   Disposition out;
   if (d.act) {
+    // The door logs what acting did (resized, spec-size, ...): no line to build here.
     out.action = Action::kAct;
     out.level = LogLevel::kInfo;
-    out.fields = "action=act " + describe(d);
     return out;
   }
   out.action = Action::kLeave;

@@ -42,7 +42,8 @@ enum class Action {
 struct Disposition {
   Action action = Action::kLeave;
   LogLevel level = LogLevel::kDebug;  // of the door's log line
-  std::string fields;                 // "action=... source=... reason=..." for that line
+  std::string fields;                 // "action=... source=... reason=..." for that line (empty for
+                                      // kAct: the door logs what acting did)
   std::string error;                  // kFail: why, one line for the engine's error message
 };
 
