@@ -77,12 +77,8 @@ assert_contains "$rpm_scripts" "postinstall scriptlet" "rpm: %post installs the 
 assert_contains "$rpm_scripts" "/usr/share/containers/oci/hooks.d" "rpm: scripts name the hooks.d directory"
 
 # ------------------------------------------------------------------------------ clean root
-mirror() {
-  local uri
-  uri=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null)
-  [[ -n $uri ]] || uri=$(awk '$1 == "deb" && $0 !~ /security/ { print $2; exit }' /etc/apt/sources.list 2>/dev/null)
-  printf '%s\n' "${uri:-http://deb.debian.org/debian}"
-}
+# The machine's own Debian mirror, from its apt sources (never a host of our choosing).
+mirror() { "$src/scripts/apt-mirror"; }
 mkdir -p "$root"
 if [[ ! -s $cache ]]; then
   it_log "no cached root at $cache: debootstrap --variant=minbase bookworm from $(mirror)"
