@@ -203,6 +203,7 @@ json parse_profile_document(const std::string& text, const std::string& source) 
     } else if (key == "$schema" || key == "description") {
       if (!v.is_string()) throw key_error(source, key, "a string", v);
     } else if (key == "name" || key == "extends") {
+      if (key == "extends" && v.is_null()) continue;  // a standalone profile
       if (!v.is_string() || !is_valid_profile_name(v.get<std::string>()))
         throw key_error(source, key, "a profile name like 'imagenet' or 'team/name'", v);
     } else if (key == "fields") {
@@ -255,7 +256,8 @@ Profile profile_from_document(const json& doc, const std::string& source) {
   for (const char* key : required) {
     if (!doc.contains(key))
       throw Error(source + ": key '" + key +
-                  "': missing (set it or extend a profile that does, e.g. \"extends\": \"default\")");
+                  "': missing (a profile that stands alone, with \"extends\": null or named default, must set every "
+                  "key; set it, or extend a profile that does)");
   }
   if (!doc.contains("fields") && !doc.contains("sample_bytes"))
     throw Error(source + ": key 'fields': missing (give 'fields' or 'sample_bytes' to describe a sample)");

@@ -30,6 +30,9 @@ struct Calibration {
   std::string measured_at;
 };
 
+// The profile every profile without "extends" extends, and the fallback when nothing names one.
+inline constexpr const char* kDefaultProfileName = "default";
+
 // A fully merged profile (extends resolved, every key present).
 struct Profile {
   std::string name;

@@ -131,8 +131,11 @@ Profile ProfileStore::load_chain(const fs::path& path, const std::string& displa
     docs.push_back(parse_profile_document(text, current.string()));
     chain.push_back(current);
     const nlohmann::json& doc = docs.back();
-    if (!doc.contains("extends")) break;
-    const std::string parent = doc["extends"].get<std::string>();
+    // No "extends": the profile extends "default" (its own keys win), so a team's first
+    // profile need not repeat every key. "extends": null, and "default" itself, stand alone.
+    const bool is_default = current.stem() == kDefaultProfileName;
+    if (doc.contains("extends") ? doc["extends"].is_null() : is_default) break;
+    const std::string parent = doc.contains("extends") ? doc["extends"].get<std::string>() : kDefaultProfileName;
     // "extends" of the profile's own name means the same profile further down the path.
     const bool self =
         parent == current.stem().string() || (current.parent_path().filename() / current.stem()) == parent;

@@ -585,15 +585,16 @@ TEST(ProfilesValidate, ChecksNamesPlacesAndExtendsAcrossATeamRepository) {
   dir.write("repo/vision/misnamed.json", R"({"name": "other", "extends": "default"})");
   dir.write("repo/vision/orphan.json", R"({"extends": "vision/nothing"})");
   dir.write("repo/vision/bad.json", R"({"batch_size": -1, "typo": 1})");
-  dir.write("repo/vision/incomplete.json", R"({"batch_size": 2})");
+  dir.write("repo/vision/incomplete.json", R"({"extends": null, "batch_size": 2})");
+  dir.write("repo/vision/minimal.json", R"({"batch_size": 2})");  // extends default
   dir.write("repo/Team/x.json", R"({"extends": "default"})");
   dir.write("repo/profile.schema.json", R"({"$schema": "not a profile"})");
   dir.write("repo/README.md", "not json");
   const std::vector<fs::path> builtin = {GPU_RUN_SOURCE_PROFILES};
 
   const ValidationReport report = validate_profiles({dir.path() / "repo"}, true, builtin);
-  EXPECT_EQ(report.files.size(), 7u);
-  EXPECT_EQ(report.valid.size(), 2u);  // vision/base, vision/resnet50
+  EXPECT_EQ(report.files.size(), 8u);
+  EXPECT_EQ(report.valid.size(), 3u);  // vision/base, vision/resnet50, vision/minimal
   std::string all;
   for (const auto& e : report.errors) all += e + "\n";
   EXPECT_EQ(report.errors.size(), 6u) << all;
@@ -606,8 +607,8 @@ TEST(ProfilesValidate, ChecksNamesPlacesAndExtendsAcrossATeamRepository) {
 
   // The team directory on its own: "vision/..." names still resolve and match.
   const ValidationReport team = validate_profiles({dir.path() / "repo" / "vision"}, true, builtin);
-  EXPECT_EQ(team.files.size(), 6u);
-  EXPECT_EQ(team.valid.size(), 2u);
+  EXPECT_EQ(team.files.size(), 7u);
+  EXPECT_EQ(team.valid.size(), 3u);
 }
 
 TEST(ProfilesValidate, MissingExplicitPathIsAnErrorButNotOnTheSearchPath) {

@@ -19,10 +19,12 @@ namespace {
 
 using test::TempDir;
 
-// A complete profile with one uint8 field of `bytes` per sample and the given batch size.
+// A complete profile with one uint8 field of `bytes` per sample and the given batch size. It
+// sets every key, so it stands alone ("extends": null) unless `extra` names a parent.
 std::string complete(int batch_size, const std::string& extra = "") {
-  return R"({"fields": [{"name": "x", "shape": [100], "dtype": "uint8"}], "batch_size": )" +
-         std::to_string(batch_size) +
+  const bool has_parent = extra.find("\"extends\"") != std::string::npos;
+  return std::string(has_parent ? "{" : R"({"extends": null, )") +
+         R"("fields": [{"name": "x", "shape": [100], "dtype": "uint8"}], "batch_size": )" + std::to_string(batch_size) +
          R"(, "workers_per_gpu": 2, "prefetch_factor": 2, "pin_memory": true, "headroom": 1.0,
             "nccl_reserve": "64m", "min_shm": "64m", "max_shm": "1g")" +
          extra + "}";
@@ -131,7 +133,8 @@ TEST(ProfileStore, ExtendsCycleIsAnError) {
 
 TEST(ProfileStore, ExtendingItsOwnNameOverridesTheProfileBelow) {
   TempDir upper, lower;
-  lower.write("imagenet.json", R"({"fields": [{"name": "x", "shape": [10], "dtype": "uint8"}], "batch_size": 64,
+  lower.write("imagenet.json",
+              R"({"extends": null, "fields": [{"name": "x", "shape": [10], "dtype": "uint8"}], "batch_size": 64,
     "workers_per_gpu": 2, "prefetch_factor": 2, "pin_memory": true, "headroom": 1.25, "nccl_reserve": "1g",
     "min_shm": "256m", "max_shm": "256g"})");
   upper.write("imagenet.json", R"({"extends": "imagenet", "batch_size": 128})");
@@ -170,10 +173,48 @@ TEST(ProfileStore, ErrorInParentNamesTheParentFile) {
 
 TEST(ProfileStore, IncompleteChainNamesTheMissingKey) {
   TempDir d;
-  d.write("p.json", R"({"fields": [{"name": "x", "shape": [1], "dtype": "int8"}], "batch_size": 1})");
-  std::string m = error_of([&] { ProfileStore({d.path()}).load("p"); });
+  d.write("p.json", R"({"extends": null, "fields": [{"name": "x", "shape": [1], "dtype": "int8"}], "batch_size": 1})");
+  std::string m = error_of([&] { ProfileStore({d.path(), GPU_RUN_SOURCE_PROFILES}).load("p"); });
   EXPECT_CONTAINS(m, (d / "p.json").string());
+  EXPECT_CONTAINS(m, "key 'prefetch_factor': missing");
+}
+
+TEST(ProfileStore, AProfileWithoutExtendsExtendsDefault) {
+  TempDir d;
+  // A team's first profile: name, fields, batch size and workers, nothing else.
+  d.write("team-a.json", R"({"name": "team-a", "fields": [{"name": "x", "shape": [3, 64, 64], "dtype": "uint8"}],
+                             "batch_size": 16, "workers_per_gpu": 3})");
+  const ProfileStore store({d.path(), GPU_RUN_SOURCE_PROFILES});
+  const Profile p = store.load("team-a");
+  const Profile def = store.load("default");
+  EXPECT_EQ(p.batch_size, 16u);
+  EXPECT_DOUBLE_EQ(p.headroom, def.headroom);
+  EXPECT_EQ(p.max_shm, def.max_shm);
+  EXPECT_EQ(p.prefetch_factor, def.prefetch_factor);
+  ASSERT_EQ(p.chain.size(), 2u);
+  EXPECT_EQ(p.chain[1].filename(), "default.json");
+  // Without a default on the path the inherited parent is named.
+  const std::string m = error_of([&] { ProfileStore({d.path()}).load("team-a"); });
+  EXPECT_CONTAINS(m, (d / "team-a.json").string() + ": key 'extends': unknown parent profile 'default'");
+}
+
+TEST(ProfileStore, ExtendsNullAndDefaultItselfStandAlone) {
+  TempDir d;
+  d.write("solo.json", complete(8));
+  const ProfileStore store({d.path(), GPU_RUN_SOURCE_PROFILES});
+  const Profile solo = store.load("solo");
+  EXPECT_EQ(solo.chain.size(), 1u);
+  EXPECT_EQ(solo.batch_size, 8u);
+  EXPECT_EQ(store.load("default").chain.size(), 1u);
+  // A host's own default.json stands alone too: it must set every key.
+  TempDir host;
+  host.write("default.json", R"({"batch_size": 4})");
+  const std::string m = error_of([&] { ProfileStore({host.path(), GPU_RUN_SOURCE_PROFILES}).load("default"); });
+  EXPECT_CONTAINS(m, (host / "default.json").string() + ": key");
   EXPECT_CONTAINS(m, "missing");
+  // null is the only non-name value extends takes.
+  d.write("bad.json", R"({"extends": 3})");
+  EXPECT_CONTAINS(error_of([&] { store.load("bad"); }), "key 'extends'");
 }
 
 TEST(ProfileStore, UnknownProfileSuggestsCloseNames) {
