@@ -2,12 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/magic.h>
-#include <linux/openat2.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/statvfs.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -357,31 +352,6 @@ void check_sysctls(const DoctorFacts& f, std::vector<Finding>& out) {
 // ---------------------------------------------------------------------------------------
 // Measuring
 
-std::string mount_name(ShmMount m) {
-  switch (m) {
-    case ShmMount::kMissing:
-      return "missing";
-    case ShmMount::kNotMount:
-      return "not-a-mount";
-    case ShmMount::kNotTmpfs:
-      return "not-tmpfs";
-    case ShmMount::kTmpfs:
-      return "tmpfs";
-  }
-  return "?";
-}
-
-// Opens `name` below `dirfd` as a directory, resolving every symlink inside `dirfd`'s tree
-// (the image controls the path; RESOLVE_IN_ROOT keeps /proc/PID/root lookups in the container).
-int open_in_root(int rootfd, const char* name) {
-  struct open_how how {};
-  how.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
-  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
-  long fd = ::syscall(SYS_openat2, rootfd, name, &how, sizeof how);
-  if (fd < 0 && errno == ENOSYS) fd = ::openat(rootfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  return static_cast<int>(fd);
-}
-
 // The entries of the directory `fd` (not recursive), with the space each occupies.
 std::vector<ShmFile> list_dir(int fd, const std::string& what) {
   std::vector<ShmFile> files;
@@ -409,34 +379,26 @@ std::vector<ShmFile> list_dir(int fd, const std::string& what) {
 
 // Fills the /dev/shm facts of the tree whose root is `rootfd`. Returns /dev/shm's device.
 std::optional<dev_t> measure_shm(int rootfd, const std::string& where, DoctorFacts& f) {
-  UniqueFd shm(open_in_root(rootfd, "dev/shm"));
+  const std::string what = where + "/dev/shm";
+  UniqueFd shm(open_dir_in_root(rootfd, "dev/shm", Resolve::kSymlinksInRoot));
   if (!shm) {
     const int err = errno;
     if (err == ENOENT || err == ENOTDIR) {
       f.shm_mount = ShmMount::kMissing;
       return std::nullopt;
     }
-    throw system_error("open " + where + "/dev/shm", err);
+    throw system_error("open " + what, err);
   }
-  struct stat shm_st {
-  }, dev_st{};
-  struct statfs sfs {};
-  struct statvfs svfs {};
-  if (::fstat(shm.get(), &shm_st) != 0) throw system_error("stat " + where + "/dev/shm", errno);
-  if (::fstatfs(shm.get(), &sfs) != 0) throw system_error("statfs " + where + "/dev/shm", errno);
-  if (::fstatvfs(shm.get(), &svfs) != 0) throw system_error("statvfs " + where + "/dev/shm", errno);
-  UniqueFd dev(open_in_root(rootfd, "dev"));
-  const bool same_as_dev = dev && ::fstat(dev.get(), &dev_st) == 0 && dev_st.st_dev == shm_st.st_dev;
-  if (same_as_dev)
-    f.shm_mount = ShmMount::kNotMount;
-  else if (sfs.f_type == TMPFS_MAGIC)
-    f.shm_mount = ShmMount::kTmpfs;
-  else
-    f.shm_mount = ShmMount::kNotTmpfs;
-  f.shm_size = static_cast<std::uint64_t>(svfs.f_blocks) * svfs.f_frsize;
-  f.shm_used = static_cast<std::uint64_t>(svfs.f_blocks - svfs.f_bfree) * svfs.f_frsize;
-  f.files = list_dir(shm.get(), where + "/dev/shm");
-  return shm_st.st_dev;
+  const FsStat shm_fs = stat_fs(shm.get(), what);
+  std::optional<dev_t> dev_device;
+  struct stat dev_st {};
+  UniqueFd dev(open_dir_in_root(rootfd, "dev", Resolve::kSymlinksInRoot));
+  if (dev && ::fstat(dev.get(), &dev_st) == 0) dev_device = dev_st.st_dev;
+  f.shm_mount = classify_shm(shm_fs, dev_device);
+  f.shm_size = shm_fs.size();
+  f.shm_used = shm_fs.used();
+  f.files = list_dir(shm.get(), what);
+  return shm_fs.st.st_dev;
 }
 
 std::optional<std::string> read_trimmed(const std::string& path) {
@@ -664,7 +626,7 @@ nlohmann::json doctor_json(const DoctorFacts& f, const std::vector<Finding>& fin
   nlohmann::json facts;
   facts["from_host"] = f.from_host;
   facts["engine"] = f.from_host ? nlohmann::json(f.engine) : nlohmann::json(nullptr);
-  facts["shm_mount"] = mount_name(f.shm_mount);
+  facts["shm_mount"] = shm_mount_name(f.shm_mount);
   facts["shm_size_bytes"] = f.shm_size;
   facts["shm_used_bytes"] = f.shm_used;
   facts["shm_is_host"] = f.shm_is_host ? nlohmann::json(*f.shm_is_host) : nlohmann::json(nullptr);

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "shm_mount.hpp"
+
 namespace CLI {
 class App;
 }
@@ -25,14 +27,6 @@ struct DoctorOptions {
 // keep their meaning from the rest of gpu-run-ctl.
 constexpr int kDoctorExitWarn = 3;
 constexpr int kDoctorExitFail = 4;
-
-// How /dev/shm looks in the container.
-enum class ShmMount {
-  kMissing,   // no /dev/shm at all
-  kNotMount,  // a plain directory of /dev (no mount of its own, as with --ipc=none)
-  kNotTmpfs,  // its own mount, but not a tmpfs (a disk directory bound in)
-  kTmpfs,
-};
 
 // A file in /dev/shm. `bytes` is what it occupies (allocated blocks), not its length.
 struct ShmFile {
