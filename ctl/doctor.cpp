@@ -17,12 +17,14 @@
 
 #include "config.hpp"
 #include "container.hpp"
+#include "contract.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
 #include "fd.hpp"
 #include "host.hpp"
 #include "process.hpp"
 #include "shm_mount.hpp"
+#include "sizing.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -59,6 +61,9 @@ std::optional<std::string> env_of(const DoctorFacts& f, const std::string& name)
   if (it == f.env.end()) return std::nullopt;
   return it->second;
 }
+
+// "GPU_RUN_SHM_SIZE=2g"
+std::string assignment(const char* name, const std::string& value) { return std::string(name) + "=" + value; }
 
 bool host_shm(const DoctorFacts& f) { return f.ipc_mode == "host" || f.shm_is_host.value_or(false); }
 
@@ -172,8 +177,8 @@ void check_size(const DoctorFacts& f, std::vector<Finding>& out) {
 
 void check_sizing(const DoctorFacts& f, std::vector<Finding>& out) {
   if (!has_shm(f)) return;
-  const auto asked = env_of(f, "GPU_RUN_SHM_SIZE");
-  const auto profile = env_of(f, "GPU_RUN_PROFILE");
+  const auto asked = env_of(f, kEnvShmSize);
+  const auto profile = env_of(f, kEnvProfile);
   const std::string how =
       "the container did not start through gpu-run, gpu-run-runtime (docker run --runtime gpu-run) "
       "or "
@@ -181,24 +186,24 @@ void check_sizing(const DoctorFacts& f, std::vector<Finding>& out) {
   if (asked) {
     std::uint64_t bytes = 0;
     try {
-      bytes = parse_size(*asked, "GPU_RUN_SHM_SIZE");
+      bytes = parse_size(*asked, kEnvShmSize);
     } catch (const Error& e) {
-      add(out, Level::kWarn, "sizing", std::string("GPU_RUN_SHM_SIZE=") + *asked + " is not a size: " + e.what(),
+      add(out, Level::kWarn, "sizing", assignment(kEnvShmSize, *asked) + " is not a size: " + e.what(),
           "set it to a size such as 2g, or let gpu-run set it (gpu-run --profile NAME)");
       return;
     }
     if (host_shm(f)) {
       add(out, f.shm_size >= bytes ? Level::kOk : Level::kFail, "sizing",
-          "GPU_RUN_SHM_SIZE=" + *asked + " asks for " + format_size(bytes) + "; the host's /dev/shm is " +
+          assignment(kEnvShmSize, *asked) + " asks for " + format_size(bytes) + "; the host's /dev/shm is " +
               format_size(f.shm_size) + " and gpu-run never resizes it",
           f.shm_size >= bytes ? "" : "start it without --ipc=host or the /dev/shm bind, with gpu-run --profile NAME");
     } else if (f.shm_size >= bytes) {
       add(out, Level::kOk, "sizing",
-          "GPU_RUN_SHM_SIZE=" + *asked + " asked for " + format_size(bytes) + " and /dev/shm has " +
+          assignment(kEnvShmSize, *asked) + " asked for " + format_size(bytes) + " and /dev/shm has " +
               format_size(f.shm_size) + ": the size was applied");
     } else {
       add(out, Level::kFail, "sizing",
-          "GPU_RUN_SHM_SIZE=" + *asked + " asked for " + format_size(bytes) + " but /dev/shm has " +
+          assignment(kEnvShmSize, *asked) + " asked for " + format_size(bytes) + " but /dev/shm has " +
               format_size(f.shm_size) + ": " + how,
           "start it with gpu-run (which passes --shm-size), or register gpu-run-runtime "
           "(gpu-run-ctl configure "
@@ -209,14 +214,14 @@ void check_sizing(const DoctorFacts& f, std::vector<Finding>& out) {
   if (profile) {
     if (f.shm_size <= kDockerDefaultShm && !host_shm(f)) {
       add(out, Level::kFail, "sizing",
-          "GPU_RUN_PROFILE=" + *profile + " asks gpu-run's runtime or hook to size /dev/shm, but it still has " +
+          assignment(kEnvProfile, *profile) + " asks gpu-run's runtime or hook to size /dev/shm, but it still has " +
               format_size(f.shm_size) + ": " + how,
-          "start it with docker run --runtime gpu-run (after gpu-run-ctl configure docker), "
-          "through the podman "
-          "hook (gpu-run-ctl configure podman, with --annotation gpu-run.profile=NAME), or with "
-          "gpu-run");
+          "start it with docker run --runtime gpu-run (after gpu-run-ctl configure docker), through the podman "
+          "hook (gpu-run-ctl configure podman, with --annotation " +
+              assignment(request_key(RequestKey::kProfile).annotation, "NAME") + "), or with gpu-run");
     } else {
-      add(out, Level::kOk, "sizing", "GPU_RUN_PROFILE=" + *profile + " and /dev/shm has " + format_size(f.shm_size));
+      add(out, Level::kOk, "sizing",
+          assignment(kEnvProfile, *profile) + " and /dev/shm has " + format_size(f.shm_size));
     }
   }
 }
@@ -246,32 +251,24 @@ void check_memory(const DoctorFacts& f, std::vector<Finding>& out) {
     add(out, Level::kOk, "memory", "no memory limit: /dev/shm pages count against the host's memory like any other");
     return;
   }
-  const std::uint64_t limit = *f.memory_limit;
-  const auto fraction_limit = static_cast<std::uint64_t>(static_cast<long double>(limit) * f.memory_fraction_max);
-  const std::string shm = format_size(f.shm_size), lim = format_size(limit);
-  const std::string fraction = std::to_string(static_cast<int>(f.memory_fraction_max * 100 + 0.5)) + "%";
-  // Raise the limit so that the shm is within the allowed fraction of it.
-  const auto needed = static_cast<std::uint64_t>(static_cast<long double>(f.shm_size) / f.memory_fraction_max);
-  const std::string fix = "raise the memory limit to at least " + engine_size(round_up(needed, kMiB)) +
+  const MemoryBudget budget{*f.memory_limit, f.memory_fraction_max};
+  const std::string shm = format_size(f.shm_size), lim = format_size(budget.limit);
+  const std::string share = std::to_string(percent(f.shm_size, budget.limit)) + "% of the memory limit " + lim;
+  const std::string fix = "raise the memory limit to at least " + engine_size(budget.limit_for(f.shm_size)) +
                           " (--memory), or size /dev/shm for the job instead of generously (gpu-run --profile NAME)";
-  if (f.shm_size > limit) {
+  if (f.shm_size > budget.limit) {
     add(out, Level::kWarn, "memory",
         "/dev/shm " + shm + " is larger than the memory limit " + lim +
-            ": tmpfs pages count against the limit, so filling /dev/shm gets the container "
-            "OOM-killed "
-            "instead of a bus error",
+            ": tmpfs pages count against the limit, so filling /dev/shm gets the container OOM-killed instead of a "
+            "bus error",
         fix);
-  } else if (f.shm_size > fraction_limit) {
+  } else if (!budget.holds(f.shm_size)) {
     add(out, Level::kWarn, "memory",
-        "/dev/shm " + shm + " is " + std::to_string(percent(f.shm_size, limit)) + "% of the memory limit " + lim +
-            " (more than memory_fraction_max " + fraction +
-            "): tmpfs pages count against it, so a full /dev/shm leaves the job little memory (OOM "
-            "kill)",
+        "/dev/shm " + shm + " is " + share + " (more than memory_fraction_max " + budget.percent() +
+            "): tmpfs pages count against it, so a full /dev/shm leaves the job little memory (OOM kill)",
         fix);
   } else {
-    add(out, Level::kOk, "memory",
-        "/dev/shm " + shm + " is " + std::to_string(percent(f.shm_size, limit)) + "% of the memory limit " + lim +
-            " (at most " + fraction + " allowed)");
+    add(out, Level::kOk, "memory", "/dev/shm " + shm + " is " + share + " (at most " + budget.percent() + " allowed)");
   }
 }
 
@@ -279,30 +276,30 @@ void check_workers(const DoctorFacts& f, std::vector<Finding>& out) {
   const std::string cpus = f.cpus ? std::to_string(*f.cpus) + " CPU" + (*f.cpus == 1 ? "" : "s") +
                                         (f.cpus_source.empty() ? "" : " (" + f.cpus_source + ")")
                                   : std::string("an unknown number of CPUs");
-  const auto workers = env_of(f, "GPU_RUN_NUM_WORKERS");
+  const auto workers = env_of(f, kEnvNumWorkers);
   if (!workers) {
     add(out, Level::kOk, "workers",
-        "the container may use " + cpus + "; GPU_RUN_NUM_WORKERS is not set (not started by gpu-run)");
+        "the container may use " + cpus + "; " + kEnvNumWorkers + " is not set (not started by gpu-run)");
     return;
   }
   std::uint64_t n = 0;
   try {
-    n = parse_count(*workers, "GPU_RUN_NUM_WORKERS");
+    n = parse_count(*workers, kEnvNumWorkers);
   } catch (const Error&) {
-    add(out, Level::kWarn, "workers", "GPU_RUN_NUM_WORKERS=" + *workers + " is not a number",
+    add(out, Level::kWarn, "workers", assignment(kEnvNumWorkers, *workers) + " is not a number",
         "let gpu-run set it (gpu-run --profile NAME), or set a whole number");
     return;
   }
   if (f.cpus && n > *f.cpus) {
     add(out, Level::kWarn, "workers",
-        "GPU_RUN_NUM_WORKERS=" + *workers + " DataLoader workers per GPU rank, but the container may use " + cpus +
+        assignment(kEnvNumWorkers, *workers) + " DataLoader workers per GPU rank, but the container may use " + cpus +
             ": the workers compete for CPUs and each holds batches in /dev/shm",
         "start it with gpu-run without --workers (workers_per_gpu \"auto\" follows the CPUs), or "
         "give it more "
         "CPUs (--cpus, --cpuset-cpus)");
   } else {
     add(out, Level::kOk, "workers",
-        "GPU_RUN_NUM_WORKERS=" + *workers + " DataLoader workers per GPU rank; the container may use " + cpus);
+        assignment(kEnvNumWorkers, *workers) + " DataLoader workers per GPU rank; the container may use " + cpus);
   }
 }
 
@@ -468,9 +465,8 @@ void gather_inside(DoctorFacts& f) {
   f.memory_limit = h.cgroup_memory_limit;
   f.cpus = usable_cpus(h.affinity_cpus, h.cgroup_cpu_quota);
   f.cpus_source = cpus_text(h.affinity_cpus, h.cgroup_cpu_quota);
-  for (const char* name : {"GPU_RUN_PROFILE", "GPU_RUN_NUM_WORKERS", "GPU_RUN_BATCH_SIZE", "GPU_RUN_SHM_SIZE",
-                           "GPU_RUN_GPUS", "GPU_RUN_WORKERS"})
-    if (const char* v = std::getenv(name)) f.env[name] = v;
+  for (const std::string& name : contract_env_names())
+    if (const char* v = std::getenv(name.c_str())) f.env[name] = v;
   local_sysctls(f);
 }
 
@@ -515,8 +511,8 @@ void gather_from_host(const std::string& engine, const std::string& name, Doctor
   const fs::path container_ns = fs::read_symlink("/proc/" + std::to_string(c.pid) + "/ns/ipc", ec_container);
   if (!ec_self && !ec_container && self_ns == container_ns) f.ipc_mode = "host";
   f.memory_limit = c.memory_limit;
-  for (const auto& [key, value] : c.env)
-    if (key.rfind("GPU_RUN_", 0) == 0) f.env[key] = value;
+  for (const std::string& env_name : contract_env_names())
+    if (const auto it = c.env.find(env_name); it != c.env.end()) f.env[env_name] = it->second;
 
   const std::string proc = "/proc/" + std::to_string(c.pid);
   UniqueFd root(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
@@ -683,20 +679,16 @@ void add_doctor_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("doctor",
                                      "Check /dev/shm for PyTorch DataLoader and NCCL: inside a "
                                      "container, or a running docker/podman container");
-  cmd->footer(
-      "Without CONTAINER it checks the container it runs in. With CONTAINER it inspects it once "
-      "and reads\n"
-      "its /dev/shm through /proc/PID/root on the host (root needed; nothing is started in the "
-      "container).\n"
-      "Checks: /dev/shm size against the engines' 64MiB default, its use, the ipc mode, the memory "
-      "limit\n"
-      "against the shm size, GPU_RUN_SHM_SIZE/GPU_RUN_PROFILE against the size applied, "
-      "GPU_RUN_NUM_WORKERS\n"
-      "against the CPUs, leftover torch_* and nccl-* segments, kernel.shmmax/shmall (which do not "
-      "size\n"
-      "/dev/shm). Exit status: the worst finding, 0 OK, 3 WARN, 4 FAIL; 1 when doctor could not "
-      "check,\n"
-      "2 a wrong request (bad option, unknown or stopped container).");
+  std::ostringstream footer;
+  footer << "Without CONTAINER it checks the container it runs in. With CONTAINER it inspects it once and reads\n"
+         << "its /dev/shm through /proc/PID/root on the host (root needed; nothing is started in the container).\n"
+         << "Checks: /dev/shm size against the engines' 64MiB default, its use, the ipc mode, the memory limit\n"
+         << "against the shm size, " << kEnvShmSize << "/" << kEnvProfile << " against the size applied, "
+         << kEnvNumWorkers << "\n"
+         << "against the CPUs, leftover torch_* and nccl-* segments, kernel.shmmax/shmall (which do not size\n"
+         << "/dev/shm). Exit status: the worst finding, 0 OK, 3 WARN, 4 FAIL; 1 when doctor could not check,\n"
+         << "2 a wrong request (bad option, unknown or stopped container).";
+  cmd->footer(footer.str());
   cmd->add_option("CONTAINER", o->container, "Name or id of a running container (default: the one doctor runs in)");
   cmd->add_option("--engine", o->engine, "Engine of CONTAINER (default: the config's engine, else docker)")
       ->type_name("ENGINE")
@@ -705,7 +697,8 @@ void add_doctor_command(CLI::App& app) {
   cmd->callback([o] {
     const int code = run_doctor(*o);
     if (code != kExitOk)
-      throw Error(std::string("doctor: worst finding ") + (code == kDoctorExitFail ? "FAIL" : "WARN") + " (exit " +
+      throw Error(std::string("doctor: worst finding ") +
+                      level_name(code == kDoctorExitFail ? Level::kFail : Level::kWarn) + " (exit " +
                       std::to_string(code) + ")",
                   0, code);
   });

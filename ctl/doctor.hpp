@@ -47,7 +47,7 @@ struct DoctorFacts {
   std::optional<std::uint64_t> memory_limit;   // the container's memory limit
   std::optional<unsigned> cpus;                // CPUs the container may use
   std::string cpus_source;                     // how `cpus` was found, for the message
-  std::map<std::string, std::string> env;      // the container's GPU_RUN_* variables
+  std::map<std::string, std::string> env;      // the container's GPU_RUN_* variables (contract_env_names())
   std::vector<ShmFile> files;                  // every entry of /dev/shm
   std::map<std::string, std::string> sysctls;  // kernel.shmmax / kernel.shmall when not the kernel default
   double memory_fraction_max = 0.5;            // from the host config
