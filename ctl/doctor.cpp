@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -398,40 +397,12 @@ std::optional<dev_t> measure_shm(int rootfd, const std::string& where, DoctorFac
   return shm_fs.st.st_dev;
 }
 
-std::optional<std::string> read_trimmed(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::string s;
-  std::getline(in, s);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.pop_back();
-  return s;
-}
-
 // kernel.shmmax / kernel.shmall of this process's IPC namespace, when not the kernel default.
 void local_sysctls(DoctorFacts& f) {
   for (const char* key : {"shmmax", "shmall"}) {
-    const auto v = read_trimmed(std::string("/proc/sys/kernel/") + key);
+    const auto v = read_kernel_file(std::string("/proc/sys/kernel/") + key);
     if (v && *v != kShmSysctlDefault) f.sysctls[std::string("kernel.") + key] = *v;
   }
-}
-
-// Inside a container the cgroup filesystem is mounted at the container's own cgroup, while on
-// cgroup v1 (no cgroup namespace) /proc/self/cgroup still names the host's path, which
-// probe_host follows and does not find. The limits then sit at the mount's root.
-std::optional<std::uint64_t> cgroup_root_memory_limit() {
-  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"})
-    if (const auto text = read_trimmed(path))
-      if (const auto limit = parse_memory_limit(*text)) return limit;
-  return std::nullopt;
-}
-
-std::optional<double> cgroup_root_cpu_quota() {
-  if (const auto text = read_trimmed("/sys/fs/cgroup/cpu.max")) return parse_cpu_max(*text);
-  for (const std::string dir : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
-    const auto quota = read_trimmed(dir + "/cpu.cfs_quota_us"), period = read_trimmed(dir + "/cpu.cfs_period_us");
-    if (quota && period) return parse_cfs_quota(*quota, *period);
-  }
-  return std::nullopt;
 }
 
 std::string cpus_text(unsigned affinity, std::optional<double> quota) {
@@ -459,11 +430,11 @@ void gather_inside(DoctorFacts& f) {
   if (!root) throw system_error("open /", errno);
   measure_shm(root.get(), "", f);
   if (host_ipc) f.ipc_mode = "host";
-  HostInfo h = probe_host();
-  if (!h.cgroup_memory_limit) h.cgroup_memory_limit = cgroup_root_memory_limit();
-  if (!h.cgroup_cpu_quota) h.cgroup_cpu_quota = cgroup_root_cpu_quota();
+  // probe_host reads the limits at the cgroup mount's root when /proc/self/cgroup names a
+  // path the container cannot see (cgroup v1 without a cgroup namespace).
+  const HostInfo h = probe_host();
   f.memory_limit = h.cgroup_memory_limit;
-  f.cpus = usable_cpus(h.affinity_cpus, h.cgroup_cpu_quota);
+  f.cpus = h.cpus;
   f.cpus_source = cpus_text(h.affinity_cpus, h.cgroup_cpu_quota);
   for (const std::string& name : contract_env_names())
     if (const char* v = std::getenv(name.c_str())) f.env[name] = v;
@@ -478,6 +449,22 @@ std::optional<double> inspect_cpu_quota(const nlohmann::json& host) {
   if (const std::int64_t nano = number("NanoCpus"); nano > 0) return static_cast<double>(nano) / 1e9;
   const std::int64_t quota = number("CpuQuota"), period = number("CpuPeriod");
   if (quota > 0) return static_cast<double>(quota) / static_cast<double>(period > 0 ? period : 100000);
+  return std::nullopt;
+}
+
+// The number of CPUs in the "Cpus_allowed_list:" line of /proc/PID/status text.
+std::optional<unsigned> status_cpus_allowed(const std::string& status) {
+  const std::string key = "Cpus_allowed_list:";
+  for (std::size_t begin = 0; begin < status.size();) {
+    std::size_t end = status.find('\n', begin);
+    if (end == std::string::npos) end = status.size();
+    if (status.compare(begin, key.size(), key) == 0) {
+      std::string list = status.substr(begin + key.size(), end - begin - key.size());
+      list.erase(0, list.find_first_not_of(" \t"));
+      return parse_cpu_list(list);
+    }
+    begin = end + 1;
+  }
   return std::nullopt;
 }
 
@@ -526,13 +513,8 @@ void gather_from_host(const std::string& engine, const std::string& name, Doctor
 
   // CPUs: the container's process's affinity (its cpuset) bounded by the engine's quota.
   unsigned affinity = probe_host().affinity_cpus;
-  std::ifstream status(proc + "/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("Cpus_allowed_list:", 0) == 0) {
-      std::string list = line.substr(18);
-      list.erase(0, list.find_first_not_of(" \t"));
-      if (const auto n = parse_cpu_list(list)) affinity = *n;
-    }
+  if (const auto status = read_kernel_file(proc + "/status"))
+    if (const auto n = status_cpus_allowed(*status)) affinity = *n;
   const auto quota = inspect_cpu_quota(host);
   f.cpus = usable_cpus(affinity, quota);
   f.cpus_source = cpus_text(affinity, quota);
