@@ -17,19 +17,6 @@ namespace {
 // the rest of the probe).
 constexpr std::size_t kMaxProbeFile = 1 << 16;
 
-std::optional<std::string> slurp(const fs::path& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  if (!fd) return std::nullopt;
-  std::string s;
-  try {
-    s = read_bounded(fd.get(), kMaxProbeFile, path.string());
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 std::optional<std::uint64_t> to_u64(std::string_view s) {
   if (s.empty()) return std::nullopt;
   std::uint64_t v = 0;
@@ -74,6 +61,19 @@ fs::path cgroup_dir(const fs::path& mount, const std::string& path) {
 }
 
 }  // namespace
+
+std::optional<std::string> read_kernel_file(const fs::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
+  if (!fd) return std::nullopt;
+  std::string s;
+  try {
+    s = read_bounded(fd.get(), kMaxProbeFile, path.string());
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
 
 std::optional<double> parse_cpu_max(const std::string& text) {
   std::size_t pos = 0;
@@ -165,25 +165,25 @@ HostInfo probe_host(const fs::path& root) {
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof set, &set) == 0) info.affinity_cpus = static_cast<unsigned>(CPU_COUNT(&set));
   const fs::path cg = root / "sys/fs/cgroup";
-  std::string self = slurp(root / "proc/self/cgroup").value_or("");
+  std::string self = read_kernel_file(root / "proc/self/cgroup").value_or("");
   // cgroup v2 (unified) first, then v1 controllers.
   if (auto path = parse_proc_cgroup(self, ""); path && fs::exists(cg / "cgroup.controllers")) {
     fs::path dir = cgroup_dir(cg, *path);
-    if (auto t = slurp(dir / "cpu.max")) info.cgroup_cpu_quota = parse_cpu_max(*t);
-    if (auto t = slurp(dir / "memory.max")) info.cgroup_memory_limit = parse_memory_limit(*t);
+    if (auto t = read_kernel_file(dir / "cpu.max")) info.cgroup_cpu_quota = parse_cpu_max(*t);
+    if (auto t = read_kernel_file(dir / "memory.max")) info.cgroup_memory_limit = parse_memory_limit(*t);
   } else {
     if (auto cpu_path = parse_proc_cgroup(self, "cpu")) {
       fs::path dir = cgroup_dir(cg / "cpu", *cpu_path);
-      auto q = slurp(dir / "cpu.cfs_quota_us"), p = slurp(dir / "cpu.cfs_period_us");
+      auto q = read_kernel_file(dir / "cpu.cfs_quota_us"), p = read_kernel_file(dir / "cpu.cfs_period_us");
       if (q && p) info.cgroup_cpu_quota = parse_cfs_quota(*q, *p);
     }
     if (auto mem_path = parse_proc_cgroup(self, "memory")) {
       fs::path dir = cgroup_dir(cg / "memory", *mem_path);
-      if (auto t = slurp(dir / "memory.limit_in_bytes")) info.cgroup_memory_limit = parse_memory_limit(*t);
+      if (auto t = read_kernel_file(dir / "memory.limit_in_bytes")) info.cgroup_memory_limit = parse_memory_limit(*t);
     }
   }
   info.cpus = usable_cpus(info.affinity_cpus, info.cgroup_cpu_quota);
-  if (auto t = slurp(root / "proc/meminfo")) {
+  if (auto t = read_kernel_file(root / "proc/meminfo")) {
     auto [total, available] = parse_meminfo(*t);
     info.mem_total = total;
     info.mem_available = available;

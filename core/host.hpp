@@ -23,6 +23,11 @@ struct HostInfo {
 // `root`/sys/fs/cgroup, and `root`/proc/meminfo. Missing files are not errors.
 HostInfo probe_host(const fs::path& root = "/");
 
+// Reads a small /proc or /sys file (at most 64KiB) with read(2), no streams: the hook reads
+// these on every container start. Trailing newlines and spaces are removed. nullopt when the
+// file is missing, unreadable or larger.
+std::optional<std::string> read_kernel_file(const fs::path& path);
+
 // Pure parsers, exposed for tests.
 // cgroup v2 "cpu.max": "max 100000" -> nullopt, "200000 100000" -> 2.0.
 std::optional<double> parse_cpu_max(const std::string& text);

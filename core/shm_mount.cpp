@@ -21,18 +21,6 @@
 namespace gpurun {
 namespace {
 
-constexpr std::uint64_t kResolve = RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
-
-// openat2 with a fallback (pre-5.6 kernels) that opens one component with O_NOFOLLOW.
-int open_no_symlinks(int dirfd, const char* name) {
-  struct open_how how {};
-  how.flags = O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW;
-  how.resolve = kResolve;
-  long fd = ::syscall(SYS_openat2, dirfd, name, &how, sizeof how);
-  if (fd < 0 && errno == ENOSYS) fd = ::openat(dirfd, name, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  return static_cast<int>(fd);
-}
-
 std::string why_open_failed(int err, const std::string& path) {
   if (err == ELOOP || err == ENOTDIR)
     return path + " in the image is a symlink or not a directory: refusing to follow it (fix the image)";
@@ -40,26 +28,8 @@ std::string why_open_failed(int err, const std::string& path) {
   return path + ": " + std::strerror(err);
 }
 
-struct Fs {
-  struct stat st {};
-  struct statfs sfs {};
-  struct statvfs svfs {};
-};
-
-Fs inspect(int fd, const std::string& what) {
-  Fs f;
-  if (::fstat(fd, &f.st) != 0) throw system_error("stat " + what, errno);
-  if (::fstatfs(fd, &f.sfs) != 0) throw system_error("statfs " + what, errno);
-  if (::fstatvfs(fd, &f.svfs) != 0) throw system_error("statvfs " + what, errno);
-  return f;
-}
-
-std::uint64_t tmpfs_bytes(const Fs& f) {
-  return static_cast<std::uint64_t>(f.svfs.f_blocks) * static_cast<std::uint64_t>(f.svfs.f_frsize);
-}
-
 // MS_REMOUNT replaces the per-mount flags: pass back what is there, always with nosuid and nodev.
-unsigned long mount_flags(const Fs& f) {
+unsigned long mount_flags(const FsStat& f) {
   unsigned long flags = MS_NOSUID | MS_NODEV;
   if (f.svfs.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
   if (f.svfs.f_flag & ST_RDONLY) flags |= MS_RDONLY;
@@ -98,6 +68,54 @@ const char* outcome_name(ShmOutcome outcome) {
   return "?";
 }
 
+const char* shm_mount_name(ShmMount mount) {
+  switch (mount) {
+    case ShmMount::kMissing:
+      return "missing";
+    case ShmMount::kNotMount:
+      return "not-a-mount";
+    case ShmMount::kNotTmpfs:
+      return "not-tmpfs";
+    case ShmMount::kTmpfs:
+      return "tmpfs";
+  }
+  return "?";
+}
+
+std::uint64_t FsStat::size() const {
+  return static_cast<std::uint64_t>(svfs.f_blocks) * static_cast<std::uint64_t>(svfs.f_frsize);
+}
+
+std::uint64_t FsStat::used() const {
+  return static_cast<std::uint64_t>(svfs.f_blocks - svfs.f_bfree) * static_cast<std::uint64_t>(svfs.f_frsize);
+}
+
+bool FsStat::is_tmpfs() const { return sfs.f_type == TMPFS_MAGIC; }
+
+FsStat stat_fs(int fd, const std::string& what) {
+  FsStat f;
+  if (::fstat(fd, &f.st) != 0) throw system_error("stat " + what, errno);
+  if (::fstatfs(fd, &f.sfs) != 0) throw system_error("statfs " + what, errno);
+  if (::fstatvfs(fd, &f.svfs) != 0) throw system_error("statvfs " + what, errno);
+  return f;
+}
+
+ShmMount classify_shm(const FsStat& shm, std::optional<dev_t> dev_device) {
+  if (dev_device && shm.st.st_dev == *dev_device) return ShmMount::kNotMount;
+  return shm.is_tmpfs() ? ShmMount::kTmpfs : ShmMount::kNotTmpfs;
+}
+
+int open_dir_in_root(int rootfd, const char* path, Resolve resolve) {
+  const bool no_symlinks = resolve == Resolve::kNoSymlinks;
+  const int flags = (no_symlinks ? O_PATH | O_NOFOLLOW : O_RDONLY) | O_DIRECTORY | O_CLOEXEC;
+  struct open_how how {};
+  how.flags = static_cast<std::uint64_t>(flags);
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | (no_symlinks ? RESOLVE_NO_SYMLINKS : 0);
+  long fd = ::syscall(SYS_openat2, rootfd, path, &how, sizeof how);
+  if (fd < 0 && errno == ENOSYS) fd = ::openat(rootfd, path, flags | O_NOFOLLOW);
+  return static_cast<int>(fd);
+}
+
 std::optional<dev_t> host_shm_device() {
   struct stat st {};
   if (::stat("/dev/shm", &st) != 0) return std::nullopt;
@@ -120,26 +138,26 @@ ShmResult apply_shm(const ShmTarget& t) {
   UniqueFd root(::open(t.rootfs.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) throw system_error("open container root " + root_text, errno);
 
-  UniqueFd dev(open_no_symlinks(root.get(), "dev"));
+  UniqueFd dev(open_dir_in_root(root.get(), "dev", Resolve::kNoSymlinks));
   if (!dev) throw Error(why_open_failed(errno, "/dev"), errno, kExitFailure);
 
   ShmResult result;
-  UniqueFd shm(open_no_symlinks(dev.get(), "shm"));
+  UniqueFd shm(open_dir_in_root(dev.get(), "shm", Resolve::kNoSymlinks));
   if (!shm && errno != ENOENT) throw Error(why_open_failed(errno, "/dev/shm"), errno, kExitFailure);
 
-  const Fs dev_fs = inspect(dev.get(), "/dev");
+  const FsStat dev_fs = stat_fs(dev.get(), "/dev");
   if (shm) {
-    const Fs shm_fs = inspect(shm.get(), "/dev/shm");
+    const FsStat shm_fs = stat_fs(shm.get(), "/dev/shm");
     if (t.host_shm_dev && shm_fs.st.st_dev == *t.host_shm_dev) {
       result.outcome = ShmOutcome::kHostShm;
-      result.before = result.after = tmpfs_bytes(shm_fs);
+      result.before = result.after = shm_fs.size();
       return result;
     }
-    const bool mount_point = shm_fs.st.st_dev != dev_fs.st.st_dev;
-    if (mount_point) {
-      if (shm_fs.sfs.f_type != TMPFS_MAGIC)
-        throw Error("/dev/shm in the container is a mount but not a tmpfs: refusing to touch it", 0, kExitFailure);
-      result.before = tmpfs_bytes(shm_fs);
+    const ShmMount mount = classify_shm(shm_fs, dev_fs.st.st_dev);
+    if (mount == ShmMount::kNotTmpfs)
+      throw Error("/dev/shm in the container is a mount but not a tmpfs: refusing to touch it", 0, kExitFailure);
+    if (mount == ShmMount::kTmpfs) {
+      result.before = shm_fs.size();
       if (t.size <= result.before && !(t.allow_shrink && t.size < result.before)) {
         result.outcome = ShmOutcome::kUnchanged;
         result.after = result.before;
@@ -149,27 +167,27 @@ ShmResult apply_shm(const ShmTarget& t) {
       mount_here(shm.get(), "shm", "tmpfs", MS_REMOUNT | mount_flags(shm_fs), "size=" + std::to_string(t.size),
                  "remount /dev/shm with size=" + engine_size(t.size));
       result.outcome = ShmOutcome::kResized;
-      result.after = tmpfs_bytes(inspect(shm.get(), "/dev/shm"));
+      result.after = stat_fs(shm.get(), "/dev/shm").size();
       return result;
     }
   }
   // No /dev/shm mount (--ipc=none): a new tmpfs, but only inside the engine's tmpfs /dev,
   // never on a directory of the image itself.
-  if (dev_fs.sfs.f_type != TMPFS_MAGIC)
+  if (!dev_fs.is_tmpfs())
     throw Error("/dev in the container is not a tmpfs and has no /dev/shm mount: refusing to mount into the image", 0,
                 kExitFailure);
   if (!shm) {
     if (::mkdirat(dev.get(), "shm", 01777) != 0 && errno != EEXIST) throw system_error("mkdir /dev/shm", errno);
-    shm = UniqueFd(open_no_symlinks(dev.get(), "shm"));
+    shm = UniqueFd(open_dir_in_root(dev.get(), "shm", Resolve::kNoSymlinks));
     if (!shm) throw Error(why_open_failed(errno, "/dev/shm"), errno, kExitFailure);
   }
   mount_here(shm.get(), "shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777,size=" + std::to_string(t.size),
              "mount tmpfs on /dev/shm");
   // Re-open: the fd still names the directory under the new mount.
-  UniqueFd mounted(open_no_symlinks(dev.get(), "shm"));
+  UniqueFd mounted(open_dir_in_root(dev.get(), "shm", Resolve::kNoSymlinks));
   if (!mounted) throw system_error("reopen /dev/shm", errno);
   result.outcome = ShmOutcome::kMounted;
-  result.after = tmpfs_bytes(inspect(mounted.get(), "/dev/shm"));
+  result.after = stat_fs(mounted.get(), "/dev/shm").size();
   return result;
 }
 

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -34,6 +37,46 @@ struct ShmTarget {
   bool allow_shrink = false;
   std::optional<dev_t> host_shm_dev;  // st_dev of the host's /dev/shm, measured before setns
 };
+
+// How /dev/shm looks in a container.
+enum class ShmMount {
+  kMissing,   // no /dev/shm at all
+  kNotMount,  // a plain directory of /dev (no mount of its own, as with --ipc=none)
+  kNotTmpfs,  // its own mount, but not a tmpfs (a disk directory bound in)
+  kTmpfs,
+};
+
+// "missing", "not-a-mount", "not-tmpfs", "tmpfs".
+const char* shm_mount_name(ShmMount mount);
+
+// What fstat, fstatfs and fstatvfs say about one open file.
+struct FsStat {
+  struct stat st {};
+  struct statfs sfs {};
+  struct statvfs svfs {};
+
+  std::uint64_t size() const;  // f_blocks x f_frsize: a tmpfs's size in bytes
+  std::uint64_t used() const;  // (f_blocks - f_bfree) x f_frsize
+  bool is_tmpfs() const;       // statfs's f_type is TMPFS_MAGIC
+};
+
+// fstat, fstatfs and fstatvfs of `fd`. Throws Error naming `what`.
+FsStat stat_fs(int fd, const std::string& what);
+
+// How the directory `shm` sits on /dev, whose device is `dev_device` (nullopt when /dev could
+// not be read): kNotMount on /dev's own device, else kTmpfs or kNotTmpfs. Never kMissing.
+ShmMount classify_shm(const FsStat& shm, std::optional<dev_t> dev_device);
+
+// How open_dir_in_root resolves its path. Both stay inside the root's tree (RESOLVE_IN_ROOT:
+// the image controls the path) and never follow /proc magic links.
+enum class Resolve {
+  kNoSymlinks,      // refuse every symlink (ELOOP); an O_PATH fd, for fstat*, fchdir and mount
+  kSymlinksInRoot,  // follow symlinks as if `rootfd` were /; a readable fd, to list the directory
+};
+
+// Opens the directory `path` below `rootfd` (openat2; before Linux 5.6, one openat with
+// O_NOFOLLOW). Returns the fd, or -1 with errno set.
+int open_dir_in_root(int rootfd, const char* path, Resolve resolve);
 
 // The device of the host's /dev/shm, if it exists.
 std::optional<dev_t> host_shm_device();

@@ -1,10 +1,11 @@
-#include "doctor.hpp"
-
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "doctor_render.hpp"
+#include "doctor_rules.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,0 +1,39 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "shm_mount.hpp"
+
+namespace gpurun {
+
+// A file in /dev/shm. `bytes` is what it occupies (allocated blocks), not its length.
+struct ShmFile {
+  std::string name;
+  std::uint64_t bytes = 0;
+};
+
+// Everything doctor measured, before any judgement: what the probes (doctor_probe.hpp) fill
+// and the rules (doctor_rules.hpp) judge. Unknown facts stay empty.
+struct DoctorFacts {
+  std::string target;      // "container t1 (3f2a9c1b0e4d, docker)", "this container"
+  bool from_host = false;  // a container seen from the host (inspect + /proc/PID)
+  std::string engine;      // docker | podman when from_host
+  ShmMount shm_mount = ShmMount::kTmpfs;
+  std::uint64_t shm_size = 0;  // bytes, when shm_mount is not kMissing
+  std::uint64_t shm_used = 0;
+  std::optional<bool> shm_is_host;             // same device as the host's /dev/shm (from the host only)
+  std::string ipc_mode;                        // inspect's IpcMode; inside: "host" or "" (own namespace)
+  std::optional<std::uint64_t> memory_limit;   // the container's memory limit
+  std::optional<unsigned> cpus;                // CPUs the container may use
+  std::string cpus_source;                     // how `cpus` was found, for the message
+  std::map<std::string, std::string> env;      // the container's GPU_RUN_* variables (contract_env_names())
+  std::vector<ShmFile> files;                  // every entry of /dev/shm
+  std::map<std::string, std::string> sysctls;  // kernel.shmmax / kernel.shmall when not the kernel default
+  double memory_fraction_max = 0.5;            // from the host config
+};
+
+}  // namespace gpurun

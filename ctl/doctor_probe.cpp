@@ -1,0 +1,216 @@
+#include "doctor_probe.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "container.hpp"
+#include "contract.hpp"
+#include "error.hpp"
+#include "fd.hpp"
+#include "host.hpp"
+#include "process.hpp"
+#include "shm_mount.hpp"
+
+namespace gpurun {
+namespace {
+
+// The kernel's default kernel.shmmax and kernel.shmall since Linux 3.16: ULONG_MAX - 2^24.
+constexpr const char* kShmSysctlDefault = "18446744073692774399";
+// /proc/self/ns/{ipc,pid} of the initial namespaces (PROC_IPC_INIT_INO, PROC_PID_INIT_INO): the
+// host's.
+constexpr const char* kHostIpcNamespace = "ipc:[4026531839]";
+constexpr const char* kHostPidNamespace = "pid:[4026531836]";
+// A /dev/shm with more entries than this is listed partly (the totals say so).
+constexpr std::size_t kMaxListed = 100000;
+
+// kernel.shmmax / kernel.shmall of this process's IPC namespace, when not the kernel default.
+void local_sysctls(DoctorFacts& f) {
+  for (const char* key : {"shmmax", "shmall"}) {
+    const auto v = read_kernel_file(std::string("/proc/sys/kernel/") + key);
+    if (v && *v != kShmSysctlDefault) f.sysctls[std::string("kernel.") + key] = *v;
+  }
+}
+
+std::string cpus_text(unsigned affinity, std::optional<double> quota) {
+  std::ostringstream s;
+  s << "affinity " << affinity;
+  if (quota) s << ", CPU quota " << *quota;
+  return s.str();
+}
+
+bool in_namespace(const char* link, const char* value) {
+  std::error_code ec;
+  const fs::path ns = fs::read_symlink(link, ec);
+  return !ec && ns.string() == value;
+}
+
+}  // namespace
+
+std::vector<ShmFile> list_shm_files(int dirfd, const std::string& what) {
+  std::vector<ShmFile> files;
+  int copy = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) throw system_error("list " + what, errno);
+  std::unique_ptr<DIR, int (*)(DIR*)> dir(::fdopendir(copy), ::closedir);
+  if (!dir) {
+    int err = errno;
+    ::close(copy);
+    throw system_error("list " + what, err);
+  }
+  while (struct dirent* e = ::readdir(dir.get())) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (files.size() >= kMaxListed) break;
+    struct stat st {};
+    ShmFile file{name, 0};
+    if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+      file.bytes = static_cast<std::uint64_t>(st.st_blocks) * 512;
+    files.push_back(file);
+  }
+  std::sort(files.begin(), files.end(), [](const ShmFile& a, const ShmFile& b) { return a.name < b.name; });
+  return files;
+}
+
+std::optional<dev_t> measure_shm(int rootfd, const std::string& where, DoctorFacts& f) {
+  const std::string what = where + "/dev/shm";
+  UniqueFd shm(open_dir_in_root(rootfd, "dev/shm", Resolve::kSymlinksInRoot));
+  if (!shm) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) {
+      f.shm_mount = ShmMount::kMissing;
+      return std::nullopt;
+    }
+    throw system_error("open " + what, err);
+  }
+  const FsStat shm_fs = stat_fs(shm.get(), what);
+  std::optional<dev_t> dev_device;
+  struct stat dev_st {};
+  UniqueFd dev(open_dir_in_root(rootfd, "dev", Resolve::kSymlinksInRoot));
+  if (dev && ::fstat(dev.get(), &dev_st) == 0) dev_device = dev_st.st_dev;
+  f.shm_mount = classify_shm(shm_fs, dev_device);
+  f.shm_size = shm_fs.size();
+  f.shm_used = shm_fs.used();
+  f.files = list_shm_files(shm.get(), what);
+  return shm_fs.st.st_dev;
+}
+
+std::optional<double> inspect_cpu_quota(const nlohmann::json& host) {
+  auto number = [&](const char* key) -> std::int64_t {
+    return host.contains(key) && host[key].is_number_integer() ? host[key].get<std::int64_t>() : 0;
+  };
+  if (const std::int64_t nano = number("NanoCpus"); nano > 0) return static_cast<double>(nano) / 1e9;
+  const std::int64_t quota = number("CpuQuota"), period = number("CpuPeriod");
+  if (quota > 0) return static_cast<double>(quota) / static_cast<double>(period > 0 ? period : 100000);
+  return std::nullopt;
+}
+
+std::optional<unsigned> status_cpus_allowed(const std::string& status) {
+  const std::string key = "Cpus_allowed_list:";
+  for (std::size_t begin = 0; begin < status.size();) {
+    std::size_t end = status.find('\n', begin);
+    if (end == std::string::npos) end = status.size();
+    if (status.compare(begin, key.size(), key) == 0) {
+      std::string list = status.substr(begin + key.size(), end - begin - key.size());
+      list.erase(0, list.find_first_not_of(" \t"));
+      return parse_cpu_list(list);
+    }
+    begin = end + 1;
+  }
+  return std::nullopt;
+}
+
+void gather_inside(DoctorFacts& f) {
+  const bool host_ipc = in_namespace("/proc/self/ns/ipc", kHostIpcNamespace);
+  const bool host_pid = in_namespace("/proc/self/ns/pid", kHostPidNamespace);
+  char hostname[256] = {};
+  (void)::gethostname(hostname, sizeof hostname - 1);
+  f.target =
+      host_ipc && host_pid ? "this machine (not in a container: the host's PID and IPC namespaces)" : "this container";
+  if (hostname[0]) f.target += std::string(" (hostname ") + hostname + ")";
+  UniqueFd root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) throw system_error("open /", errno);
+  measure_shm(root.get(), "", f);
+  if (host_ipc) f.ipc_mode = "host";
+  // probe_host reads the limits at the cgroup mount's root when /proc/self/cgroup names a
+  // path the container cannot see (cgroup v1 without a cgroup namespace).
+  const HostInfo h = probe_host();
+  f.memory_limit = h.cgroup_memory_limit;
+  f.cpus = h.cpus;
+  f.cpus_source = cpus_text(h.affinity_cpus, h.cgroup_cpu_quota);
+  for (const std::string& name : contract_env_names())
+    if (const char* v = std::getenv(name.c_str())) f.env[name] = v;
+  local_sysctls(f);
+}
+
+void gather_from_host(const std::string& engine, const std::string& name, DoctorFacts& f) {
+  Captured r = run_capture({engine, "inspect", "--type", "container", name});
+  if (r.exit_code != 0) {
+    std::string why = r.err;
+    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+    for (char& c : why)
+      if (c == '\n') c = ' ';
+    throw Error("container '" + name + "': " + engine + " inspect failed" + (why.empty() ? "" : ": " + why) +
+                " (is the name right? wrong --engine?)");
+  }
+  const ContainerInfo c = parse_inspect(r.out, engine);
+  nlohmann::json doc = nlohmann::json::parse(r.out, nullptr, false);
+  if (doc.is_array() && !doc.empty()) doc = doc[0];
+  const nlohmann::json host = doc.is_object() && doc.contains("HostConfig") && doc["HostConfig"].is_object()
+                                  ? doc["HostConfig"]
+                                  : nlohmann::json::object();
+  f.from_host = true;
+  f.engine = engine;
+  f.target = "container " + (c.name.empty() ? name : c.name) + " (" + c.id.substr(0, 12) + ", " + engine + ")";
+  if (!c.running || c.pid <= 0)
+    throw Error("container '" + name +
+                "' is not running: doctor reads its /dev/shm through its process (start "
+                "it, or run gpu-run-ctl doctor inside it)");
+  f.ipc_mode = c.ipc_mode;
+  // The IPC namespace itself settles --ipc=host (podman 4 reports it as "shareable").
+  std::error_code ec_self, ec_container;
+  const fs::path self_ns = fs::read_symlink("/proc/self/ns/ipc", ec_self);
+  const fs::path container_ns = fs::read_symlink("/proc/" + std::to_string(c.pid) + "/ns/ipc", ec_container);
+  if (!ec_self && !ec_container && self_ns == container_ns) f.ipc_mode = "host";
+  f.memory_limit = c.memory_limit;
+  for (const std::string& env_name : contract_env_names())
+    if (const auto it = c.env.find(env_name); it != c.env.end()) f.env[env_name] = it->second;
+
+  const std::string proc = "/proc/" + std::to_string(c.pid);
+  UniqueFd root(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root)
+    throw system_error("open " + proc + "/root of container '" + name +
+                           "' (run doctor as root on the container's host, in the host's PID namespace)",
+                       errno);
+  const auto shm_dev = measure_shm(root.get(), proc + "/root", f);
+  const auto host_dev = host_shm_device();
+  if (shm_dev && host_dev) f.shm_is_host = *shm_dev == *host_dev;
+
+  // CPUs: the container's process's affinity (its cpuset) bounded by the engine's quota.
+  unsigned affinity = probe_host().affinity_cpus;
+  if (const auto status = read_kernel_file(proc + "/status"))
+    if (const auto n = status_cpus_allowed(*status)) affinity = *n;
+  const auto quota = inspect_cpu_quota(host);
+  f.cpus = usable_cpus(affinity, quota);
+  f.cpus_source = cpus_text(affinity, quota);
+
+  // kernel.shm* are per IPC namespace: --sysctl for the container's own, the host's with
+  // --ipc=host.
+  if (f.ipc_mode == "host") {
+    local_sysctls(f);
+  } else if (host.contains("Sysctls") && host["Sysctls"].is_object()) {
+    for (const auto& [key, value] : host["Sysctls"].items())
+      if ((key == "kernel.shmmax" || key == "kernel.shmall") && value.is_string() &&
+          value.get<std::string>() != kShmSysctlDefault)
+        f.sysctls[key] = value.get<std::string>();
+  }
+}
+
+}  // namespace gpurun

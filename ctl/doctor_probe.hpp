@@ -1,0 +1,40 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "doctor_facts.hpp"
+
+namespace gpurun {
+
+// Gathers DoctorFacts, inside a container or from the host for one, over core's probes
+// (open_dir_in_root, stat_fs and classify_shm, probe_host, read_kernel_file).
+
+// The facts of the container this process runs in (or of the host, when it runs in none).
+void gather_inside(DoctorFacts& facts);
+
+// The facts of the running container `name` of `engine`, seen from the host: `<engine>
+// inspect` once, then its /dev/shm through /proc/PID/root (root needed). Throws Error (exit 2)
+// for an unknown or stopped container.
+void gather_from_host(const std::string& engine, const std::string& name, DoctorFacts& facts);
+
+// Fills the /dev/shm facts (shm_mount, shm_size, shm_used, files) of the tree whose root is
+// `rootfd`, resolving symlinks inside that tree; `where` names the root in errors ("" or
+// "/proc/PID/root"). Returns /dev/shm's device, nullopt when there is none.
+std::optional<dev_t> measure_shm(int rootfd, const std::string& where, DoctorFacts& facts);
+
+// The entries of the directory `dirfd` (not recursive, at most 100000), sorted by name, each
+// with the space it occupies (0 for all but regular files). Throws Error naming `what`.
+std::vector<ShmFile> list_shm_files(int dirfd, const std::string& what);
+
+// The CPU quota in an inspect's HostConfig: --cpus (NanoCpus) or --cpu-quota/--cpu-period.
+std::optional<double> inspect_cpu_quota(const nlohmann::json& host_config);
+
+// The number of CPUs in the "Cpus_allowed_list:" line of /proc/PID/status text.
+std::optional<unsigned> status_cpus_allowed(const std::string& status);
+
+}  // namespace gpurun

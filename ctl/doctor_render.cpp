@@ -1,0 +1,56 @@
+#include "doctor_render.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace gpurun {
+
+std::string format_findings(const DoctorFacts& facts, const std::vector<Finding>& findings) {
+  std::ostringstream s;
+  s << "gpu-run-ctl doctor: " << facts.target << "\n";
+  std::size_t width = 0;
+  for (const auto& x : findings) width = std::max(width, x.check.size());
+  const std::string indent(6 + width + 2, ' ');
+  for (const auto& x : findings) {
+    std::string level = level_name(x.level);
+    s << level << std::string(6 - level.size(), ' ') << x.check << std::string(width - x.check.size() + 2, ' ')
+      << x.message << "\n";
+    if (!x.fix.empty() && x.level != Level::kOk) s << indent << "fix: " << x.fix << "\n";
+  }
+  s << "worst: " << level_name(worst_level(findings)) << "\n";
+  return s.str();
+}
+
+nlohmann::json doctor_json(const DoctorFacts& f, const std::vector<Finding>& findings) {
+  nlohmann::json j;
+  j["target"] = f.target;
+  j["worst"] = level_name(worst_level(findings));
+  j["exit_code"] = doctor_exit_code(findings);
+  nlohmann::json facts;
+  facts["from_host"] = f.from_host;
+  facts["engine"] = f.from_host ? nlohmann::json(f.engine) : nlohmann::json(nullptr);
+  facts["shm_mount"] = shm_mount_name(f.shm_mount);
+  facts["shm_size_bytes"] = f.shm_size;
+  facts["shm_used_bytes"] = f.shm_used;
+  facts["shm_is_host"] = f.shm_is_host ? nlohmann::json(*f.shm_is_host) : nlohmann::json(nullptr);
+  facts["ipc_mode"] = f.ipc_mode.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.ipc_mode);
+  facts["memory_limit_bytes"] = f.memory_limit ? nlohmann::json(*f.memory_limit) : nlohmann::json(nullptr);
+  facts["memory_fraction_max"] = f.memory_fraction_max;
+  facts["cpus"] = f.cpus ? nlohmann::json(*f.cpus) : nlohmann::json(nullptr);
+  facts["cpus_source"] = f.cpus_source;
+  facts["env"] = f.env;
+  facts["files"] = nlohmann::json::array();
+  for (const auto& file : f.files) facts["files"].push_back({{"name", file.name}, {"bytes", file.bytes}});
+  facts["sysctls"] = f.sysctls;
+  j["facts"] = facts;
+  j["findings"] = nlohmann::json::array();
+  for (const auto& x : findings)
+    j["findings"].push_back({{"level", level_name(x.level)},
+                             {"check", x.check},
+                             {"message", x.message},
+                             {"fix", x.fix.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.fix)}});
+  return j;
+}
+
+}  // namespace gpurun

@@ -1,0 +1,19 @@
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "doctor_facts.hpp"
+#include "doctor_rules.hpp"
+
+namespace gpurun {
+
+// The report for people: a header naming the target, one row per finding, the fix under it,
+// and the worst level.
+std::string format_findings(const DoctorFacts& facts, const std::vector<Finding>& findings);
+
+// The same for programs: {"target", "worst", "exit_code", "facts", "findings": [...]}.
+nlohmann::json doctor_json(const DoctorFacts& facts, const std::vector<Finding>& findings);
+
+}  // namespace gpurun

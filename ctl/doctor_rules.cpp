@@ -1,0 +1,371 @@
+#include "doctor_rules.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "contract.hpp"
+#include "error.hpp"
+#include "sizing.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+// Docker's default /dev/shm, and podman's (65536000 bytes: "64000k" in podman 4).
+constexpr std::uint64_t kDockerDefaultShm = 64 * kMiB;
+constexpr std::uint64_t kPodmanDefaultShm = 64000 * kKiB;
+constexpr unsigned kUseWarnPercent = 80;
+constexpr unsigned kUseFailPercent = 95;
+constexpr std::size_t kNamesShown = 5;
+
+const char* const kSizeFix =
+    "restart the container sized for the job: gpu-run --profile NAME [--gpus N] IMAGE ... "
+    "(`gpu-run-ctl plan` shows the size) or --shm-size SIZE; in Kubernetes an emptyDir of medium "
+    "Memory at /dev/shm (`gpu-run-ctl k8s`). Raising kernel.shmmax or kernel.shmall does not help: "
+    "they limit System V shmget segments, not /dev/shm";
+
+unsigned percent(std::uint64_t part, std::uint64_t whole) {
+  if (whole == 0) return 0;
+  return static_cast<unsigned>((static_cast<long double>(part) * 100) / static_cast<long double>(whole));
+}
+
+std::optional<std::string> env_of(const DoctorFacts& f, const std::string& name) {
+  auto it = f.env.find(name);
+  if (it == f.env.end()) return std::nullopt;
+  return it->second;
+}
+
+// "GPU_RUN_SHM_SIZE=2g"
+std::string assignment(const char* name, const std::string& value) { return std::string(name) + "=" + value; }
+
+bool host_shm(const DoctorFacts& f) { return f.ipc_mode == "host" || f.shm_is_host.value_or(false); }
+
+bool has_shm(const DoctorFacts& f) { return f.shm_mount == ShmMount::kTmpfs || f.shm_mount == ShmMount::kNotTmpfs; }
+
+// "torch_1_2 (1MiB), torch_3_4 (2MiB) and 3 more"
+std::string list_files(const std::vector<ShmFile>& files) {
+  std::string out;
+  for (std::size_t i = 0; i < files.size() && i < kNamesShown; ++i) {
+    if (i) out += ", ";
+    out += files[i].name + " (" + format_size(files[i].bytes) + ")";
+  }
+  if (files.size() > kNamesShown) out += " and " + std::to_string(files.size() - kNamesShown) + " more";
+  return out;
+}
+
+std::uint64_t total_bytes(const std::vector<ShmFile>& files) {
+  std::uint64_t sum = 0;
+  for (const auto& f : files) sum += f.bytes;
+  return sum;
+}
+
+void add(std::vector<Finding>& out, Level level, const char* check, std::string message, std::string fix = "") {
+  out.push_back(Finding{level, check, std::move(message), std::move(fix)});
+}
+
+void check_mount(const DoctorFacts& f, std::vector<Finding>& out) {
+  const std::string why = f.ipc_mode == "none" ? " (ipc mode none)" : "";
+  const std::string fix =
+      "restart it without --ipc=none, sized for the job: gpu-run --profile NAME IMAGE ... (or "
+      "--shm-size SIZE)";
+  switch (f.shm_mount) {
+    case ShmMount::kMissing:
+      add(out, Level::kFail, "shm-mount",
+          "there is no /dev/shm" + why + ": DataLoader workers and NCCL cannot share memory", fix);
+      break;
+    case ShmMount::kNotMount:
+      add(out, Level::kFail, "shm-mount",
+          "/dev/shm is a plain directory of /dev, not a tmpfs of its own" + why + ": it has only /dev's " +
+              format_size(f.shm_size),
+          fix);
+      break;
+    case ShmMount::kNotTmpfs:
+      add(out, Level::kWarn, "shm-mount",
+          "/dev/shm is a mount but not a tmpfs (a disk directory bound in?): shared tensors go to "
+          "that filesystem",
+          "drop the bind mount on /dev/shm and size a tmpfs for the job: gpu-run --profile NAME "
+          "IMAGE ...");
+      break;
+    case ShmMount::kTmpfs:
+      break;
+  }
+}
+
+void check_ipc(const DoctorFacts& f, std::vector<Finding>& out) {
+  const std::string& mode = f.ipc_mode;
+  if (mode == "host") {
+    add(out, Level::kWarn, "ipc",
+        std::string(f.from_host ? "ipc mode host"
+                                : "this process is in the host's IPC namespace (--ipc=host, or not "
+                                  "in a container)") +
+            ": /dev/shm is the host's, shared with every process there; gpu-run's sizing does not "
+            "apply and "
+            "segments are visible across containers",
+        "start the container without --ipc=host: gpu-run --profile NAME IMAGE ... gives it a "
+        "private /dev/shm "
+        "of the planned size");
+    return;
+  }
+  if (f.shm_is_host.value_or(false)) {
+    add(out, Level::kWarn, "ipc",
+        "/dev/shm is the host's (the same device as the host's /dev/shm: -v /dev/shm:/dev/shm, or "
+        "--ipc=host): "
+        "shared with every process there; gpu-run's sizing does not apply",
+        "remove the /dev/shm bind mount (or --ipc=host) and start it with gpu-run --profile NAME "
+        "IMAGE ...");
+    return;
+  }
+  if (mode == "none") return;  // check_mount reports the missing /dev/shm
+  if (mode.rfind("container:", 0) == 0) {
+    add(out, Level::kOk, "ipc",
+        "shares " + mode.substr(10) + "'s IPC namespace and /dev/shm: that container's size is what counts");
+  } else if (mode.empty()) {
+    add(out, Level::kOk, "ipc",
+        f.from_host ? "ipc mode not reported by " + f.engine + "; /dev/shm is not the host's"
+                    : "own IPC namespace (private, shareable or another container's): /dev/shm is "
+                      "not the host's");
+  } else {
+    add(out, Level::kOk, "ipc", "ipc mode " + mode + ": a /dev/shm of its own, not the host's");
+  }
+}
+
+void check_size(const DoctorFacts& f, std::vector<Finding>& out) {
+  if (!has_shm(f)) return;
+  const std::string size = format_size(f.shm_size);
+  const std::string kind = f.shm_mount == ShmMount::kTmpfs ? "tmpfs" : "not a tmpfs";
+  const std::string dies = ": a DataLoader with workers dies with \"bus error\" once its batches in flight pass it";
+  if (f.shm_size == kDockerDefaultShm) {
+    add(out, Level::kFail, "shm-size", "/dev/shm is 64MiB, Docker's default for every container" + dies, kSizeFix);
+  } else if (f.shm_size == kPodmanDefaultShm) {
+    add(out, Level::kFail, "shm-size", "/dev/shm is 62.5MiB (64000KiB), podman's default for every container" + dies,
+        kSizeFix);
+  } else if (f.shm_size < kDockerDefaultShm) {
+    add(out, Level::kFail, "shm-size", "/dev/shm is " + size + ", at or below the engines' defaults" + dies, kSizeFix);
+  } else {
+    add(out, Level::kOk, "shm-size",
+        "/dev/shm is " + size + " (" + kind + (host_shm(f) ? ", the host's" : "") +
+            "), above the engines' 64MiB default");
+  }
+}
+
+void check_sizing(const DoctorFacts& f, std::vector<Finding>& out) {
+  if (!has_shm(f)) return;
+  const auto asked = env_of(f, kEnvShmSize);
+  const auto profile = env_of(f, kEnvProfile);
+  const std::string how =
+      "the container did not start through gpu-run, gpu-run-runtime (docker run --runtime gpu-run) "
+      "or "
+      "gpu-run-hook, or the engine replaced the size";
+  if (asked) {
+    std::uint64_t bytes = 0;
+    try {
+      bytes = parse_size(*asked, kEnvShmSize);
+    } catch (const Error& e) {
+      add(out, Level::kWarn, "sizing", assignment(kEnvShmSize, *asked) + " is not a size: " + e.what(),
+          "set it to a size such as 2g, or let gpu-run set it (gpu-run --profile NAME)");
+      return;
+    }
+    if (host_shm(f)) {
+      add(out, f.shm_size >= bytes ? Level::kOk : Level::kFail, "sizing",
+          assignment(kEnvShmSize, *asked) + " asks for " + format_size(bytes) + "; the host's /dev/shm is " +
+              format_size(f.shm_size) + " and gpu-run never resizes it",
+          f.shm_size >= bytes ? "" : "start it without --ipc=host or the /dev/shm bind, with gpu-run --profile NAME");
+    } else if (f.shm_size >= bytes) {
+      add(out, Level::kOk, "sizing",
+          assignment(kEnvShmSize, *asked) + " asked for " + format_size(bytes) + " and /dev/shm has " +
+              format_size(f.shm_size) + ": the size was applied");
+    } else {
+      add(out, Level::kFail, "sizing",
+          assignment(kEnvShmSize, *asked) + " asked for " + format_size(bytes) + " but /dev/shm has " +
+              format_size(f.shm_size) + ": " + how,
+          "start it with gpu-run (which passes --shm-size), or register gpu-run-runtime "
+          "(gpu-run-ctl configure "
+          "docker) or the hook (gpu-run-ctl configure podman) and start it through them");
+    }
+    return;
+  }
+  if (profile) {
+    if (f.shm_size <= kDockerDefaultShm && !host_shm(f)) {
+      add(out, Level::kFail, "sizing",
+          assignment(kEnvProfile, *profile) + " asks gpu-run's runtime or hook to size /dev/shm, but it still has " +
+              format_size(f.shm_size) + ": " + how,
+          "start it with docker run --runtime gpu-run (after gpu-run-ctl configure docker), through the podman "
+          "hook (gpu-run-ctl configure podman, with --annotation " +
+              assignment(request_key(RequestKey::kProfile).annotation, "NAME") + "), or with gpu-run");
+    } else {
+      add(out, Level::kOk, "sizing",
+          assignment(kEnvProfile, *profile) + " and /dev/shm has " + format_size(f.shm_size));
+    }
+  }
+}
+
+void check_use(const DoctorFacts& f, std::vector<Finding>& out) {
+  if (!has_shm(f) || f.shm_size == 0) return;
+  const unsigned pct = percent(f.shm_used, f.shm_size);
+  const std::string numbers =
+      format_size(f.shm_used) + " of " + format_size(f.shm_size) + " used (" + std::to_string(pct) + "%)";
+  const std::string fix =
+      "a larger /dev/shm for the job (gpu-run --profile NAME with its real batch size and workers; "
+      "`gpu-run-ctl plan` shows the need), fewer DataLoader workers or a smaller batch; remove "
+      "leftover segments";
+  if (pct >= kUseFailPercent) {
+    add(out, Level::kFail, "shm-use",
+        numbers + ": the next batch a worker writes there dies with SIGBUS (\"bus error\"), not ENOSPC", fix);
+  } else if (pct > kUseWarnPercent) {
+    add(out, Level::kWarn, "shm-use", numbers + ": little room left for batches in flight", fix);
+  } else {
+    add(out, Level::kOk, "shm-use", numbers);
+  }
+}
+
+void check_memory(const DoctorFacts& f, std::vector<Finding>& out) {
+  if (!has_shm(f)) return;
+  if (!f.memory_limit) {
+    add(out, Level::kOk, "memory", "no memory limit: /dev/shm pages count against the host's memory like any other");
+    return;
+  }
+  const MemoryBudget budget{*f.memory_limit, f.memory_fraction_max};
+  const std::string shm = format_size(f.shm_size), lim = format_size(budget.limit);
+  const std::string share = std::to_string(percent(f.shm_size, budget.limit)) + "% of the memory limit " + lim;
+  const std::string fix = "raise the memory limit to at least " + engine_size(budget.limit_for(f.shm_size)) +
+                          " (--memory), or size /dev/shm for the job instead of generously (gpu-run --profile NAME)";
+  if (f.shm_size > budget.limit) {
+    add(out, Level::kWarn, "memory",
+        "/dev/shm " + shm + " is larger than the memory limit " + lim +
+            ": tmpfs pages count against the limit, so filling /dev/shm gets the container OOM-killed instead of a "
+            "bus error",
+        fix);
+  } else if (!budget.holds(f.shm_size)) {
+    add(out, Level::kWarn, "memory",
+        "/dev/shm " + shm + " is " + share + " (more than memory_fraction_max " + budget.percent() +
+            "): tmpfs pages count against it, so a full /dev/shm leaves the job little memory (OOM kill)",
+        fix);
+  } else {
+    add(out, Level::kOk, "memory", "/dev/shm " + shm + " is " + share + " (at most " + budget.percent() + " allowed)");
+  }
+}
+
+void check_workers(const DoctorFacts& f, std::vector<Finding>& out) {
+  const std::string cpus = f.cpus ? std::to_string(*f.cpus) + " CPU" + (*f.cpus == 1 ? "" : "s") +
+                                        (f.cpus_source.empty() ? "" : " (" + f.cpus_source + ")")
+                                  : std::string("an unknown number of CPUs");
+  const auto workers = env_of(f, kEnvNumWorkers);
+  if (!workers) {
+    add(out, Level::kOk, "workers",
+        "the container may use " + cpus + "; " + kEnvNumWorkers + " is not set (not started by gpu-run)");
+    return;
+  }
+  std::uint64_t n = 0;
+  try {
+    n = parse_count(*workers, kEnvNumWorkers);
+  } catch (const Error&) {
+    add(out, Level::kWarn, "workers", assignment(kEnvNumWorkers, *workers) + " is not a number",
+        "let gpu-run set it (gpu-run --profile NAME), or set a whole number");
+    return;
+  }
+  if (f.cpus && n > *f.cpus) {
+    add(out, Level::kWarn, "workers",
+        assignment(kEnvNumWorkers, *workers) + " DataLoader workers per GPU rank, but the container may use " + cpus +
+            ": the workers compete for CPUs and each holds batches in /dev/shm",
+        "start it with gpu-run without --workers (workers_per_gpu \"auto\" follows the CPUs), or "
+        "give it more "
+        "CPUs (--cpus, --cpuset-cpus)");
+  } else {
+    add(out, Level::kOk, "workers",
+        assignment(kEnvNumWorkers, *workers) + " DataLoader workers per GPU rank; the container may use " + cpus);
+  }
+}
+
+void check_segments(const DoctorFacts& f, std::vector<Finding>& out) {
+  if (!has_shm(f)) return;
+  std::vector<ShmFile> torch, nccl;
+  for (const auto& file : f.files) {
+    if (is_torch_segment(file.name)) torch.push_back(file);
+    if (is_nccl_segment(file.name)) nccl.push_back(file);
+  }
+  if (torch.empty()) {
+    add(out, Level::kOk, "torch-leftovers", "no torch_* segments in /dev/shm");
+  } else {
+    add(out, Level::kWarn, "torch-leftovers",
+        std::to_string(torch.size()) + " torch_* segment" + (torch.size() == 1 ? "" : "s") + " holding " +
+            format_size(total_bytes(torch)) + " of /dev/shm: " + list_files(torch) +
+            ". PyTorch's file_system sharing strategy leaves these behind when workers are killed "
+            "(the default file_descriptor strategy unlinks its segments at once)",
+        "when no training job runs in the container: rm /dev/shm/torch_*; keep "
+        "torch.multiprocessing's default "
+        "file_descriptor strategy instead of set_sharing_strategy('file_system')");
+  }
+  if (nccl.empty()) {
+    add(out, Level::kOk, "nccl", "no NCCL segments (nccl-*) in /dev/shm");
+  } else {
+    add(out, Level::kOk, "nccl",
+        std::to_string(nccl.size()) + " NCCL segment" + (nccl.size() == 1 ? "" : "s") + " (" +
+            format_size(total_bytes(nccl)) + "): " + list_files(nccl) +
+            ". NCCL's shared-memory transport between ranks uses them; with no job running they "
+            "are leftovers "
+            "of a killed one");
+  }
+}
+
+void check_sysctls(const DoctorFacts& f, std::vector<Finding>& out) {
+  if (f.sysctls.empty()) return;
+  std::string set;
+  for (const auto& [key, value] : f.sysctls) set += (set.empty() ? "" : ", ") + key + "=" + value;
+  add(out, Level::kOk, "shmmax",
+      set +
+          " (not the kernel's default): these limit System V shmget segments only; PyTorch and "
+          "NCCL use "
+          "/dev/shm, whose size they do not change",
+      "nothing to gain from them for PyTorch: size /dev/shm instead (gpu-run --profile NAME)");
+}
+
+}  // namespace
+
+const char* level_name(Level level) {
+  switch (level) {
+    case Level::kOk:
+      return "OK";
+    case Level::kWarn:
+      return "WARN";
+    case Level::kFail:
+      return "FAIL";
+  }
+  return "?";
+}
+
+bool is_torch_segment(const std::string& name) { return name.rfind("torch_", 0) == 0; }
+bool is_nccl_segment(const std::string& name) { return name.rfind("nccl-", 0) == 0; }
+
+std::vector<Finding> diagnose(const DoctorFacts& f) {
+  std::vector<Finding> out;
+  check_mount(f, out);
+  check_ipc(f, out);
+  check_size(f, out);
+  check_sizing(f, out);
+  check_use(f, out);
+  check_memory(f, out);
+  check_workers(f, out);
+  check_segments(f, out);
+  check_sysctls(f, out);
+  return out;
+}
+
+Level worst_level(const std::vector<Finding>& findings) {
+  Level worst = Level::kOk;
+  for (const auto& x : findings) worst = std::max(worst, x.level);
+  return worst;
+}
+
+int doctor_exit_code(const std::vector<Finding>& findings) {
+  switch (worst_level(findings)) {
+    case Level::kOk:
+      return kExitOk;
+    case Level::kWarn:
+      return kDoctorExitWarn;
+    case Level::kFail:
+      return kDoctorExitFail;
+  }
+  return kDoctorExitFail;
+}
+
+}  // namespace gpurun
