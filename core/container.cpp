@@ -29,6 +29,11 @@ ContainerInfo parse_inspect(const std::string& text, const std::string& engine) 
   const auto state = doc.value("State", nlohmann::json::object());
   c.running = state.value("Running", false);
   c.pid = state.value("Pid", 0);
+  if (state.contains("Status") && state["Status"].is_string()) c.status = state["Status"].get<std::string>();
+  if ((c.status == "exited" || c.status == "dead") && state.contains("ExitCode") &&
+      state["ExitCode"].is_number_integer())
+    c.exit_code = state["ExitCode"].get<int>();
+  if (state.contains("OOMKilled") && state["OOMKilled"].is_boolean()) c.oom_killed = state["OOMKilled"].get<bool>();
   const auto config = doc.value("Config", nlohmann::json::object());
   c.image = config.value("Image", doc.value("ImageName", std::string()));
   if (config.contains("Labels") && config["Labels"].is_object())

@@ -18,6 +18,9 @@ struct ContainerInfo {
   std::string image;
   int pid = 0;  // 0 when not running
   bool running = false;
+  std::string status;                         // State.Status: created, running, exited, dead, ...
+  std::optional<int> exit_code;               // State.ExitCode once it has exited
+  bool oom_killed = false;                    // State.OOMKilled
   std::string ipc_mode;                       // private, shareable, host, none, container:X, ...
   std::optional<std::uint64_t> memory_limit;  // HostConfig.Memory, when set
   std::optional<std::uint64_t> shm_size;      // HostConfig.ShmSize, when set

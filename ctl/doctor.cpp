@@ -1,6 +1,11 @@
 #include "doctor.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -13,16 +18,78 @@
 #include "doctor_render.hpp"
 #include "doctor_rules.hpp"
 #include "error.hpp"
+#include "fd.hpp"
 
 namespace gpurun {
 
-DoctorFacts gather_facts(const DoctorOptions& o) {
+namespace {
+
+constexpr std::size_t kMaxLogBytes = 64u << 20;
+
+int report(const std::string& target, const std::vector<Finding>& findings, const nlohmann::json& json, bool as_json) {
+  if (as_json)
+    std::cout << json.dump(2) << "\n";
+  else
+    std::cout << format_findings(target, findings);
+  std::cout.flush();
+  return doctor_exit_code(findings);
+}
+
+int report_crash(const CrashFacts& crash, bool as_json) {
+  const std::vector<Finding> findings = diagnose_crash(crash);
+  return report(crash.source, findings, crash_json(crash, findings), as_json);
+}
+
+}  // namespace
+
+std::string read_log(const std::string& path) {
+  UniqueFd owned;
+  int fd = STDIN_FILENO;
+  if (path != "-") {
+    owned = UniqueFd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!owned) throw system_error("doctor --log " + path, errno);
+    struct stat st {};
+    if (::fstat(owned.get(), &st) == 0 && S_ISDIR(st.st_mode))
+      throw Error("doctor --log " + path + ": is a directory: give the log file");
+    // A large regular file: only its end, where a crash is.
+    if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > kMaxLogBytes)
+      (void)::lseek(owned.get(), st.st_size - static_cast<off_t>(kMaxLogBytes), SEEK_SET);
+    fd = owned.get();
+  }
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw system_error("doctor --log " + path + ": read", errno);
+    }
+    text.append(buf, static_cast<std::size_t>(n));
+    // A pipe of any length: keep its last kMaxLogBytes.
+    if (text.size() > 2 * kMaxLogBytes) text.erase(0, text.size() - kMaxLogBytes);
+  }
+  if (text.size() > kMaxLogBytes) text.erase(0, text.size() - kMaxLogBytes);
+  return text;
+}
+
+int run_doctor(const DoctorOptions& o) {
   const Config config = load_ctl_config();
+  if (o.log) {
+    if (o.container) throw Error("doctor: --log reads a log, CONTAINER a container: give one of them");
+    if (o.engine) throw Error("doctor: --engine goes with CONTAINER, not --log");
+    CrashFacts crash;
+    crash.source = "log " + (*o.log == "-" ? std::string("on standard input") : *o.log);
+    read_crash_log(read_log(*o.log), crash);
+    return report_crash(crash, o.json);
+  }
   DoctorFacts f;
   f.memory_fraction_max = config.memory_fraction_max;
   if (o.container) {
     if (o.container->empty()) throw Error("doctor: the CONTAINER argument is empty: give a container name or id");
-    gather_from_host(o.engine.value_or(config.engine), *o.container, f);
+    const InspectedContainer c = inspect_for_doctor(o.engine.value_or(config.engine), *o.container);
+    if (has_exited(c)) return report_crash(gather_crash(c), o.json);
+    gather_from_host(c, f);
   } else {
     if (o.engine)
       throw Error("doctor: --engine " + *o.engine +
@@ -30,18 +97,8 @@ DoctorFacts gather_facts(const DoctorOptions& o) {
                   "--engine");
     gather_inside(f);
   }
-  return f;
-}
-
-int run_doctor(const DoctorOptions& o) {
-  const DoctorFacts facts = gather_facts(o);
-  const std::vector<Finding> findings = diagnose(facts);
-  if (o.json)
-    std::cout << doctor_json(facts, findings).dump(2) << "\n";
-  else
-    std::cout << format_findings(facts, findings);
-  std::cout.flush();
-  return doctor_exit_code(findings);
+  const std::vector<Finding> findings = diagnose(f);
+  return report(f.target, findings, doctor_json(f, findings), o.json);
 }
 
 void add_doctor_command(CLI::App& app) {
@@ -56,10 +113,20 @@ void add_doctor_command(CLI::App& app) {
          << "against the shm size, " << kEnvShmSize << "/" << kEnvProfile << " against the size applied, "
          << kEnvNumWorkers << "\n"
          << "against the CPUs, leftover torch_* and nccl-* segments, kernel.shmmax/shmall (which do not size\n"
-         << "/dev/shm). Exit status: the worst finding, 0 OK, 3 WARN, 4 FAIL; 1 when doctor could not check,\n"
-         << "2 a wrong request (bad option, unknown or stopped container).";
+         << "/dev/shm).\n"
+         << "A container that has exited, or a log given with --log (a training log, `docker logs` output), is\n"
+         << "read for the failures /dev/shm causes: DataLoader workers killed by a bus error, PyTorch's and\n"
+         << "NCCL's shared-memory allocation errors, exit status 135; each with why and the command that fixes\n"
+         << "it. Exit status: the worst finding, 0 OK, 3 WARN, 4 FAIL; 1 when doctor could not check,\n"
+         << "2 a wrong request (bad option, unknown container, one created but never started).";
   cmd->footer(footer.str());
-  cmd->add_option("CONTAINER", o->container, "Name or id of a running container (default: the one doctor runs in)");
+  cmd->add_option("CONTAINER", o->container,
+                  "Name or id of a container: a running one is checked, an exited one has its exit status and logs "
+                  "read (default: the one doctor runs in)");
+  cmd->add_option("--log", o->log,
+                  "Read a crashed job's log (a file, or - for standard input) for PyTorch's and NCCL's /dev/shm "
+                  "failures")
+      ->type_name("FILE|-");
   cmd->add_option("--engine", o->engine, "Engine of CONTAINER (default: the config's engine, else docker)")
       ->type_name("ENGINE")
       ->check(CLI::IsMember({"docker", "podman"}));

@@ -17,13 +17,13 @@ namespace gpurun {
 struct DoctorOptions {
   std::optional<std::string> container;  // name or id; none: this process's own container
   std::optional<std::string> engine;     // docker | podman; default: the config's engine
+  std::optional<std::string> log;        // --log FILE|-: read a crashed job's log instead
   bool json = false;
 };
 
-// Measures the facts: from the host through `<engine> inspect` (once) and /proc/PID/root
-// when options.container is set, else for the container this process runs in. Throws Error
-// (exit 2) for an unknown or stopped container.
-DoctorFacts gather_facts(const DoctorOptions& options);
+// Reads a log for --log: the file, or standard input for "-", at most its last 64 MiB (where
+// a crash is). Throws Error naming the file.
+std::string read_log(const std::string& path);
 
 // Prints the report (text or --json) and returns doctor's exit code.
 int run_doctor(const DoctorOptions& options);

@@ -40,6 +40,14 @@ void local_sysctls(DoctorFacts& f) {
   }
 }
 
+// An engine's stderr on one line.
+std::string shown_error(std::string why) {
+  while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+  for (char& c : why)
+    if (c == '\n') c = ' ';
+  return why;
+}
+
 std::string cpus_text(unsigned affinity, std::optional<double> quota) {
   std::ostringstream s;
   s << "affinity " << affinity;
@@ -150,25 +158,55 @@ void gather_inside(DoctorFacts& f) {
   local_sysctls(f);
 }
 
-void gather_from_host(const std::string& engine, const std::string& name, DoctorFacts& f) {
+InspectedContainer inspect_for_doctor(const std::string& engine, const std::string& name) {
   Captured r = run_capture({engine, "inspect", "--type", "container", name});
   if (r.exit_code != 0) {
-    std::string why = r.err;
-    while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-    for (char& c : why)
-      if (c == '\n') c = ' ';
+    const std::string why = shown_error(r.err);
     throw Error("container '" + name + "': " + engine + " inspect failed" + (why.empty() ? "" : ": " + why) +
                 " (is the name right? wrong --engine?)");
   }
-  const ContainerInfo c = parse_inspect(r.out, engine);
+  InspectedContainer out;
+  out.engine = engine;
+  out.name = name;
+  out.info = parse_inspect(r.out, engine);
   nlohmann::json doc = nlohmann::json::parse(r.out, nullptr, false);
   if (doc.is_array() && !doc.empty()) doc = doc[0];
-  const nlohmann::json host = doc.is_object() && doc.contains("HostConfig") && doc["HostConfig"].is_object()
-                                  ? doc["HostConfig"]
-                                  : nlohmann::json::object();
+  out.host_config = doc.is_object() && doc.contains("HostConfig") && doc["HostConfig"].is_object()
+                        ? doc["HostConfig"]
+                        : nlohmann::json::object();
+  const ContainerInfo& c = out.info;
+  out.target = "container " + (c.name.empty() ? name : c.name) + " (" + c.id.substr(0, 12) + ", " + engine + ")";
+  return out;
+}
+
+bool has_exited(const InspectedContainer& container) {
+  return !container.info.running && container.info.exit_code.has_value();
+}
+
+CrashFacts gather_crash(const InspectedContainer& container) {
+  const ContainerInfo& c = container.info;
+  CrashFacts crash;
+  crash.source = container.target + ", exited with status " + std::to_string(c.exit_code.value_or(-1)) +
+                 (c.oom_killed ? ", OOM-killed" : "");
+  crash.exit_code = c.exit_code;
+  crash.shm_size = c.shm_size;
+  if (const auto it = c.env.find(kEnvProfile); it != c.env.end()) crash.profile = it->second;
+  // The engine replays the container's stdout and stderr on its own two streams.
+  const Captured logs = run_capture({container.engine, "logs", "--tail", "500", container.name});
+  if (logs.exit_code != 0)
+    throw Error(container.engine + " logs " + container.name + " failed: " + shown_error(logs.err), 0, kExitFailure);
+  read_crash_log(logs.out, crash);
+  read_crash_log(logs.err, crash);
+  return crash;
+}
+
+void gather_from_host(const InspectedContainer& container, DoctorFacts& f) {
+  const ContainerInfo& c = container.info;
+  const std::string& name = container.name;
+  const nlohmann::json& host = container.host_config;
   f.from_host = true;
-  f.engine = engine;
-  f.target = "container " + (c.name.empty() ? name : c.name) + " (" + c.id.substr(0, 12) + ", " + engine + ")";
+  f.engine = container.engine;
+  f.target = container.target;
   if (!c.running || c.pid <= 0)
     throw Error("container '" + name +
                 "' is not running: doctor reads its /dev/shm through its process (start "

@@ -2,12 +2,14 @@
 
 #include <sys/types.h>
 
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "container.hpp"
 #include "doctor_facts.hpp"
+#include "doctor_log.hpp"
 
 namespace gpurun {
 
@@ -17,10 +19,29 @@ namespace gpurun {
 // The facts of the container this process runs in (or of the host, when it runs in none).
 void gather_inside(DoctorFacts& facts);
 
-// The facts of the running container `name` of `engine`, seen from the host: `<engine>
-// inspect` once, then its /dev/shm through /proc/PID/root (root needed). Throws Error (exit 2)
-// for an unknown or stopped container.
-void gather_from_host(const std::string& engine, const std::string& name, DoctorFacts& facts);
+// A container as `<engine> inspect` shows it (run once per doctor run).
+struct InspectedContainer {
+  std::string engine;
+  std::string name;  // as the user gave it
+  ContainerInfo info;
+  nlohmann::json host_config;  // HostConfig, an object (empty when absent)
+  std::string target;          // "container t1 (3f2a9c1b0e4d, docker)"
+};
+
+// Runs `<engine> inspect` for `name`. Throws Error (exit 2) naming it when the engine does not
+// know it.
+InspectedContainer inspect_for_doctor(const std::string& engine, const std::string& name);
+
+// True for a container that ran and exited (its logs and exit status are there to read).
+bool has_exited(const InspectedContainer& container);
+
+// The facts of a running container, seen from the host: its /dev/shm through /proc/PID/root
+// (root needed). Throws Error (exit 2) for a container that is not running.
+void gather_from_host(const InspectedContainer& container, DoctorFacts& facts);
+
+// An exited container's crash facts: its exit status, its /dev/shm size and profile from the
+// inspect, and the last 500 lines of `<engine> logs` read for /dev/shm failures.
+CrashFacts gather_crash(const InspectedContainer& container);
 
 // Fills the /dev/shm facts (shm_mount, shm_size, shm_used, files) of the tree whose root is
 // `rootfd`, resolving symlinks inside that tree; `where` names the root in errors ("" or

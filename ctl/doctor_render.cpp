@@ -6,9 +6,39 @@
 
 namespace gpurun {
 
-std::string format_findings(const DoctorFacts& facts, const std::vector<Finding>& findings) {
+namespace {
+
+// What every report for programs holds besides its facts.
+nlohmann::json findings_json(const std::string& target, const std::vector<Finding>& findings) {
+  nlohmann::json j;
+  j["target"] = target;
+  j["worst"] = level_name(worst_level(findings));
+  j["exit_code"] = doctor_exit_code(findings);
+  j["findings"] = nlohmann::json::array();
+  for (const auto& x : findings)
+    j["findings"].push_back({{"level", level_name(x.level)},
+                             {"check", x.check},
+                             {"message", x.message},
+                             {"fix", x.fix.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.fix)}});
+  return j;
+}
+
+const char* evidence_name(CrashEvidence::Kind kind) {
+  static const char* const names[] = {"worker-killed-by-bus-error",
+                                      "bus-error-in-worker",
+                                      "torch-shm-no-space",
+                                      "torch-shm-allocate",
+                                      "nccl-segment",
+                                      "sigbus-exit",
+                                      "workers-exited"};
+  return names[kind];
+}
+
+}  // namespace
+
+std::string format_findings(const std::string& target, const std::vector<Finding>& findings) {
   std::ostringstream s;
-  s << "gpu-run-ctl doctor: " << facts.target << "\n";
+  s << "gpu-run-ctl doctor: " << target << "\n";
   std::size_t width = 0;
   for (const auto& x : findings) width = std::max(width, x.check.size());
   const std::string indent(6 + width + 2, ' ');
@@ -23,10 +53,7 @@ std::string format_findings(const DoctorFacts& facts, const std::vector<Finding>
 }
 
 nlohmann::json doctor_json(const DoctorFacts& f, const std::vector<Finding>& findings) {
-  nlohmann::json j;
-  j["target"] = f.target;
-  j["worst"] = level_name(worst_level(findings));
-  j["exit_code"] = doctor_exit_code(findings);
+  nlohmann::json j = findings_json(f.target, findings);
   nlohmann::json facts;
   facts["from_host"] = f.from_host;
   facts["engine"] = f.from_host ? nlohmann::json(f.engine) : nlohmann::json(nullptr);
@@ -44,12 +71,23 @@ nlohmann::json doctor_json(const DoctorFacts& f, const std::vector<Finding>& fin
   for (const auto& file : f.files) facts["files"].push_back({{"name", file.name}, {"bytes", file.bytes}});
   facts["sysctls"] = f.sysctls;
   j["facts"] = facts;
-  j["findings"] = nlohmann::json::array();
-  for (const auto& x : findings)
-    j["findings"].push_back({{"level", level_name(x.level)},
-                             {"check", x.check},
-                             {"message", x.message},
-                             {"fix", x.fix.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.fix)}});
+  return j;
+}
+
+nlohmann::json crash_json(const CrashFacts& crash, const std::vector<Finding>& findings) {
+  nlohmann::json j = findings_json(crash.source, findings);
+  nlohmann::json facts;
+  facts["lines"] = crash.lines;
+  facts["exit_code"] = crash.exit_code ? nlohmann::json(*crash.exit_code) : nlohmann::json(nullptr);
+  facts["shm_size_bytes"] = crash.shm_size ? nlohmann::json(*crash.shm_size) : nlohmann::json(nullptr);
+  facts["profile"] = crash.profile ? nlohmann::json(*crash.profile) : nlohmann::json(nullptr);
+  facts["evidence"] = nlohmann::json::array();
+  for (const CrashEvidence& e : crash.evidence)
+    facts["evidence"].push_back({{"kind", evidence_name(e.kind)},
+                                 {"line", e.line},
+                                 {"text", e.text},
+                                 {"bytes", e.bytes ? nlohmann::json(*e.bytes) : nlohmann::json(nullptr)}});
+  j["facts"] = facts;
   return j;
 }
 

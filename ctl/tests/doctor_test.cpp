@@ -383,14 +383,14 @@ TEST(Doctor, ExitCodeFollowsTheWorstFinding) {
 
 TEST(Doctor, TextReport) {
   const DoctorFacts f = plain();
-  const std::string text = format_findings(f, diagnose(f));
+  const std::string text = format_findings(f.target, diagnose(f));
   EXPECT_CONTAINS(text, "gpu-run-ctl doctor: container t1 (3f2a9c1b0e4d, docker)\n");
   EXPECT_CONTAINS(text, "FAIL  shm-size");
   EXPECT_CONTAINS(text, "fix: restart the container");
   EXPECT_CONTAINS(text, "OK    ipc");
   EXPECT_CONTAINS(text, "worst: FAIL\n");
   // OK findings carry no fix line.
-  const std::string ok = format_findings(sized(), diagnose(sized()));
+  const std::string ok = format_findings(sized().target, diagnose(sized()));
   EXPECT_NOT_CONTAINS(ok, "fix:");
   EXPECT_CONTAINS(ok, "worst: OK\n");
 }

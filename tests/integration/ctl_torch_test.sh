@@ -154,5 +154,34 @@ assert_exit 2 "$CTL" tune --counts 1,x -- "$IMAGE" true
 assert_contains "$IT_ERR" "--counts" "tune: a bad --counts names the flag"
 assert_exit 2 "$CTL" tune --counts 1 -- --workers 2 "$IMAGE" true
 assert_contains "$IT_ERR" "--workers" "tune: --workers after -- is refused"
+
+# --- doctor reads the crash: real PyTorch jobs killed by a 16 MiB /dev/shm ------------------------
+CRASH=(/usr/bin/python3 /t/torch_crash.py)
+docker run --name crash-dl --shm-size 16m "${WL_MOUNT[@]}" "$IMAGE" "${CRASH[@]}" dataloader >/dev/null 2>&1
+assert_eq 1 "$(docker inspect -f '{{.State.ExitCode}}' crash-dl)" "crash: the DataLoader job failed"
+assert_exit 4 "$CTL" doctor crash-dl
+printf '%s\n' "$IT_OUT" | sed 's/^/    /'
+assert_contains "$IT_OUT" "exited with status 1" "doctor: names the exit status"
+assert_contains "$IT_OUT" "FAIL  dataloader-bus-error" "doctor: a worker's bus error"
+assert_contains "$IT_OUT" "is killed by signal: Bus error" "doctor: quotes PyTorch's line"
+assert_contains "$IT_OUT" "16MiB" "doctor: the container's /dev/shm size"
+assert_contains "$IT_OUT" "fix: rerun sized for the job: gpu-run --profile" "doctor: the command that fixes it"
+docker logs crash-dl >"$work/crash-dl.log" 2>&1
+assert_exit 4 "$CTL" doctor --log - <"$work/crash-dl.log"
+assert_contains "$IT_OUT" "FAIL  dataloader-bus-error" "doctor --log -: the same from docker logs"
+assert_exit 4 "$CTL" doctor --json --log "$work/crash-dl.log"
+assert_eq worker-killed-by-bus-error "$(jq -r '[.facts.evidence[].kind] | map(select(. == "worker-killed-by-bus-error")) | first' <<<"$IT_OUT")" \
+  "doctor --log --json: the evidence"
+docker run --name crash-main --shm-size 16m "${WL_MOUNT[@]}" "$IMAGE" "${CRASH[@]}" share >/dev/null 2>&1
+assert_eq 135 "$(docker inspect -f '{{.State.ExitCode}}' crash-main)" "crash: the main process died of SIGBUS"
+assert_exit 4 "$CTL" doctor crash-main
+assert_contains "$IT_OUT" "FAIL  sigbus-exit" "doctor: exit status 135 is a bus error"
+docker run --name crash-none --shm-size 256m "${WL_MOUNT[@]}" "$IMAGE" "${CRASH[@]}" dataloader >/dev/null 2>&1
+assert_eq 0 "$(docker inspect -f '{{.State.ExitCode}}' crash-none)" "crash: the same job runs with 256 MiB"
+assert_exit 0 "$CTL" doctor crash-none
+assert_contains "$IT_OUT" "OK    crash-log" "doctor: a clean exit has nothing to report"
+assert_exit 2 "$CTL" doctor --log "$work/crash-dl.log" crash-dl
+assert_contains "$IT_ERR" "give one of them" "doctor: --log and CONTAINER together are refused"
+docker rm -f crash-dl crash-main crash-none >/dev/null 2>&1
 it_log "total $((SECONDS))s"
 it_done
