@@ -46,7 +46,7 @@ TEST(Timeline, SvgShowsUseSizePeakAndAxes) {
   EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
   EXPECT_CONTAINS(svg, "</svg>");
   EXPECT_CONTAINS(svg, "imagenet &lt;2 GPUs&gt; &amp; co");  // the title is escaped
-  EXPECT_CONTAINS(svg, "peak 180MiB at 6.0s (70% of 256MiB)");
+  EXPECT_CONTAINS(svg, "peak 180MiB at 6s (70% of 256MiB)");
   EXPECT_CONTAINS(svg, ">256MiB</text>");  // a y tick at the size
   EXPECT_CONTAINS(svg, ">10s</text>");     // the last x tick
   EXPECT_CONTAINS(svg, "/dev/shm size");
