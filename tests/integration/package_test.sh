@@ -115,7 +115,9 @@ for f in /usr/share/gpu-run/profiles/{default,imagenet,multi-gpu}.json /etc/gpu-
   /usr/share/doc/gpu-run/{README.md,daemon.json.example,copyright,changelog.Debian.gz} \
   /usr/share/man/man1/{gpu-run,gpu-run-ctl,gpu-run-hook,gpu-run-runtime}.1.gz \
   /usr/share/man/man5/gpu-run-{profile,config}.5.gz \
-  /usr/share/bash-completion/completions/{gpu-run,gpu-run-ctl}; do
+  /usr/share/bash-completion/completions/{gpu-run,gpu-run-ctl} \
+  /usr/share/zsh/vendor-completions/{_gpu-run,_gpu-run-ctl} \
+  /usr/share/fish/vendor_completions.d/{gpu-run,gpu-run-ctl}.fish /usr/share/doc/gpu-run/copyright; do
   [[ -f $root$f ]] && it_pass "$f installed" || it_fail "$f missing"
 done
 [[ -d $root/etc/gpu-run/profiles.d ]] && it_pass "/etc/gpu-run/profiles.d exists" || it_fail "/etc/gpu-run/profiles.d missing"
