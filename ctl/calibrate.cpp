@@ -10,10 +10,10 @@
 #include "ctl_common.hpp"
 #include "error.hpp"
 #include "fd.hpp"
+#include "invocation.hpp"
 #include "measured_run.hpp"
 #include "perf_log.hpp"
 #include "units.hpp"
-#include "wrapper.hpp"
 
 namespace gpurun {
 namespace {

@@ -9,9 +9,9 @@
 #include "config.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
+#include "invocation.hpp"
 #include "run_args.hpp"
 #include "units.hpp"
-#include "wrapper.hpp"
 
 namespace gpurun {
 

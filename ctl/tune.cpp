@@ -16,9 +16,9 @@
 #include "config.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
+#include "invocation.hpp"
 #include "measured_run.hpp"
 #include "units.hpp"
-#include "wrapper.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,10 +1,9 @@
-#include "wrapper.hpp"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "error.hpp"
+#include "invocation.hpp"
 #include "units.hpp"
 
 namespace gpurun {

@@ -1,4 +1,4 @@
-#include "wrapper.hpp"
+#include "invocation.hpp"
 
 #include <sys/statvfs.h>
 #include <unistd.h>

@@ -2,10 +2,10 @@
 
 #include <ctime>
 
+#include "invocation.hpp"
 #include "measured_run.hpp"
 #include "perf_log.hpp"
 #include "run_args.hpp"
-#include "wrapper.hpp"
 
 namespace gpurun {
 
