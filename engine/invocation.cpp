@@ -1,18 +1,12 @@
 #include "invocation.hpp"
 
 #include <sys/statvfs.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "contract.hpp"
 #include "error.hpp"
 #include "gpus.hpp"
-#include "record.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -161,86 +155,6 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
   a.push_back(o.image);
   a.insert(a.end(), o.command.begin(), o.command.end());
   return inv;
-}
-
-std::string invocation_json(const EngineInvocation& inv) {
-  nlohmann::json j;
-  j["plan"] = plan_to_json(inv.plan);
-  j["engine"] = inv.engine;
-  j["argv"] = inv.argv;
-  j["applied_shm_bytes"] = inv.applied_shm;
-  j["sized"] = inv.sized;
-  j["warnings"] = inv.warnings;
-  return j.dump(2);
-}
-
-std::string wrapper_help() {
-  return R"(Usage: gpu-run [gpu-run options] [docker run options] IMAGE [COMMAND [ARG...]]
-
-Runs a container with /dev/shm sized for its PyTorch DataLoader: computes the size
-from a profile and the job, adds --shm-size, the GPU request, labels and env, and
-execs `docker run` (or `podman run`). Every option not listed here goes to the
-engine untouched.
-
-gpu-run options:
-  --profile NAME|FILE.json  workload profile (default: the host's default_profile, else "default")
-  --gpus N|all|device=0,1   GPU ranks, Docker's syntax (default: one loader, no GPU)
-  --workers N               DataLoader workers per GPU (default: the profile's, or from the CPUs)
-  --batch-size N            batch size per GPU
-  --prefetch-factor N       DataLoader prefetch_factor
-  --profile-dir DIR         look for profiles in DIR first (repeatable)
-  --engine docker|podman    container engine (default: the config's engine, docker)
-  --gpu-request docker|cdi|none
-                            how --gpus reaches the engine: --gpus, CDI --device, or not at all
-  --dry-run                 print the engine command, shell-quoted, and start nothing
-  --explain                 print the sizing breakdown on stderr, then run
-  --json                    print the plan and the engine argv as JSON and start nothing
-  --record                  run the engine as a child, sample the container's peak /dev/shm use
-                            and append a record to the performance log (config perf_log,
-                            default $XDG_STATE_HOME/gpu-run/perf.jsonl); exits with the engine's code
-  --help, --version
-
-The container gets GPU_RUN_PROFILE, GPU_RUN_NUM_WORKERS, GPU_RUN_BATCH_SIZE and
-GPU_RUN_SHM_SIZE in its environment and the label gpu-run.profile.
-An explicit --shm-size wins; --memory bounds the plan (shm pages count against it).
-Config: /etc/gpu-run/config.json or $GPU_RUN_CONFIG. Profiles: gpu-run-ctl profiles list.
-)";
-}
-
-int run_wrapper(const WrapperOptions& o) {
-  if (o.help) {
-    std::cout << wrapper_help();
-    return kExitOk;
-  }
-  if (o.version) {
-    std::cout << "gpu-run " << GPU_RUN_VERSION << "\n";
-    return kExitOk;
-  }
-  Config config = load_config(config_path(std::nullopt));
-  HostInfo host = probe_host();
-  EngineInvocation inv = prepare_run(o, config, host);
-  for (const auto& w : inv.warnings) std::cerr << "gpu-run: warning: " << w << "\n";
-  if (o.explain) std::cerr << explain(inv.plan);
-  if (o.json) {
-    std::cout << invocation_json(inv) << "\n";
-    return kExitOk;
-  }
-  if (o.dry_run) {
-    std::string line;
-    for (const auto& arg : inv.argv) line += (line.empty() ? "" : " ") + shell_quote(arg);
-    std::cout << line << "\n";
-    return kExitOk;
-  }
-  if (o.record) return run_recorded(inv, o, config);
-  std::vector<char*> argv;
-  for (auto& arg : inv.argv) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  std::cout.flush();
-  ::execvp(argv[0], argv.data());
-  int err = errno;
-  throw Error("cannot run " + inv.engine + ": " + std::strerror(err) +
-                  (err == ENOENT ? " (is it installed and on PATH? or use --engine)" : ""),
-              err, 127);
 }
 
 }  // namespace gpurun

@@ -31,14 +31,4 @@ EngineInvocation prepare_run(const WrapperOptions& options, const Config& config
 SizingRequest sizing_request_from(const WrapperOptions& options, const EngineOptionFacts& facts, const Config& config,
                                   const HostInfo& host);
 
-// The JSON document of --json.
-std::string invocation_json(const EngineInvocation& invocation);
-
-// gpu-run's main flow: prints what was asked (--dry-run, --json, --explain) and execs
-// the engine. Returns an exit code only when it does not exec.
-int run_wrapper(const WrapperOptions& options);
-
-// --help text.
-std::string wrapper_help();
-
 }  // namespace gpurun

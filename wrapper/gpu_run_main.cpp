@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "error.hpp"
-#include "invocation.hpp"
 #include "run_args.hpp"
+#include "wrapper.hpp"
 
 int main(int argc, char** argv) {
   try {
