@@ -6,8 +6,8 @@
 #include <string>
 
 #include "config.hpp"
+#include "env.hpp"
 #include "fd.hpp"
-#include "profile_store.hpp"
 
 namespace gpurun {
 

@@ -7,6 +7,7 @@
 
 #include "error.hpp"
 #include "fd.hpp"
+#include "file_io.hpp"
 
 namespace gpurun {
 

@@ -4,8 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
+#include "env.hpp"
 #include "host.hpp"
-#include "profile_store.hpp"
 #include "sizing.hpp"
 
 namespace CLI {

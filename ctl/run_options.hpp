@@ -1,10 +1,11 @@
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "profile_store.hpp"
+#include "env.hpp"
 #include "run_args.hpp"
 
 namespace CLI {
@@ -12,6 +13,8 @@ class App;
 }
 
 namespace gpurun {
+
+namespace fs = std::filesystem;
 
 // The gpu-run options of `calibrate` and `tune`, and what follows their `--`:
 // `[docker run options] IMAGE CMD...`, split as gpu-run splits its own command line.

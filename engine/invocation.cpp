@@ -7,6 +7,7 @@
 #include "contract.hpp"
 #include "error.hpp"
 #include "gpus.hpp"
+#include "profile_store.hpp"
 #include "units.hpp"
 
 namespace gpurun {

@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "config.hpp"
+#include "env.hpp"
 #include "host.hpp"
-#include "profile_store.hpp"
 #include "run_args.hpp"
 #include "sizing.hpp"
 

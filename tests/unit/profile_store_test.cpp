@@ -342,14 +342,5 @@ TEST(BuiltinProfileDir, EnvOrNextToTheExecutable) {
   EXPECT_EQ(builtin_profile_dir(fake_env({{"GPU_RUN_BUILTIN_PROFILES", ""}})), expected);
 }
 
-TEST(ReadSmallFile, Limits) {
-  TempDir d;
-  fs::path f = d.write("x", "12345");
-  EXPECT_EQ(read_small_file(f, 5, "thing"), "12345");
-  std::string m = error_of([&] { read_small_file(f, 4, "thing"); });
-  EXPECT_EQ(m.rfind("thing " + f.string(), 0), 0u) << m;
-  EXPECT_CONTAINS(m, "larger than 4 bytes");
-}
-
 }  // namespace
 }  // namespace gpurun
