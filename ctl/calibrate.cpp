@@ -6,13 +6,13 @@
 #include <iostream>
 #include <memory>
 
+#include "clock.hpp"
 #include "config.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
 #include "fd.hpp"
 #include "invocation.hpp"
 #include "measured_run.hpp"
-#include "perf_log.hpp"
 #include "units.hpp"
 
 namespace gpurun {

@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "clock.hpp"
 #include "error.hpp"
 #include "units.hpp"
 
