@@ -1,9 +1,6 @@
 #include "tune.hpp"
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +15,7 @@
 #include "error.hpp"
 #include "invocation.hpp"
 #include "measured_run.hpp"
+#include "temp_dir.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -25,27 +23,6 @@ namespace {
 
 constexpr const char* kPlaceholder = "{workers}";
 constexpr int kBarWidth = 30;
-
-// A directory for the runs' output that removes itself.
-class LogDir {
- public:
-  LogDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base == '/' ? base : "/tmp") + "/gpu-run-tune.XXXXXX";
-    if (!::mkdtemp(pattern.data())) throw system_error("create a temporary directory in " + pattern, errno);
-    path_ = pattern;
-  }
-  LogDir(const LogDir&) = delete;
-  LogDir& operator=(const LogDir&) = delete;
-  ~LogDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 bool utf8_locale() {
   for (const char* var : {"LC_ALL", "LC_CTYPE", "LANG"}) {
@@ -237,7 +214,7 @@ void run_tune(const TuneOptions& o) {
   if (!has_workers_placeholder(w.command))
     std::cerr << "gpu-run-ctl tune: warning: no {workers} in the command: the workload must read the worker count "
                  "from GPU_RUN_NUM_WORKERS\n";
-  LogDir logs;
+  const TempDir logs("gpu-run-tune");  // the runs' output
   std::vector<TuneResult> results;
   for (std::size_t i = 0; i < counts.size(); ++i) {
     TuneResult r;

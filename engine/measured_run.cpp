@@ -8,13 +8,13 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
 #include "container.hpp"
 #include "error.hpp"
 #include "fd.hpp"
 #include "process.hpp"
+#include "temp_dir.hpp"
 
 namespace gpurun {
 namespace {
@@ -50,27 +50,6 @@ class SignalForwarder {
   static constexpr std::size_t kCount = 3;
   static constexpr int kSignals[kCount] = {SIGINT, SIGTERM, SIGHUP};
   struct sigaction old_[kCount] {};
-};
-
-// A private directory for the cidfile that removes itself.
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base == '/' ? base : "/tmp") + "/gpu-run-measure.XXXXXX";
-    if (!::mkdtemp(pattern.data())) throw system_error("create a temporary directory in " + pattern, errno);
-    path_ = pattern;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
 };
 
 double seconds_since(const struct timespec& start) {
@@ -164,7 +143,7 @@ MeasuredRun run_measured(const std::vector<std::string>& argv, const std::string
   if (o.user_cidfile) {
     cidfile = *o.user_cidfile;
   } else {
-    dir.emplace();
+    dir.emplace("gpu-run-measure");
     cidfile = dir->path() / "cid";
     full = with_cidfile(argv, cidfile.string());
   }

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "error.hpp"
-#include "temp_dir.hpp"
+#include "test_files.hpp"
 #include "test_util.hpp"
 
 namespace gpurun {

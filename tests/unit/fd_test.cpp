@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "error.hpp"
-#include "temp_dir.hpp"
+#include "test_files.hpp"
 
 namespace gpurun {
 namespace {

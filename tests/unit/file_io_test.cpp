@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "temp_dir.hpp"
+#include "test_files.hpp"
 #include "test_util.hpp"
 
 namespace gpurun {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "error.hpp"
-#include "temp_dir.hpp"
+#include "test_files.hpp"
 
 namespace gpurun {
 namespace {

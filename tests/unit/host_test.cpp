@@ -6,7 +6,7 @@
 #include <limits>
 #include <string>
 
-#include "temp_dir.hpp"
+#include "test_files.hpp"
 
 namespace gpurun {
 namespace {

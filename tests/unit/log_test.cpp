@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "temp_dir.hpp"
+#include "test_files.hpp"
 
 namespace gpurun {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "config.hpp"
 #include "error.hpp"
-#include "temp_dir.hpp"
+#include "test_files.hpp"
 #include "test_util.hpp"
 
 namespace gpurun {

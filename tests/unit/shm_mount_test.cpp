@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "error.hpp"
-#include "temp_dir.hpp"
+#include "test_files.hpp"
 #include "units.hpp"
 
 namespace gpurun {
