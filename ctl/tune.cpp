@@ -200,7 +200,7 @@ nlohmann::ordered_json tune_json(const std::vector<TuneResult>& results, std::op
 
 void run_tune(const TuneOptions& o) {
   WrapperOptions w = wrapper_options_for(o.run, "tune");
-  if (w.workers) throw Error("--workers: tune chooses the worker count; give the counts to try with --counts");
+  if (w.sizing.workers) throw Error("--workers: tune chooses the worker count; give the counts to try with --counts");
   const Config config = load_ctl_config();
   const HostInfo host = probe_host();
   std::vector<std::uint64_t> counts;
@@ -208,7 +208,7 @@ void run_tune(const TuneOptions& o) {
     counts = parse_counts(*o.counts);
   } else {
     WrapperOptions probe = w;
-    probe.workers = "0";
+    probe.sizing.workers = "0";
     counts = default_counts(prepare_run(probe, config, host).plan.cpus);
   }
   if (!has_workers_placeholder(w.command))
@@ -220,7 +220,7 @@ void run_tune(const TuneOptions& o) {
     TuneResult r;
     r.workers = counts[i];
     WrapperOptions wn = w;
-    wn.workers = std::to_string(counts[i]);
+    wn.sizing.workers = std::to_string(counts[i]);
     wn.command = substitute_workers(w.command, counts[i]);
     const std::string step = "tune: [" + std::to_string(i + 1) + "/" + std::to_string(counts.size()) + "] workers " +
                              std::to_string(counts[i]);

@@ -2,22 +2,13 @@
 
 #include <sys/statvfs.h>
 
-#include <cmath>
-
 #include "contract.hpp"
 #include "error.hpp"
 #include "gpus.hpp"
-#include "profile_store.hpp"
 #include "units.hpp"
 
 namespace gpurun {
 namespace {
-
-std::uint64_t count_flag(const std::optional<std::string>& v, const char* flag, std::uint64_t min, std::uint64_t max) {
-  std::uint64_t n = parse_count(*v, flag, max);
-  if (n < min) throw Error(std::string(flag) + ": must be at least " + std::to_string(min));
-  return n;
-}
 
 std::optional<std::uint64_t> host_shm_size() {
   struct statvfs st {};
@@ -26,45 +17,6 @@ std::optional<std::uint64_t> host_shm_size() {
 }
 
 }  // namespace
-
-SizingRequest sizing_request_from(const WrapperOptions& o, const EngineOptionFacts& facts, const Config& config,
-                                  const HostInfo& host) {
-  SizingRequest r;
-  if (o.gpus) {
-    GpuRequest g = parse_gpu_request(*o.gpus);
-    if (g.all) {
-      g.count = count_host_gpus();
-      if (g.count == 0)
-        throw Error(
-            "--gpus all: no /dev/nvidiaN devices on this host to count; give the number of GPUs, e.g. --gpus 2");
-    }
-    r.gpus = g.count;
-  }
-  if (o.workers) r.workers = count_flag(o.workers, "--workers", 0, 1024);
-  if (o.batch_size) r.batch_size = count_flag(o.batch_size, "--batch-size", 1, 1u << 20);
-  if (o.prefetch_factor) r.prefetch_factor = count_flag(o.prefetch_factor, "--prefetch-factor", 1, 1024);
-  if (facts.memory) {
-    r.memory_limit = parse_size(*facts.memory, "--memory");
-    if (*r.memory_limit == 0) r.memory_limit.reset();
-  }
-  r.cpus = host.cpus;
-  if (facts.cpus) {
-    char* end = nullptr;
-    double c = std::strtod(facts.cpus->c_str(), &end);
-    if (end == facts.cpus->c_str() || *end != '\0' || !(c > 0) || c > 65536)
-      throw Error("--cpus '" + facts.cpus->substr(0, 40) + "': expected a positive number of CPUs");
-    r.cpus = std::min(r.cpus, static_cast<unsigned>(std::ceil(c)));
-  }
-  if (facts.cpuset_cpus) {
-    auto n = parse_cpu_list(*facts.cpuset_cpus);
-    if (!n || *n == 0)
-      throw Error("--cpuset-cpus '" + facts.cpuset_cpus->substr(0, 40) + "': expected a CPU list such as 0-3,8");
-    r.cpus = std::min(r.cpus, *n);
-  }
-  if (r.cpus == 0) r.cpus = 1;
-  r.memory_fraction_max = config.memory_fraction_max;
-  return r;
-}
 
 EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, const HostInfo& host,
                              const EnvLookup& env) {
@@ -77,13 +29,8 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
     throw Error("--gpu-request '" + gpu_mode.substr(0, 40) + "': expected docker, cdi or none");
 
   const EngineOptionFacts facts = scan_engine_options(o.engine_options);
-  const SizingRequest request = sizing_request_from(o, facts, config, host);
-
-  std::vector<fs::path> cli_dirs(o.profile_dirs.begin(), o.profile_dirs.end());
-  ProfileStore store(profile_search_path(cli_dirs, config, true, env));
-  const std::string profile_name = o.profile.value_or(config.default_profile.value_or("default"));
-  Profile profile = store.load(profile_name, true);
-  inv.plan = plan_shm(profile, request);
+  const SizingRequest request = sizing_request_from(o.sizing, facts, config, host);
+  inv.plan = plan_shm(load_sizing_profile(o.sizing, config, env), request);
   inv.applied_shm = inv.plan.shm;
 
   std::optional<std::uint64_t> user_shm;
@@ -127,12 +74,12 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
     a.push_back("--shm-size");
     a.push_back(engine_size(inv.plan.shm));
   }
-  if (o.gpus && gpu_mode != "none") {
+  if (o.sizing.gpus && gpu_mode != "none") {
     if (gpu_mode == "docker") {
       a.push_back("--gpus");
-      a.push_back(*o.gpus);
+      a.push_back(*o.sizing.gpus);
     } else {
-      GpuRequest g = parse_gpu_request(*o.gpus);
+      GpuRequest g = parse_gpu_request(*o.sizing.gpus);
       std::vector<std::string> ids = g.devices;
       if (g.all) ids = {"all"};
       if (ids.empty())

@@ -26,9 +26,4 @@ struct EngineInvocation {
 EngineInvocation prepare_run(const WrapperOptions& options, const Config& config, const HostInfo& host,
                              const EnvLookup& env = process_env);
 
-// Resolves the SizingRequest parts that come from gpu-run's flags and the engine's
-// options (shared with gpu-run-ctl).
-SizingRequest sizing_request_from(const WrapperOptions& options, const EngineOptionFacts& facts, const Config& config,
-                                  const HostInfo& host);
-
 }  // namespace gpurun

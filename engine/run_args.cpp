@@ -100,17 +100,17 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args) {
         }
         std::string v = value_of(name, inline_value);
         if (name == "--profile")
-          opts.profile = v;
+          opts.sizing.profile = v;
         else if (name == "--gpus")
-          opts.gpus = v;
+          opts.sizing.gpus = v;
         else if (name == "--workers")
-          opts.workers = v;
+          opts.sizing.workers = v;
         else if (name == "--batch-size")
-          opts.batch_size = v;
+          opts.sizing.batch_size = v;
         else if (name == "--prefetch-factor")
-          opts.prefetch_factor = v;
+          opts.sizing.prefetch_factor = v;
         else if (name == "--profile-dir")
-          opts.profile_dirs.push_back(v);
+          opts.sizing.profile_dirs.push_back(v);
         else if (name == "--engine")
           opts.engine = v;
         else if (name == "--gpu-request")

@@ -4,16 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "sizing_flags.hpp"
+
 namespace gpurun {
 
 // `gpu-run [gpu-run options] [engine run options] IMAGE [COMMAND [ARG...]]`, split.
 struct WrapperOptions {
-  std::optional<std::string> profile;
-  std::optional<std::string> gpus;  // Docker's syntax: N, all, device=0,1
-  std::optional<std::string> workers;
-  std::optional<std::string> batch_size;
-  std::optional<std::string> prefetch_factor;
-  std::vector<std::string> profile_dirs;
+  SizingFlags sizing;                      // --profile, --gpus, --workers, ... --profile-dir
   std::optional<std::string> engine;       // docker | podman
   std::optional<std::string> gpu_request;  // docker | cdi | none
   bool dry_run = false;

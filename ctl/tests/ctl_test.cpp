@@ -344,9 +344,9 @@ TEST(K8sPatch, RejectsNamesKubernetesWouldRefuse) {
 
 TEST(K8sRender, PlansLikeGpuRunAndPrintsJsonOrYaml) {
   K8sOptions o;
-  o.profile = "imagenet";
-  o.gpus = "2";
-  o.workers = "4";
+  o.sizing.profile = "imagenet";
+  o.sizing.gpus = "2";
+  o.sizing.workers = "4";
   o.format = "json";
   const std::string out = render_k8s(o, Config{}, host_with_cpus(8), builtin_only_env);
   const json patch = json::parse(out);
@@ -354,9 +354,9 @@ TEST(K8sRender, PlansLikeGpuRunAndPrintsJsonOrYaml) {
   EXPECT_EQ(vol["emptyDir"]["medium"], "Memory");
   // The same plan as `plan` makes.
   PlanOptions po;
-  po.profile = "imagenet";
-  po.gpus = "2";
-  po.workers = "4";
+  po.sizing.profile = "imagenet";
+  po.sizing.gpus = "2";
+  po.sizing.workers = "4";
   const ShmPlan plan = make_plan(po, Config{}, host_with_cpus(8), builtin_only_env);
   EXPECT_EQ(vol["emptyDir"]["sizeLimit"], k8s_quantity(plan.shm));
   o.format = "yaml";
@@ -367,7 +367,7 @@ TEST(K8sRender, PlansLikeGpuRunAndPrintsJsonOrYaml) {
   EXPECT_CONTAINS(expect_error([&] { render_k8s(o, Config{}, host_with_cpus(8), builtin_only_env); }).what(),
                   "--format");
   o.format = "json";
-  o.gpus = "two";
+  o.sizing.gpus = "two";
   EXPECT_CONTAINS(expect_error([&] { render_k8s(o, Config{}, host_with_cpus(8), builtin_only_env); }).what(), "--gpus");
 }
 
@@ -426,9 +426,9 @@ TEST(Yaml, ReadsBackAsTheSameValueWithPyYaml) {
 
 TEST(Plan, MatchesTheModelForTheBuiltInProfile) {
   PlanOptions o;
-  o.profile = "imagenet";
-  o.gpus = "2";
-  o.workers = "4";
+  o.sizing.profile = "imagenet";
+  o.sizing.gpus = "2";
+  o.sizing.workers = "4";
   const ShmPlan plan = make_plan(o, Config{}, host_with_cpus(8), builtin_only_env);
   EXPECT_EQ(plan.profile, "imagenet");
   EXPECT_EQ(plan.ranks, 2u);
@@ -439,7 +439,7 @@ TEST(Plan, MatchesTheModelForTheBuiltInProfile) {
 
 TEST(Plan, CpusDescribeTheTargetMachineNotThisOne) {
   PlanOptions o;
-  o.profile = "imagenet";
+  o.sizing.profile = "imagenet";
   o.cpus = "32";
   const ShmPlan plan = make_plan(o, Config{}, host_with_cpus(2), builtin_only_env);
   EXPECT_EQ(plan.cpus, 32u);
@@ -459,19 +459,19 @@ TEST(Plan, ArgumentErrorsNameTheFlag) {
     const char* flag;
   };
   const Case cases[] = {
-      {[](PlanOptions& o) { o.workers = "abc"; }, "--workers"},
-      {[](PlanOptions& o) { o.workers = "-1"; }, "--workers"},
-      {[](PlanOptions& o) { o.batch_size = "0"; }, "--batch-size"},
-      {[](PlanOptions& o) { o.prefetch_factor = "1.5"; }, "--prefetch-factor"},
-      {[](PlanOptions& o) { o.gpus = "two"; }, "--gpus"},
+      {[](PlanOptions& o) { o.sizing.workers = "abc"; }, "--workers"},
+      {[](PlanOptions& o) { o.sizing.workers = "-1"; }, "--workers"},
+      {[](PlanOptions& o) { o.sizing.batch_size = "0"; }, "--batch-size"},
+      {[](PlanOptions& o) { o.sizing.prefetch_factor = "1.5"; }, "--prefetch-factor"},
+      {[](PlanOptions& o) { o.sizing.gpus = "two"; }, "--gpus"},
       {[](PlanOptions& o) { o.memory = "12q"; }, "--memory"},
       {[](PlanOptions& o) { o.cpus = "0"; }, "--cpus"},
-      {[](PlanOptions& o) { o.profile = "no-such-profile"; }, "no-such-profile"},
-      {[](PlanOptions& o) { o.profile = "../etc/passwd"; }, "not a valid profile name"},
+      {[](PlanOptions& o) { o.sizing.profile = "no-such-profile"; }, "no-such-profile"},
+      {[](PlanOptions& o) { o.sizing.profile = "../etc/passwd"; }, "not a valid profile name"},
   };
   for (const Case& c : cases) {
     PlanOptions o;
-    o.profile = "imagenet";
+    o.sizing.profile = "imagenet";
     c.set(o);
     Error e = expect_error([&] { make_plan(o, Config{}, host_with_cpus(4), builtin_only_env); });
     EXPECT_EQ(e.exit_code(), kExitUsage) << c.flag;
@@ -481,9 +481,9 @@ TEST(Plan, ArgumentErrorsNameTheFlag) {
 
 TEST(Plan, APlanThatDoesNotFitCarriesTheProblem) {
   PlanOptions o;
-  o.profile = "imagenet";
-  o.gpus = "2";
-  o.workers = "8";
+  o.sizing.profile = "imagenet";
+  o.sizing.gpus = "2";
+  o.sizing.workers = "8";
   o.memory = "2g";
   const ShmPlan plan = make_plan(o, Config{}, host_with_cpus(8), builtin_only_env);
   EXPECT_CONTAINS(plan.problem, "memory limit");

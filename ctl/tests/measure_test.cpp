@@ -99,14 +99,14 @@ TEST(TuneTest, TableAndJson) {
 
 TEST(RunOptionsTest, SplitsTheTailAndAddsRm) {
   RunOptions o;
-  o.profile = "imagenet";
+  o.sizing.profile = "imagenet";
   o.args = {"-v", "/d:/d", "--batch-size", "16", "img", "python3", "train.py", "--workers", "{workers}"};
   WrapperOptions w = wrapper_options_for(o, "tune");
   EXPECT_EQ(w.image, "img");
   EXPECT_EQ(w.command, (Args{"python3", "train.py", "--workers", "{workers}"}));
   EXPECT_EQ(w.engine_options, (Args{"--rm", "-v", "/d:/d"}));
-  EXPECT_EQ(w.profile, std::optional<std::string>("imagenet"));
-  EXPECT_EQ(w.batch_size, std::optional<std::string>("16"));
+  EXPECT_EQ(w.sizing.profile, std::optional<std::string>("imagenet"));
+  EXPECT_EQ(w.sizing.batch_size, std::optional<std::string>("16"));
   o.args = {"--rm=false", "img"};
   EXPECT_EQ(wrapper_options_for(o, "tune").engine_options, (Args{"--rm=false"}));
 }
@@ -120,7 +120,7 @@ TEST(RunOptionsTest, UserErrorsNameTheFlag) {
     EXPECT_CONTAINS(e.what(), "missing IMAGE");
     EXPECT_EQ(e.exit_code(), kExitUsage);
   }
-  o.batch_size = "8";
+  o.sizing.batch_size = "8";
   o.args = {"--batch-size", "16", "img"};
   try {
     wrapper_options_for(o, "tune");

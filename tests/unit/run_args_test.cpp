@@ -12,8 +12,8 @@ using Args = std::vector<std::string>;
 TEST(RunArgsTest, SplitsOwnOptionsEngineOptionsImageAndCommand) {
   WrapperOptions o = split_wrapper_args({"--profile", "imagenet", "-it", "--rm", "-v", "/a:/b", "--gpus=2", "--env=X=1",
                                          "-e", "Y=2", "img", "python", "train.py", "--gpus", "3"});
-  EXPECT_EQ(o.profile, "imagenet");
-  EXPECT_EQ(o.gpus, "2");
+  EXPECT_EQ(o.sizing.profile, "imagenet");
+  EXPECT_EQ(o.sizing.gpus, "2");
   EXPECT_EQ(o.engine_options, (Args{"-it", "--rm", "-v", "/a:/b", "--env=X=1", "-e", "Y=2"}));
   EXPECT_EQ(o.image, "img");
   EXPECT_EQ(o.command, (Args{"python", "train.py", "--gpus", "3"}));
@@ -29,7 +29,7 @@ TEST(RunArgsTest, ShortClustersAndGluedValues) {
 TEST(RunArgsTest, ValueOptionsTakeTheNextArgumentEvenIfItLooksLikeAnImage) {
   WrapperOptions o = split_wrapper_args({"--name", "job", "--shm-size", "1g", "--workers", "4", "img"});
   EXPECT_EQ(o.engine_options, (Args{"--name", "job", "--shm-size", "1g"}));
-  EXPECT_EQ(o.workers, "4");
+  EXPECT_EQ(o.sizing.workers, "4");
   EXPECT_EQ(o.image, "img");
 }
 
