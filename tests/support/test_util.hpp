@@ -19,7 +19,21 @@ std::string error_of(F&& f) {
   return "";
 }
 
+// The gpurun::Error that `f` throws; a test failure (and Error("none")) when it throws none.
+template <typename F>
+Error expect_error(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected gpurun::Error";
+  return Error("none");
+}
+
 }  // namespace gpurun
 
 #define EXPECT_CONTAINS(haystack, needle) \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)
+#define EXPECT_NOT_CONTAINS(haystack, needle) \
+  EXPECT_EQ(std::string(haystack).find(needle), std::string::npos) << "in: " << (haystack)

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "error.hpp"
@@ -12,6 +13,8 @@
 namespace gpurun {
 namespace {
 
+using nlohmann::json;
+using test::read_text;
 using test::TempDir;
 
 void expect_defaults(const Config& c) {
@@ -218,6 +221,26 @@ namespace {
 
 TEST(ConfigFuzzRegression, OutOfRangeNumberIsAnError) {
   EXPECT_THROW(parse_config(R"({"memory_fraction_max":1e999})", "c.json"), Error);
+}
+
+TEST(Packaging, DefaultConfigHasEveryKeyAndParses) {
+  const std::string path = std::string(GPU_RUN_SOURCE_PACKAGING) + "/config.json";
+  const std::string text = read_text(path);
+  const json doc = json::parse(text);
+  for (const char* key : {"default_profile", "engine", "gpu_request", "profile_dirs", "runtimes", "hook_path",
+                          "log_file", "log_level", "on_error", "memory_fraction_max"})
+    EXPECT_TRUE(doc.contains(key)) << key;
+  const Config c = parse_config(text, path);
+  EXPECT_FALSE(c.default_profile);
+  EXPECT_EQ(c.engine, "docker");
+  EXPECT_EQ(c.gpu_request, "docker");
+  EXPECT_TRUE(c.profile_dirs.empty());
+  EXPECT_EQ(c.runtimes, std::vector<std::string>{"runc"});
+  EXPECT_EQ(c.hook_path, "/usr/bin/gpu-run-hook");
+  EXPECT_EQ(c.log_file, "/var/log/gpu-run.log");
+  EXPECT_EQ(c.log_level, "info");
+  EXPECT_EQ(c.on_error, "warn");
+  EXPECT_DOUBLE_EQ(c.memory_fraction_max, 0.5);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "config.hpp"
 #include "profile_store.hpp"
 #include "sizing.hpp"
+#include "test_fixtures.hpp"
 
 #ifndef GPU_RUN_SOURCE_PROFILES
 #error "GPU_RUN_SOURCE_PROFILES must name the source tree's profiles/ directory"
@@ -186,11 +187,7 @@ TEST(BuiltinProfiles, EveryBuiltinExtendsDefault) {
 
 TEST(BuiltinProfiles, SearchPathFindsThemThroughTheEnvironment) {
   Config config;
-  auto env = [](const std::string& name) -> std::optional<std::string> {
-    if (name == "GPU_RUN_BUILTIN_PROFILES") return std::string(GPU_RUN_SOURCE_PROFILES);
-    return std::nullopt;
-  };
-  ProfileStore store(profile_search_path({}, config, false, env));
+  ProfileStore store(profile_search_path({}, config, false, test::builtin_only_env));
   // Last on the path; /etc/gpu-run/profiles.d on this machine may shadow them, which is fine.
   EXPECT_EQ(store.dirs().back(), fs::path(GPU_RUN_SOURCE_PROFILES));
   EXPECT_EQ(store.load("imagenet").batch_size, 64u);

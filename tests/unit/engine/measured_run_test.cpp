@@ -5,9 +5,8 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <nlohmann/json.hpp>
 
-#include "record.hpp"
+#include "test_files.hpp"
 
 namespace gpurun {
 namespace {
@@ -19,9 +18,6 @@ using Args = std::vector<std::string>;
 class FakeEngine : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/gpu-run-measure-test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
     engine_ = dir_ / "engine";
     std::ofstream(engine_) << "#!/bin/sh\n"
                               "d=$(dirname \"$0\")\n"
@@ -38,9 +34,10 @@ class FakeEngine : public ::testing::Test {
                               "esac\n";
     ::chmod(engine_.c_str(), 0755);
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
-  fs::path dir_, engine_;
+  const test::TempDir tmp_;
+  const fs::path dir_ = tmp_.path();
+  fs::path engine_;
 };
 
 TEST_F(FakeEngine, SamplesTheContainerAndKeepsTheExitCode) {
@@ -87,39 +84,6 @@ TEST(MeasuredRunTest, DetectsDetach) {
   EXPECT_FALSE(detaches({"--detach-keys", "ctrl-x"}));
   // -e takes the rest as its value: "-edit" sets the variable "dit".
   EXPECT_FALSE(detaches({"-edit"}));
-}
-
-TEST(MeasuredRunTest, RecordCarriesPlanAndMeasurement) {
-  EngineInvocation inv;
-  inv.engine = "docker";
-  inv.plan.profile = "imagenet";
-  inv.plan.gpus = 2;
-  inv.plan.workers = 3;
-  inv.plan.batch_size = 64;
-  inv.plan.prefetch_factor = 2;
-  inv.plan.shm = 500;
-  inv.applied_shm = 400;
-  WrapperOptions o;
-  o.image = "train:1";
-  MeasuredRun run;
-  run.exit_code = 1;
-  run.container_id = "abc";
-  run.shm.peak = 300;
-  run.shm.size = 400;
-  run.shm.samples = 9;
-  run.wall_seconds = 2.5;
-  const auto j = nlohmann::json::parse(perf_record_line(make_perf_record(inv, o, run, 0)));
-  EXPECT_EQ(j["time"], "1970-01-01T00:00:00Z");
-  EXPECT_EQ(j["image"], "train:1");
-  EXPECT_EQ(j["profile"], "imagenet");
-  EXPECT_EQ(j["gpus"], 2);
-  EXPECT_EQ(j["workers"], 3);
-  EXPECT_EQ(j["batch_size"], 64);
-  EXPECT_EQ(j["planned_shm"], 500);
-  EXPECT_EQ(j["applied_shm"], 400);
-  EXPECT_EQ(j["peak_shm"], 300);
-  EXPECT_EQ(j["exit_status"], 1);
-  EXPECT_EQ(j["container"], "abc");
 }
 
 }  // namespace

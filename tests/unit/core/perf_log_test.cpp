@@ -7,17 +7,13 @@
 #include <nlohmann/json.hpp>
 
 #include "error.hpp"
+#include "test_files.hpp"
+#include "test_fixtures.hpp"
 
 namespace gpurun {
 namespace {
 
-EnvLookup env_of(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using test::fake_env;
 
 TEST(PerfLogTest, RecordIsOneJsonLine) {
   PerfRecord r;
@@ -62,19 +58,18 @@ TEST(PerfLogTest, InvalidUtf8InTheImageStillGivesJson) {
 
 TEST(PerfLogTest, PathFollowsConfigThenXdgThenHome) {
   Config c;
-  EXPECT_EQ(perf_log_path(c, env_of({{"XDG_STATE_HOME", "/s"}, {"HOME", "/h"}})), "/s/gpu-run/perf.jsonl");
-  EXPECT_EQ(perf_log_path(c, env_of({{"HOME", "/h"}})), "/h/.local/state/gpu-run/perf.jsonl");
-  EXPECT_EQ(perf_log_path(c, env_of({{"XDG_STATE_HOME", "relative"}, {"HOME", "/h"}})),
+  EXPECT_EQ(perf_log_path(c, fake_env({{"XDG_STATE_HOME", "/s"}, {"HOME", "/h"}})), "/s/gpu-run/perf.jsonl");
+  EXPECT_EQ(perf_log_path(c, fake_env({{"HOME", "/h"}})), "/h/.local/state/gpu-run/perf.jsonl");
+  EXPECT_EQ(perf_log_path(c, fake_env({{"XDG_STATE_HOME", "relative"}, {"HOME", "/h"}})),
             "/h/.local/state/gpu-run/perf.jsonl");
-  EXPECT_THROW(perf_log_path(c, env_of({})), Error);
+  EXPECT_THROW(perf_log_path(c, fake_env({})), Error);
   c.perf_log = "/var/log/gpu-run/perf.jsonl";
-  EXPECT_EQ(perf_log_path(c, env_of({{"XDG_STATE_HOME", "/s"}})), "/var/log/gpu-run/perf.jsonl");
+  EXPECT_EQ(perf_log_path(c, fake_env({{"XDG_STATE_HOME", "/s"}})), "/var/log/gpu-run/perf.jsonl");
 }
 
 TEST(PerfLogTest, AppendsWholeLinesAndCreatesTheDirectory) {
-  char tmpl[] = "/tmp/gpu-run-perf-test.XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const fs::path path = fs::path(tmpl) / "state" / "gpu-run" / "perf.jsonl";
+  const test::TempDir dir;
+  const fs::path path = dir / "state" / "gpu-run" / "perf.jsonl";
   {
     UniqueFd fd = open_perf_log(path);
     append_perf_line(fd.get(), "{\"a\":1}\n", path);
@@ -83,10 +78,8 @@ TEST(PerfLogTest, AppendsWholeLinesAndCreatesTheDirectory) {
     UniqueFd fd = open_perf_log(path);
     append_perf_line(fd.get(), "{\"a\":2}\n", path);
   }
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = test::read_text(path);
   EXPECT_EQ(text, "{\"a\":1}\n{\"a\":2}\n");
-  fs::remove_all(tmpl);
 }
 
 TEST(PerfLogTest, UnwritableLogNamesThePath) {

@@ -1,9 +1,11 @@
+#include "invocation.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "error.hpp"
-#include "invocation.hpp"
+#include "test_fixtures.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -15,10 +17,7 @@ class WrapperTest : public ::testing::Test {
  protected:
   Config config_;
   HostInfo host_;
-  EnvLookup env_ = [](const std::string& name) -> std::optional<std::string> {
-    if (name == "GPU_RUN_BUILTIN_PROFILES") return std::string(GPU_RUN_SOURCE_PROFILES);
-    return std::nullopt;
-  };
+  EnvLookup env_ = test::builtin_only_env;
 
   void SetUp() override {
     host_.cpus = 2;

@@ -12,6 +12,7 @@
 #include "config.hpp"
 #include "error.hpp"
 #include "test_files.hpp"
+#include "test_fixtures.hpp"
 #include "test_util.hpp"
 
 namespace gpurun {
@@ -28,13 +29,7 @@ std::string complete(int batch_size, const std::string& extra = "") {
          extra + "}";
 }
 
-EnvLookup fake_env(std::map<std::string, std::string> vars) {
-  return [vars](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using test::fake_env;
 
 std::vector<std::string> names_of(const std::vector<ProfileEntry>& entries) {
   std::vector<std::string> out;
