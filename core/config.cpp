@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "error.hpp"
+#include "file_io.hpp"
 #include "profile.hpp"
-#include "profile_store.hpp"
 
 namespace gpurun {
 namespace {

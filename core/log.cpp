@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "clock.hpp"
 #include "fd.hpp"
 
 namespace gpurun {
@@ -29,12 +30,7 @@ Logger::~Logger() {
 void Logger::log(LogLevel level, const std::string& message) const {
   if (level > level_ && !echo_) return;
   static const char* const kNames[] = {"error", "warn", "info", "debug"};
-  char stamp[32];
-  std::time_t now = std::time(nullptr);
-  struct tm tm {};
-  ::gmtime_r(&now, &tm);
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  std::string line = std::string(stamp) + " " + program_ + "[" + std::to_string(::getpid()) +
+  std::string line = utc_timestamp(std::time(nullptr)) + " " + program_ + "[" + std::to_string(::getpid()) +
                      "] level=" + kNames[static_cast<int>(level)] + " ";
   // One call, one line: a raw newline in a message (an unquoted value) must not start a
   // line that a reader would take for another entry.

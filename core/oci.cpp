@@ -6,9 +6,9 @@
 
 #include "error.hpp"
 #include "fd.hpp"
+#include "file_io.hpp"
 #include "gpus.hpp"
 #include "host.hpp"
-#include "profile_store.hpp"
 #include "units.hpp"
 
 namespace gpurun {

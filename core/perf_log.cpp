@@ -69,12 +69,4 @@ void append_perf_line(int fd, const std::string& line, const fs::path& path) {
                 0, kExitFailure);
 }
 
-std::string utc_timestamp(std::time_t t) {
-  struct tm tm {};
-  ::gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 }  // namespace gpurun

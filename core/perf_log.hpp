@@ -1,13 +1,12 @@
 #pragma once
 
 #include <cstdint>
-#include <ctime>
 #include <filesystem>
 #include <string>
 
 #include "config.hpp"
+#include "env.hpp"
 #include "fd.hpp"
-#include "profile_store.hpp"
 
 namespace gpurun {
 
@@ -47,8 +46,5 @@ UniqueFd open_perf_log(const fs::path& path);
 // Appends `line` with a single write on an O_APPEND descriptor, so that concurrent jobs
 // never interleave their records. Throws Error on a short write.
 void append_perf_line(int fd, const std::string& line, const fs::path& path);
-
-// `t` as an ISO 8601 UTC timestamp: 2026-12-02T15:48:08Z.
-std::string utc_timestamp(std::time_t t);
 
 }  // namespace gpurun

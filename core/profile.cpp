@@ -7,6 +7,7 @@
 #include <set>
 
 #include "error.hpp"
+#include "json_error.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -123,19 +124,6 @@ void validate_calibration(const std::string& source, const json& v) {
     if (!v.contains(k)) throw Error(source + ": key 'calibration." + k + "': missing");
 }
 
-std::pair<std::size_t, std::size_t> line_column(const std::string& text, std::size_t byte) {
-  std::size_t line = 1, column = 1;
-  for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return {line, column};
-}
-
 }  // namespace
 
 std::uint64_t dtype_size(const std::string& dtype) {
@@ -181,11 +169,7 @@ json parse_profile_document(const std::string& text, const std::string& source) 
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    auto [line, column] = line_column(text, e.byte == 0 ? 0 : e.byte - 1);
-    std::string why = e.what();
-    auto pos = why.find("syntax error");
-    if (pos != std::string::npos) why = why.substr(pos);
-    throw Error(source + ":" + std::to_string(line) + ":" + std::to_string(column) + ": malformed JSON: " + why);
+    throw Error(json_syntax_error(text, e.byte, e.what(), source));
   } catch (const json::exception& e) {  // out_of_range for a number such as 1e999
     throw Error(source + ": malformed JSON: " + e.what());
   }

@@ -1,20 +1,15 @@
 #include "profile_store.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "config.hpp"
 #include "error.hpp"
-#include "fd.hpp"
+#include "file_io.hpp"
 
 namespace gpurun {
 namespace {
@@ -46,24 +41,6 @@ bool is_schema_file(const fs::path& file) {
 bool looks_like_path(const std::string& s) { return s.size() > 5 && s.compare(s.size() - 5, 5, ".json") == 0; }
 
 }  // namespace
-
-std::string read_small_file(const fs::path& path, std::size_t max_bytes, const std::string& what, struct stat* opened) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
-  if (!fd) {
-    int err = errno;
-    throw Error(what + " " + path.string() + ": cannot open: " + std::strerror(err) +
-                    (err == EACCES ? " (check its permissions)" : ""),
-                err);
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw system_error(what + " " + path.string() + ": stat", errno);
-  if (S_ISDIR(st.st_mode)) throw Error(what + " " + path.string() + ": is a directory, expected a JSON file");
-  if (!S_ISREG(st.st_mode)) throw Error(what + " " + path.string() + ": is not a regular file");
-  if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
-    throw Error(what + " " + path.string() + ": larger than " + std::to_string(max_bytes) + " bytes");
-  if (opened) *opened = st;
-  return read_bounded(fd.get(), max_bytes, what + " " + path.string());
-}
 
 ProfileStore::ProfileStore(std::vector<fs::path> dirs) : dirs_(std::move(dirs)) {}
 
@@ -200,12 +177,6 @@ std::vector<std::string> ProfileStore::suggest(const std::string& name) const {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < scored.size() && i < 3; ++i) out.push_back(scored[i].second);
   return out;
-}
-
-std::optional<std::string> process_env(const std::string& name) {
-  const char* v = std::getenv(name.c_str());
-  if (!v) return std::nullopt;
-  return std::string(v);
 }
 
 fs::path builtin_profile_dir(const EnvLookup& env) {

@@ -1,13 +1,11 @@
 #pragma once
 
-#include <sys/stat.h>
-
 #include <filesystem>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "env.hpp"
 #include "profile.hpp"
 
 namespace gpurun {
@@ -55,11 +53,6 @@ class ProfileStore {
   std::vector<fs::path> dirs_;
 };
 
-using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
-
-// The process environment, as an EnvLookup.
-std::optional<std::string> process_env(const std::string& name);
-
 // The directory of built-in profiles: $GPU_RUN_BUILTIN_PROFILES if set, else
 // <dir of this executable>/../share/gpu-run/profiles.
 fs::path builtin_profile_dir(const EnvLookup& env = process_env);
@@ -68,11 +61,5 @@ fs::path builtin_profile_dir(const EnvLookup& env = process_env);
 // (when `include_user`), the config's profile_dirs, /etc/gpu-run/profiles.d, built-ins.
 std::vector<fs::path> profile_search_path(const std::vector<fs::path>& cli_dirs, const Config& config,
                                           bool include_user, const EnvLookup& env = process_env);
-
-// Reads a whole small file, refusing directories, non-regular files and files over
-// `max_bytes`. Throws Error naming the path. `opened`, if given, receives the fstat of the
-// file that was read (its identity, for cycle checks).
-std::string read_small_file(const fs::path& path, std::size_t max_bytes, const std::string& what,
-                            struct stat* opened = nullptr);
 
 }  // namespace gpurun

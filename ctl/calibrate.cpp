@@ -6,14 +6,14 @@
 #include <iostream>
 #include <memory>
 
+#include "clock.hpp"
 #include "config.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
 #include "fd.hpp"
+#include "invocation.hpp"
 #include "measured_run.hpp"
-#include "perf_log.hpp"
 #include "units.hpp"
-#include "wrapper.hpp"
 
 namespace gpurun {
 namespace {
@@ -109,9 +109,8 @@ void run_calibrate(const CalibrateOptions& o) {
   const EngineInvocation inv = prepare_run(w, config, host);
   for (const auto& line : inv.warnings) std::cerr << "gpu-run-ctl: warning: " << line << "\n";
 
-  const std::string base_arg = w.profile.value_or(config.default_profile.value_or("default"));
-  const ProfileStore store = ctl_store(w.profile_dirs, config);
-  const Profile base = store.load(base_arg, true);
+  const std::string base_arg = profile_argument(w.sizing, config);
+  const Profile base = load_sizing_profile(w.sizing, config);
 
   fs::create_directories(out_path.parent_path(), ec);
   if (ec) throw Error("--out-dir: create " + out_path.parent_path().string() + ": " + ec.message(), ec.value());
@@ -162,10 +161,10 @@ void run_calibrate(const CalibrateOptions& o) {
 
   // Load what was written, as gpu-run will, and plan the same job with it.
   std::vector<std::string> dirs = {out_dir.string()};
-  dirs.insert(dirs.end(), w.profile_dirs.begin(), w.profile_dirs.end());
+  dirs.insert(dirs.end(), w.sizing.profile_dirs.begin(), w.sizing.profile_dirs.end());
   const Profile written = ctl_store(dirs, config).load_file(out_path);
   const EngineOptionFacts plain_facts = scan_engine_options({});
-  const ShmPlan plan = plan_shm(written, sizing_request_from(w, plain_facts, config, host));
+  const ShmPlan plan = plan_shm(written, sizing_request_from(w.sizing, plain_facts, config, host));
 
   std::cout << "measured peak /dev/shm: " << format_size(run.shm.peak) << " (" << run.shm.peak << " bytes; "
             << run.shm.samples << " samples over " << static_cast<int>(run.shm.seconds * 10 + 0.5) / 10.0

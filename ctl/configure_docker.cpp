@@ -10,6 +10,7 @@
 #include "config.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
+#include "json_error.hpp"
 
 namespace gpurun {
 namespace {

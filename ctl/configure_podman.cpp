@@ -10,6 +10,7 @@
 #include "contract.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
+#include "json_error.hpp"
 
 namespace gpurun {
 

@@ -7,6 +7,7 @@
 
 #include "error.hpp"
 #include "fd.hpp"
+#include "file_io.hpp"
 
 namespace gpurun {
 
@@ -26,28 +27,6 @@ fs::path self_dir() {
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) throw system_error("read /proc/self/exe to find this program's directory", ec.value());
   return exe.parent_path();
-}
-
-std::string line_column(const std::string& text, std::size_t byte) {
-  std::size_t line = 1, column = 1;
-  for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      column = 1;
-    } else {
-      ++column;
-    }
-  }
-  return std::to_string(line) + ":" + std::to_string(column);
-}
-
-std::string json_syntax_error(const std::string& text, std::size_t byte, const std::string& what,
-                              const std::string& source) {
-  // nlohmann counts bytes from 1 and points just past the offending one.
-  std::string why = what;
-  auto pos = why.find("syntax error");
-  if (pos != std::string::npos) why = why.substr(pos);
-  return source + ":" + line_column(text, byte == 0 ? 0 : byte - 1) + ": malformed JSON: " + why;
 }
 
 std::optional<std::string> read_existing_file(const fs::path& path, const std::string& what) {

@@ -21,13 +21,6 @@ ProfileStore ctl_store(const std::vector<std::string>& dirs, const Config& confi
 // The directory holding this executable (from /proc/self/exe).
 fs::path self_dir();
 
-// "line:column" (1-based) of byte offset `byte` in `text`.
-std::string line_column(const std::string& text, std::size_t byte);
-
-// The message for a JSON syntax error of `source`: "source:line:column: malformed JSON: ...".
-std::string json_syntax_error(const std::string& text, std::size_t byte, const std::string& what,
-                              const std::string& source);
-
 // An existing file's text, or nullopt when it does not exist. Throws Error naming the path.
 std::optional<std::string> read_existing_file(const fs::path& path, const std::string& what);
 

@@ -12,6 +12,7 @@
 #include "error.hpp"
 #include "plan.hpp"
 #include "profile.hpp"
+#include "run_options.hpp"
 #include "units.hpp"
 #include "yaml.hpp"
 
@@ -114,19 +115,15 @@ ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
 std::string render_k8s(const K8sOptions& o, const Config& config, const HostInfo& host, const EnvLookup& env) {
   if (o.format != "yaml" && o.format != "json")
     throw Error("--format '" + shown(o.format) + "': expected yaml or json");
-  const std::uint64_t gpus = parse_count(o.gpus, "--gpus", 1024);
+  const std::uint64_t gpus = parse_count(o.sizing.gpus.value_or(""), "--gpus", 1024);
   PlanOptions po;
-  po.profile = o.profile;
-  po.gpus = std::to_string(gpus);
-  po.workers = o.workers;
-  po.batch_size = o.batch_size;
-  po.prefetch_factor = o.prefetch_factor;
+  po.sizing = o.sizing;
+  po.sizing.gpus = std::to_string(gpus);
   po.cpus = o.cpus;
-  po.profile_dirs = o.profile_dirs;
   const ShmPlan plan = make_plan(po, config, host, env);
   require_fits(plan);
   if (!is_valid_profile_name(plan.profile))
-    throw Error("--profile " + shown(o.profile) + ": the profile's name '" + shown(plan.profile) +
+    throw Error("--profile " + shown(o.sizing.profile.value_or("")) + ": the profile's name '" + shown(plan.profile) +
                 "' is not a valid profile name; set \"name\" in the file");
   const ordered_json patch = k8s_patch(o, plan);
   if (o.format == "json") return patch.dump(2) + "\n";
@@ -140,13 +137,11 @@ void run_k8s(const K8sOptions& o) { std::cout << render_k8s(o, load_ctl_config()
 void add_k8s_command(CLI::App& app) {
   auto o = std::make_shared<K8sOptions>();
   CLI::App* cmd = app.add_subcommand("k8s", "Print a pod spec patch giving a container a /dev/shm of the planned size");
-  cmd->add_option("--profile", o->profile, "Profile name or path to a .json file")->required()->type_name("NAME");
-  cmd->add_option("--gpus", o->gpus, "GPUs of the container (nvidia.com/gpu; 0 for none)")->required()->type_name("N");
-  cmd->add_option("--workers", o->workers, "DataLoader workers per GPU (default: the profile's, or from --cpus)")
-      ->type_name("N");
-  cmd->add_option("--batch-size", o->batch_size, "Batch size per GPU (default: the profile's)")->type_name("N");
-  cmd->add_option("--prefetch-factor", o->prefetch_factor, "DataLoader prefetch_factor (default: the profile's)")
-      ->type_name("N");
+  // The pod is described, not this machine: no default profile, a GPU count, CPUs from --cpus.
+  const SizingFlagOptions sizing = add_sizing_flags(*cmd, o->sizing);
+  sizing.profile->description("Profile name or path to a .json file")->required();
+  sizing.gpus->description("GPUs of the container (nvidia.com/gpu; 0 for none)")->required();
+  sizing.workers->description("DataLoader workers per GPU (default: the profile's, or from --cpus)");
   cmd->add_option("--memory", o->memory,
                   "Memory the job needs besides /dev/shm, a Kubernetes quantity (e.g. 16Gi); requests and limits "
                   "are this plus the shm size (default: 4Gi per GPU rank)")
@@ -158,9 +153,6 @@ void add_k8s_command(CLI::App& app) {
       ->type_name("NAME")
       ->capture_default_str();
   cmd->add_option("--format", o->format, "yaml or json")->type_name("FORMAT")->capture_default_str();
-  cmd->add_option("--profile-dir", o->profile_dirs, "Look for profiles in DIR first (repeatable)")
-      ->type_name("DIR")
-      ->allow_extra_args(false);
   cmd->footer(
       "Kubernetes has no shmSize: the working method is an emptyDir with medium Memory and a\n"
       "sizeLimit mounted at /dev/shm. Its pages count against the container's memory limit, so\n"

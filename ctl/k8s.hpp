@@ -6,9 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
+#include "env.hpp"
 #include "host.hpp"
-#include "profile_store.hpp"
 #include "sizing.hpp"
+#include "sizing_flags.hpp"
 
 namespace CLI {
 class App;
@@ -23,17 +25,12 @@ constexpr std::uint64_t kK8sBaseMemoryPerRank = 4ull << 30;
 // `gpu-run-ctl k8s`: a strategic-merge patch for a pod spec that gives the container a
 // memory-backed /dev/shm of the planned size (Kubernetes has no shmSize).
 struct K8sOptions {
-  std::string profile;
-  std::string gpus;  // a count: nvidia.com/gpu
-  std::optional<std::string> workers;
-  std::optional<std::string> batch_size;
-  std::optional<std::string> prefetch_factor;
+  SizingFlags sizing;                 // --profile and --gpus required; --gpus a count: nvidia.com/gpu
   std::optional<std::string> memory;  // the base memory, a Kubernetes quantity
   std::optional<std::string> cpus;    // CPUs of the pod, for workers_per_gpu "auto"
   std::optional<std::string> runtime_class;
   std::string container = "main";
   std::string format = "yaml";  // yaml | json
-  std::vector<std::string> profile_dirs;
 };
 
 // Parses a Kubernetes memory quantity ("16Gi", "1.5G", "512Mi", "1000000") to bytes, rounding

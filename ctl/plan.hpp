@@ -2,11 +2,12 @@
 
 #include <optional>
 #include <string>
-#include <vector>
 
+#include "config.hpp"
+#include "env.hpp"
 #include "host.hpp"
-#include "profile_store.hpp"
 #include "sizing.hpp"
+#include "sizing_flags.hpp"
 
 namespace CLI {
 class App;
@@ -16,14 +17,9 @@ namespace gpurun {
 
 // `gpu-run-ctl plan`: the /dev/shm plan for a job, and how it was reached, running nothing.
 struct PlanOptions {
-  std::optional<std::string> profile;  // default: the config's default_profile, else "default"
-  std::optional<std::string> gpus;     // Docker's syntax: N, all, device=0,1
-  std::optional<std::string> workers;
-  std::optional<std::string> batch_size;
-  std::optional<std::string> prefetch_factor;
+  SizingFlags sizing;
   std::optional<std::string> memory;  // the container's memory limit, Docker's syntax
   std::optional<std::string> cpus;    // CPUs of the machine the job will run on
-  std::vector<std::string> profile_dirs;
   bool json = false;
 };
 

@@ -9,6 +9,8 @@
 
 #include "ctl_common.hpp"
 #include "error.hpp"
+#include "file_io.hpp"
+#include "json_error.hpp"
 #include "profile.hpp"
 #include "profile_store.hpp"
 #include "profiles.hpp"

@@ -6,21 +6,32 @@
 
 namespace gpurun {
 
-void add_run_options(CLI::App& cmd, RunOptions& o, bool with_workers) {
-  cmd.add_option("--profile", o.profile,
-                 "Profile name or path to a .json file (default: the host's default_profile, else \"default\")")
-      ->type_name("NAME");
-  cmd.add_option("--gpus", o.gpus, "GPU ranks, Docker's syntax: N, all, device=0,1 (default: none, one loader)")
-      ->type_name("N");
+SizingFlagOptions add_sizing_flags(CLI::App& cmd, SizingFlags& f, bool with_workers) {
+  SizingFlagOptions o;
+  o.profile =
+      cmd.add_option("--profile", f.profile,
+                     "Profile name or path to a .json file (default: the host's default_profile, else \"default\")")
+          ->type_name("NAME");
+  o.gpus =
+      cmd.add_option("--gpus", f.gpus, "GPU ranks, Docker's syntax: N, all, device=0,1 (default: none, one loader)")
+          ->type_name("N");
   if (with_workers)
-    cmd.add_option("--workers", o.workers, "DataLoader workers per GPU (default: the profile's, or from the CPUs)")
-        ->type_name("N");
-  cmd.add_option("--batch-size", o.batch_size, "Batch size per GPU (default: the profile's)")->type_name("N");
-  cmd.add_option("--prefetch-factor", o.prefetch_factor, "DataLoader prefetch_factor (default: the profile's)")
-      ->type_name("N");
-  cmd.add_option("--profile-dir", o.profile_dirs, "Look for profiles in DIR first (repeatable)")
-      ->type_name("DIR")
-      ->allow_extra_args(false);
+    o.workers =
+        cmd.add_option("--workers", f.workers, "DataLoader workers per GPU (default: the profile's, or from the CPUs)")
+            ->type_name("N");
+  o.batch_size =
+      cmd.add_option("--batch-size", f.batch_size, "Batch size per GPU (default: the profile's)")->type_name("N");
+  o.prefetch_factor =
+      cmd.add_option("--prefetch-factor", f.prefetch_factor, "DataLoader prefetch_factor (default: the profile's)")
+          ->type_name("N");
+  o.profile_dir = cmd.add_option("--profile-dir", f.profile_dirs, "Look for profiles in DIR first (repeatable)")
+                      ->type_name("DIR")
+                      ->allow_extra_args(false);
+  return o;
+}
+
+void add_run_options(CLI::App& cmd, RunOptions& o, bool with_workers) {
+  add_sizing_flags(cmd, o.sizing, with_workers);
   cmd.add_option("--engine", o.engine, "docker or podman (default: the config's engine)")->type_name("ENGINE");
   cmd.add_option("--gpu-request", o.gpu_request, "How --gpus reaches the engine: docker, cdi or none")
       ->type_name("MODE");
@@ -40,14 +51,15 @@ WrapperOptions wrapper_options_for(const RunOptions& o, const std::string& comma
     if (into) throw Error(std::string(name) + ": given both before and after --: give it once");
     into = flag;
   };
-  merge(w.profile, o.profile, "--profile");
-  merge(w.gpus, o.gpus, "--gpus");
-  merge(w.workers, o.workers, "--workers");
-  merge(w.batch_size, o.batch_size, "--batch-size");
-  merge(w.prefetch_factor, o.prefetch_factor, "--prefetch-factor");
+  merge(w.sizing.profile, o.sizing.profile, "--profile");
+  merge(w.sizing.gpus, o.sizing.gpus, "--gpus");
+  merge(w.sizing.workers, o.sizing.workers, "--workers");
+  merge(w.sizing.batch_size, o.sizing.batch_size, "--batch-size");
+  merge(w.sizing.prefetch_factor, o.sizing.prefetch_factor, "--prefetch-factor");
   merge(w.engine, o.engine, "--engine");
   merge(w.gpu_request, o.gpu_request, "--gpu-request");
-  w.profile_dirs.insert(w.profile_dirs.begin(), o.profile_dirs.begin(), o.profile_dirs.end());
+  w.sizing.profile_dirs.insert(w.sizing.profile_dirs.begin(), o.sizing.profile_dirs.begin(),
+                               o.sizing.profile_dirs.end());
   bool keep = false;
   for (const auto& a : w.engine_options)
     if (a == "--rm" || a.rfind("--rm=", 0) == 0) keep = true;

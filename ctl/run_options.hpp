@@ -1,31 +1,46 @@
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "profile_store.hpp"
+#include "env.hpp"
 #include "run_args.hpp"
 
 namespace CLI {
 class App;
-}
+class Option;
+}  // namespace CLI
 
 namespace gpurun {
+
+namespace fs = std::filesystem;
 
 // The gpu-run options of `calibrate` and `tune`, and what follows their `--`:
 // `[docker run options] IMAGE CMD...`, split as gpu-run splits its own command line.
 struct RunOptions {
-  std::optional<std::string> profile;
-  std::optional<std::string> gpus;
-  std::optional<std::string> workers;
-  std::optional<std::string> batch_size;
-  std::optional<std::string> prefetch_factor;
-  std::vector<std::string> profile_dirs;
+  SizingFlags sizing;
   std::optional<std::string> engine;
   std::optional<std::string> gpu_request;
   std::vector<std::string> args;  // after `--`
 };
+
+// The options add_sizing_flags registered, for a command whose flags mean a little more
+// (k8s requires --profile and --gpus); `workers` is null when not registered.
+struct SizingFlagOptions {
+  CLI::Option* profile = nullptr;
+  CLI::Option* gpus = nullptr;
+  CLI::Option* workers = nullptr;
+  CLI::Option* batch_size = nullptr;
+  CLI::Option* prefetch_factor = nullptr;
+  CLI::Option* profile_dir = nullptr;
+};
+
+// Registers gpu-run's sizing flags on `cmd`, filling `flags`: --profile, --gpus, --workers
+// (unless `with_workers` is false), --batch-size, --prefetch-factor and --profile-dir, each
+// with its one help text.
+SizingFlagOptions add_sizing_flags(CLI::App& cmd, SizingFlags& flags, bool with_workers = true);
 
 // Registers the gpu-run options (without --workers when `with_workers` is false) and the
 // trailing ARGS on `cmd`.

@@ -1,9 +1,6 @@
 #include "tune.hpp"
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -16,36 +13,16 @@
 #include "config.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
+#include "invocation.hpp"
 #include "measured_run.hpp"
+#include "temp_dir.hpp"
 #include "units.hpp"
-#include "wrapper.hpp"
 
 namespace gpurun {
 namespace {
 
 constexpr const char* kPlaceholder = "{workers}";
 constexpr int kBarWidth = 30;
-
-// A directory for the runs' output that removes itself.
-class LogDir {
- public:
-  LogDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base && *base == '/' ? base : "/tmp") + "/gpu-run-tune.XXXXXX";
-    if (!::mkdtemp(pattern.data())) throw system_error("create a temporary directory in " + pattern, errno);
-    path_ = pattern;
-  }
-  LogDir(const LogDir&) = delete;
-  LogDir& operator=(const LogDir&) = delete;
-  ~LogDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 bool utf8_locale() {
   for (const char* var : {"LC_ALL", "LC_CTYPE", "LANG"}) {
@@ -223,7 +200,7 @@ nlohmann::ordered_json tune_json(const std::vector<TuneResult>& results, std::op
 
 void run_tune(const TuneOptions& o) {
   WrapperOptions w = wrapper_options_for(o.run, "tune");
-  if (w.workers) throw Error("--workers: tune chooses the worker count; give the counts to try with --counts");
+  if (w.sizing.workers) throw Error("--workers: tune chooses the worker count; give the counts to try with --counts");
   const Config config = load_ctl_config();
   const HostInfo host = probe_host();
   std::vector<std::uint64_t> counts;
@@ -231,19 +208,19 @@ void run_tune(const TuneOptions& o) {
     counts = parse_counts(*o.counts);
   } else {
     WrapperOptions probe = w;
-    probe.workers = "0";
+    probe.sizing.workers = "0";
     counts = default_counts(prepare_run(probe, config, host).plan.cpus);
   }
   if (!has_workers_placeholder(w.command))
     std::cerr << "gpu-run-ctl tune: warning: no {workers} in the command: the workload must read the worker count "
                  "from GPU_RUN_NUM_WORKERS\n";
-  LogDir logs;
+  const TempDir logs("gpu-run-tune");  // the runs' output
   std::vector<TuneResult> results;
   for (std::size_t i = 0; i < counts.size(); ++i) {
     TuneResult r;
     r.workers = counts[i];
     WrapperOptions wn = w;
-    wn.workers = std::to_string(counts[i]);
+    wn.sizing.workers = std::to_string(counts[i]);
     wn.command = substitute_workers(w.command, counts[i]);
     const std::string step = "tune: [" + std::to_string(i + 1) + "/" + std::to_string(counts.size()) + "] workers " +
                              std::to_string(counts[i]);

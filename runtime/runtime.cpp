@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "clock.hpp"
 #include "door.hpp"
 #include "error.hpp"
 #include "fd.hpp"
@@ -156,11 +157,7 @@ bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {
 
 void report_runtime_error(const RuntimeArgs& args, const std::string& message) {
   if (!args.log || args.log->empty()) return;
-  char stamp[40];
-  std::time_t now = std::time(nullptr);
-  struct tm tm {};
-  ::gmtime_r(&now, &tm);
-  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  const std::string stamp = utc_timestamp(std::time(nullptr));
   std::string line;
   if (args.log_format == "json") {
     line = nlohmann::json{{"level", "error"}, {"msg", "gpu-run: " + message}, {"time", stamp}}.dump() + "\n";

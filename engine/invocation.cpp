@@ -1,0 +1,108 @@
+#include "invocation.hpp"
+
+#include <sys/statvfs.h>
+
+#include "contract.hpp"
+#include "error.hpp"
+#include "gpus.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+std::optional<std::uint64_t> host_shm_size() {
+  struct statvfs st {};
+  if (::statvfs("/dev/shm", &st) != 0) return std::nullopt;
+  return static_cast<std::uint64_t>(st.f_blocks) * st.f_frsize;
+}
+
+}  // namespace
+
+EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, const HostInfo& host,
+                             const EnvLookup& env) {
+  EngineInvocation inv;
+  inv.engine = o.engine.value_or(config.engine);
+  if (inv.engine != "docker" && inv.engine != "podman")
+    throw Error("--engine '" + inv.engine.substr(0, 40) + "': expected docker or podman");
+  std::string gpu_mode = o.gpu_request.value_or(effective_gpu_request(config, inv.engine));
+  if (gpu_mode != "docker" && gpu_mode != "cdi" && gpu_mode != "none")
+    throw Error("--gpu-request '" + gpu_mode.substr(0, 40) + "': expected docker, cdi or none");
+
+  const EngineOptionFacts facts = scan_engine_options(o.engine_options);
+  const SizingRequest request = sizing_request_from(o.sizing, facts, config, host);
+  inv.plan = plan_shm(load_sizing_profile(o.sizing, config, env), request);
+  inv.applied_shm = inv.plan.shm;
+
+  std::optional<std::uint64_t> user_shm;
+  if (facts.shm_size) user_shm = parse_size(*facts.shm_size, "--shm-size");
+  const std::string ipc = facts.ipc.value_or("");
+  if (ipc == "host" || facts.host_shm_mount) {
+    inv.sized = false;
+    std::string what = ipc == "host" ? "--ipc=host" : "a bind mount onto /dev/shm";
+    std::string line = what + ": the container uses the host's /dev/shm";
+    if (auto size = host_shm_size()) line += " (" + format_size(*size) + ")";
+    line += ", so gpu-run's plan of " + format_size(inv.plan.shm) + " does not apply and is not enforced";
+    inv.warnings.push_back(line);
+  } else if (ipc.compare(0, 10, "container:") == 0) {
+    inv.sized = false;
+    inv.warnings.push_back("--ipc=" + ipc + ": the container shares that container's /dev/shm; size that one (plan: " +
+                           format_size(inv.plan.shm) + ")");
+  } else if (ipc == "none") {
+    inv.sized = false;
+    inv.warnings.push_back(
+        "--ipc=none: the container gets no /dev/shm and DataLoader workers cannot share batches; drop --ipc=none");
+  } else if (user_shm) {
+    inv.applied_shm = *user_shm;
+    if (*user_shm < inv.plan.shm) {
+      inv.warnings.push_back("--shm-size " + *facts.shm_size + " (" + format_size(*user_shm) +
+                             ") is below gpu-run's plan of " + format_size(inv.plan.shm) +
+                             ": DataLoader workers may die with a bus error; your --shm-size wins");
+    }
+  } else {
+    // The plan is applied only when nobody overrides it, so only then must it fit.
+    require_fits(inv.plan);
+  }
+  if (inv.sized && !request.memory_limit && host.mem_total > 0 && inv.applied_shm > host.mem_available) {
+    inv.warnings.push_back("/dev/shm of " + format_size(inv.applied_shm) +
+                           " is more than this host's available memory (" + format_size(host.mem_available) +
+                           "): a full /dev/shm would push the host into swap or OOM");
+  }
+
+  std::vector<std::string>& a = inv.argv;
+  a = {inv.engine, "run"};
+  if (inv.sized && !user_shm) {
+    a.push_back("--shm-size");
+    a.push_back(engine_size(inv.plan.shm));
+  }
+  if (o.sizing.gpus && gpu_mode != "none") {
+    if (gpu_mode == "docker") {
+      a.push_back("--gpus");
+      a.push_back(*o.sizing.gpus);
+    } else {
+      GpuRequest g = parse_gpu_request(*o.sizing.gpus);
+      std::vector<std::string> ids = g.devices;
+      if (g.all) ids = {"all"};
+      if (ids.empty())
+        for (unsigned n = 0; n < g.count; ++n) ids.push_back(std::to_string(n));
+      for (const auto& id : ids) {
+        a.push_back("--device");
+        a.push_back("nvidia.com/gpu=" + id);
+      }
+    }
+  }
+  for (const auto& [name, value] :
+       container_env(inv.plan.profile, inv.plan.workers, inv.plan.batch_size, inv.applied_shm)) {
+    a.push_back("-e");
+    a.push_back(name + "=" + value);
+  }
+  for (const auto& [name, value] : container_labels(inv.plan.profile, inv.applied_shm)) {
+    a.push_back("--label");
+    a.push_back(name + "=" + value);
+  }
+  a.insert(a.end(), o.engine_options.begin(), o.engine_options.end());
+  a.push_back(o.image);
+  a.insert(a.end(), o.command.begin(), o.command.end());
+  return inv;
+}
+
+}  // namespace gpurun

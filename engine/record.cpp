@@ -1,0 +1,56 @@
+#include "record.hpp"
+
+#include <iostream>
+
+#include "clock.hpp"
+#include "error.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+
+PerfRecord make_perf_record(const EngineInvocation& inv, const WrapperOptions& o, const MeasuredRun& run,
+                            std::time_t started) {
+  PerfRecord r;
+  r.time = utc_timestamp(started);
+  r.engine = inv.engine;
+  r.container = run.container_id;
+  r.image = o.image;
+  r.profile = inv.plan.profile;
+  r.gpus = inv.plan.gpus;
+  r.workers = inv.plan.workers;
+  r.batch_size = inv.plan.batch_size;
+  r.prefetch_factor = inv.plan.prefetch_factor;
+  r.planned_shm = inv.plan.shm;
+  r.applied_shm = inv.applied_shm;
+  r.shm_size = run.shm.size;
+  r.peak_shm = run.shm.peak;
+  r.samples = run.shm.samples;
+  r.duration_s = run.wall_seconds;
+  r.exit_status = run.exit_code;
+  return r;
+}
+
+int run_recorded(const EngineInvocation& inv, const WrapperOptions& o, const Config& config) {
+  if (detaches(o.engine_options))
+    throw Error(
+        "--record: the container would run detached (-d), so gpu-run could not see it end; drop -d "
+        "(or follow a detached container with gpu-run-ctl watch)");
+  const fs::path log_path = perf_log_path(config);
+  // Opened before the job starts: a log that cannot be written fails now, not after hours.
+  const UniqueFd log = open_perf_log(log_path);
+  MeasureOptions mo;
+  mo.user_cidfile = find_cidfile_option(o.engine_options);
+  std::cout.flush();
+  const std::time_t started = std::time(nullptr);
+  const MeasuredRun run = run_measured(inv.argv, inv.engine, mo);
+  if (!run.sample_error.empty())
+    std::cerr << "gpu-run: warning: --record: " << run.sample_error << "\n";
+  else if (!run.container_seen)
+    std::cerr << "gpu-run: warning: --record: the container was never seen running; recording a peak of 0\n";
+  append_perf_line(log.get(), perf_record_line(make_perf_record(inv, o, run, started)), log_path);
+  std::cerr << "gpu-run: recorded peak /dev/shm " << format_size(run.shm.peak) << " of " << format_size(inv.applied_shm)
+            << " (" << run.shm.samples << " samples, exit " << run.exit_code << ") in " << log_path.string() << "\n";
+  return run.exit_code;
+}
+
+}  // namespace gpurun

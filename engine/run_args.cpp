@@ -1,0 +1,242 @@
+#include "run_args.hpp"
+
+#include <cstring>
+#include <set>
+
+#include "error.hpp"
+
+namespace gpurun {
+namespace {
+
+struct OwnOption {
+  const char* name;
+  bool takes_value;
+};
+
+constexpr OwnOption kOwnOptions[] = {
+    {"--profile", true},         {"--gpus", true},        {"--workers", true}, {"--batch-size", true},
+    {"--prefetch-factor", true}, {"--profile-dir", true}, {"--engine", true},  {"--gpu-request", true},
+    {"--dry-run", false},        {"--explain", false},    {"--json", false},   {"--help", false},
+    {"--version", false},        {"--record", false},
+};
+
+// Long options of `docker run` and `podman run` that take no value. Every other long
+// option takes one (as `--opt value` or `--opt=value`).
+const std::set<std::string>& engine_flags() {
+  static const std::set<std::string> flags = {"--rm",
+                                              "--detach",
+                                              "--interactive",
+                                              "--tty",
+                                              "--privileged",
+                                              "--init",
+                                              "--read-only",
+                                              "--publish-all",
+                                              "--no-healthcheck",
+                                              "--oom-kill-disable",
+                                              "--sig-proxy",
+                                              "--disable-content-trust",
+                                              "--quiet",
+                                              "--use-api-socket",
+                                              "--replace",
+                                              "--rootfs",
+                                              "--rmi",
+                                              "--no-hosts",
+                                              "--env-host",
+                                              "--http-proxy",
+                                              "--read-only-tmpfs",
+                                              "--tls-verify",
+                                              "--passwd",
+                                              "--no-healthcheck",
+                                              "--help"};
+  return flags;
+}
+
+// Short options that take no value: -d -i -t -P -q.
+bool is_short_flag(char c) { return std::strchr("ditPq", c) != nullptr; }
+
+const OwnOption* find_own(const std::string& name) {
+  for (const auto& o : kOwnOptions)
+    if (name == o.name) return &o;
+  return nullptr;
+}
+
+}  // namespace
+
+WrapperOptions split_wrapper_args(const std::vector<std::string>& args) {
+  WrapperOptions opts;
+  std::size_t i = 0;
+  auto value_of = [&](const std::string& name, std::optional<std::string> inline_value) -> std::string {
+    if (inline_value) return *inline_value;
+    if (i + 1 >= args.size()) throw Error(name + ": missing value (see gpu-run --help)");
+    return args[++i];
+  };
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.size() > 2 && arg.compare(0, 2, "--") == 0) {
+      auto eq = arg.find('=');
+      std::string name = arg.substr(0, eq);
+      std::optional<std::string> inline_value;
+      if (eq != std::string::npos) inline_value = arg.substr(eq + 1);
+      if (const OwnOption* own = find_own(name)) {
+        if (!own->takes_value) {
+          if (inline_value) throw Error(name + ": takes no value");
+          if (name == "--dry-run")
+            opts.dry_run = true;
+          else if (name == "--explain")
+            opts.explain = true;
+          else if (name == "--json")
+            opts.json = true;
+          else if (name == "--help")
+            opts.help = true;
+          else if (name == "--version")
+            opts.version = true;
+          else if (name == "--record")
+            opts.record = true;
+          continue;
+        }
+        std::string v = value_of(name, inline_value);
+        if (name == "--profile")
+          opts.sizing.profile = v;
+        else if (name == "--gpus")
+          opts.sizing.gpus = v;
+        else if (name == "--workers")
+          opts.sizing.workers = v;
+        else if (name == "--batch-size")
+          opts.sizing.batch_size = v;
+        else if (name == "--prefetch-factor")
+          opts.sizing.prefetch_factor = v;
+        else if (name == "--profile-dir")
+          opts.sizing.profile_dirs.push_back(v);
+        else if (name == "--engine")
+          opts.engine = v;
+        else if (name == "--gpu-request")
+          opts.gpu_request = v;
+        continue;
+      }
+      opts.engine_options.push_back(arg);
+      if (!inline_value && !engine_flags().count(name)) {
+        if (i + 1 >= args.size()) throw Error(name + ": missing value (an option of the engine's run command)");
+        opts.engine_options.push_back(args[++i]);
+      }
+      continue;
+    }
+    if (arg.size() > 1 && arg[0] == '-') {
+      opts.engine_options.push_back(arg);
+      // A cluster such as -it or -itv a:b or -eFOO=1: a value option consumes the rest or the next arg.
+      for (std::size_t k = 1; k < arg.size(); ++k) {
+        if (is_short_flag(arg[k])) continue;
+        if (k + 1 == arg.size()) {
+          if (i + 1 >= args.size())
+            throw Error(std::string("-") + arg[k] + ": missing value (an option of the engine's run command)");
+          opts.engine_options.push_back(args[++i]);
+        }
+        break;
+      }
+      continue;
+    }
+    break;
+  }
+  if (opts.help || opts.version) return opts;
+  if (i >= args.size())
+    throw Error("missing IMAGE: usage: gpu-run [gpu-run options] [docker run options] IMAGE [COMMAND [ARG...]]");
+  opts.image = args[i++];
+  opts.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  return opts;
+}
+
+EngineOptionFacts scan_engine_options(const std::vector<std::string>& o) {
+  EngineOptionFacts facts;
+  auto mounts_host_shm = [](const std::string& spec) {
+    // -v SRC:DST[:opts]
+    auto a = spec.find(':');
+    if (a == std::string::npos) return false;
+    auto b = spec.find(':', a + 1);
+    std::string src = spec.substr(0, a),
+                dst = spec.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+    while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+    return dst == "/dev/shm" && !src.empty() && src[0] == '/';
+  };
+  auto mount_targets_shm = [](const std::string& spec) {
+    // --mount type=bind,source=/dev/shm,target=/dev/shm
+    bool bind_like = spec.find("type=tmpfs") == std::string::npos;
+    for (const char* key : {"target=/dev/shm", "dst=/dev/shm", "destination=/dev/shm"}) {
+      auto pos = spec.find(key);
+      if (pos != std::string::npos) {
+        auto end = pos + std::strlen(key);
+        if ((end == spec.size() || spec[end] == ',' || spec[end] == '/') && bind_like) return true;
+      }
+    }
+    return false;
+  };
+  for (std::size_t i = 0; i < o.size(); ++i) {
+    const std::string& arg = o[i];
+    std::string name = arg, value;
+    bool has_value = false;
+    if (arg.compare(0, 2, "--") == 0) {
+      auto eq = arg.find('=');
+      if (eq != std::string::npos) {
+        name = arg.substr(0, eq);
+        value = arg.substr(eq + 1);
+        has_value = true;
+      } else if (!engine_flags().count(arg) && i + 1 < o.size()) {
+        value = o[i + 1];
+        has_value = true;
+      }
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      // Short cluster: find its value option, if any.
+      for (std::size_t k = 1; k < arg.size(); ++k) {
+        if (is_short_flag(arg[k])) continue;
+        name = std::string("-") + arg[k];
+        if (k + 1 < arg.size())
+          value = arg.substr(k + 1);
+        else if (i + 1 < o.size())
+          value = o[i + 1];
+        has_value = true;
+        break;
+      }
+    }
+    if (!has_value) continue;
+    if (name == "--shm-size")
+      facts.shm_size = value;
+    else if (name == "--ipc")
+      facts.ipc = value;
+    else if (name == "--memory" || name == "-m")
+      facts.memory = value;
+    else if (name == "--cpus")
+      facts.cpus = value;
+    else if (name == "--cpuset-cpus")
+      facts.cpuset_cpus = value;
+    else if ((name == "--volume" || name == "-v") && mounts_host_shm(value))
+      facts.host_shm_mount = true;
+    else if (name == "--mount" && mount_targets_shm(value))
+      facts.host_shm_mount = true;
+    // Skip the value we just read when it was a separate argument.
+    if (arg.compare(0, 2, "--") == 0 && arg.find('=') == std::string::npos)
+      ++i;
+    else if (arg[0] == '-' && arg.compare(0, 2, "--") != 0 && name.size() == 2 && arg.find(name[1]) + 1 == arg.size())
+      ++i;
+  }
+  return facts;
+}
+
+std::string shell_quote(const std::string& arg) {
+  if (arg.empty()) return "''";
+  bool safe = true;
+  for (unsigned char c : arg)
+    if (!(std::isalnum(c) || std::strchr("@%+=:,./-_", c))) safe = false;
+  if (safe) return arg;
+  std::string out = "'";
+  for (char c : arg) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+}  // namespace gpurun

@@ -1,0 +1,57 @@
+// The container contract: one table from which every door's names are derived.
+#include "contract.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <regex>
+
+#include "shm_decision.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+TEST(Contract, HooksDPatternIsDerivedFromTheRequestKeys) {
+  const std::regex ere(request_annotation_pattern(), std::regex::extended);
+  for (const RequestKeySpec& k : kRequestKeys) EXPECT_TRUE(std::regex_match(k.annotation, ere)) << k.annotation;
+  EXPECT_EQ(kRequestKeys.size(), 5u);
+  for (const char* other :
+       {"gpu-run.", "gpu-runXprofile", "gpu-run.profiles", kCrioShmSizeAnnotation, kLabelShmSize + 1})
+    EXPECT_FALSE(std::regex_match(other, ere)) << other;
+}
+
+TEST(Contract, EveryRequestKeyReachesTheRequestByAnnotationAndByEnv) {
+  for (const RequestKeySpec& k : kRequestKeys) {
+    SpecFacts by_env;
+    by_env.env[k.env] = "7";
+    SpecFacts by_annotation;
+    by_annotation.annotations[k.annotation] = "7";
+    for (const SpecFacts& spec : {by_env, by_annotation}) {
+      const ContainerRequest r = container_request({}, spec);
+      EXPECT_TRUE(r.named_anything()) << k.name;
+      const std::optional<std::string>* fields[] = {&r.profile, &r.gpus, &r.workers, &r.batch_size, &r.shm_size};
+      EXPECT_EQ(*fields[static_cast<int>(k.key)], "7") << k.name;
+    }
+    EXPECT_TRUE(has_request_annotation({{k.annotation, ""}})) << k.name;
+  }
+  EXPECT_FALSE(has_request_annotation({{kCrioShmSizeAnnotation, "1g"}, {"gpu-run.other", "x"}}));
+}
+
+TEST(Contract, EnvAndLabelsOfASizedContainer) {
+  const NameValues env = container_env("imagenet", 4, 64, 1536 * kMiB);
+  ASSERT_EQ(env.size(), 4u);
+  EXPECT_EQ(env[0], (std::pair<std::string, std::string>{"GPU_RUN_PROFILE", "imagenet"}));
+  EXPECT_EQ(env[1], (std::pair<std::string, std::string>{"GPU_RUN_NUM_WORKERS", "4"}));
+  EXPECT_EQ(env[2], (std::pair<std::string, std::string>{"GPU_RUN_BATCH_SIZE", "64"}));
+  EXPECT_EQ(env[3], (std::pair<std::string, std::string>{"GPU_RUN_SHM_SIZE", "1536m"}));
+  const NameValues labels = container_labels("imagenet", 1536 * kMiB);
+  EXPECT_EQ(labels, (NameValues{{"gpu-run.profile", "imagenet"}, {"gpu-run.shm-size", "1536m"}}));
+  const auto names = contract_env_names();
+  for (const char* n :
+       {"GPU_RUN_PROFILE", "GPU_RUN_GPUS", "GPU_RUN_WORKERS", "GPU_RUN_NUM_WORKERS", "GPU_RUN_SHM_SIZE"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+}
+
+}  // namespace
+}  // namespace gpurun

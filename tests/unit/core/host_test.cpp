@@ -1,0 +1,245 @@
+#include "host.hpp"
+
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <limits>
+#include <string>
+
+#include "test_files.hpp"
+
+namespace gpurun {
+namespace {
+
+using test::TempDir;
+
+unsigned affinity_now() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  return static_cast<unsigned>(CPU_COUNT(&set));
+}
+
+TEST(ParseCpuMax, V2) {
+  EXPECT_FALSE(parse_cpu_max("max 100000").has_value());
+  EXPECT_FALSE(parse_cpu_max("max").has_value());
+  EXPECT_FALSE(parse_cpu_max("").has_value());
+  EXPECT_DOUBLE_EQ(parse_cpu_max("200000 100000").value(), 2.0);
+  EXPECT_DOUBLE_EQ(parse_cpu_max("150000 100000\n").value(), 1.5);
+  EXPECT_DOUBLE_EQ(parse_cpu_max("50000 200000").value(), 0.25);
+  EXPECT_DOUBLE_EQ(parse_cpu_max("150000").value(), 1.5);  // period defaults to 100000
+  EXPECT_FALSE(parse_cpu_max("100000 0").has_value());
+  EXPECT_FALSE(parse_cpu_max("abc 100000").has_value());
+  EXPECT_FALSE(parse_cpu_max("-1 100000").has_value());
+}
+
+TEST(ParseCfsQuota, V1) {
+  EXPECT_FALSE(parse_cfs_quota("-1", "100000").has_value());
+  EXPECT_FALSE(parse_cfs_quota("", "100000").has_value());
+  EXPECT_DOUBLE_EQ(parse_cfs_quota("250000", "100000").value(), 2.5);
+  EXPECT_DOUBLE_EQ(parse_cfs_quota("100000", "100000").value(), 1.0);
+  EXPECT_FALSE(parse_cfs_quota("100000", "0").has_value());
+  EXPECT_FALSE(parse_cfs_quota("100000", "x").has_value());
+}
+
+TEST(ParseMemoryLimit, V1AndV2) {
+  EXPECT_FALSE(parse_memory_limit("max").has_value());                  // v2: no limit
+  EXPECT_FALSE(parse_memory_limit("9223372036854771712").has_value());  // v1: 2^63 - 4096, no limit
+  EXPECT_FALSE(parse_memory_limit("").has_value());
+  EXPECT_FALSE(parse_memory_limit("12g").has_value());
+  EXPECT_EQ(parse_memory_limit("1073741824"), std::optional<std::uint64_t>(1073741824));
+  EXPECT_EQ(parse_memory_limit("536870912"), std::optional<std::uint64_t>(536870912));
+  // 1 PiB is a real (if large) limit, well below the v1 "none" sentinel.
+  EXPECT_EQ(parse_memory_limit("1125899906842624"), std::optional<std::uint64_t>(1125899906842624));
+}
+
+TEST(ParseMeminfo, TotalAndAvailable) {
+  const std::string text =
+      "MemTotal:       16314344 kB\n"
+      "MemFree:         1234567 kB\n"
+      "MemAvailable:    8157172 kB\n"
+      "Buffers:          123456 kB\n"
+      "Shmem:             65536 kB\n";
+  auto [total, available] = parse_meminfo(text);
+  EXPECT_EQ(total, 16314344ull * 1024);     // 16705888256
+  EXPECT_EQ(available, 8157172ull * 1024);  // 8352944128
+  auto [t0, a0] = parse_meminfo("");
+  EXPECT_EQ(t0, 0u);
+  EXPECT_EQ(a0, 0u);
+}
+
+TEST(ParseProcCgroup, V2) {
+  EXPECT_EQ(parse_proc_cgroup("0::/user.slice/user-1000.slice/session-2.scope\n", ""),
+            std::optional<std::string>("/user.slice/user-1000.slice/session-2.scope"));
+  EXPECT_EQ(parse_proc_cgroup("0::/\n", ""), std::optional<std::string>("/"));
+  EXPECT_FALSE(parse_proc_cgroup("0::/\n", "memory").has_value());
+}
+
+TEST(ParseProcCgroup, V1AndHybrid) {
+  const std::string text =
+      "12:pids:/docker/abc\n"
+      "11:memory:/docker/abc-mem\n"
+      "4:cpu,cpuacct:/docker/abc-cpu\n"
+      "3:cpuset:/docker/abc-set\n"
+      "1:name=systemd:/docker/abc\n"
+      "0::/system.slice/containerd.service\n";
+  EXPECT_EQ(parse_proc_cgroup(text, "memory"), std::optional<std::string>("/docker/abc-mem"));
+  EXPECT_EQ(parse_proc_cgroup(text, "cpu"), std::optional<std::string>("/docker/abc-cpu"));
+  EXPECT_EQ(parse_proc_cgroup(text, "cpuacct"), std::optional<std::string>("/docker/abc-cpu"));
+  EXPECT_EQ(parse_proc_cgroup(text, "cpuset"), std::optional<std::string>("/docker/abc-set"));
+  EXPECT_EQ(parse_proc_cgroup(text, ""), std::optional<std::string>("/system.slice/containerd.service"));
+  EXPECT_FALSE(parse_proc_cgroup(text, "blkio").has_value());
+  EXPECT_FALSE(parse_proc_cgroup("4:cpu,cpuacct:/x\n", "").has_value());  // pure v1: no unified line
+  EXPECT_FALSE(parse_proc_cgroup("garbage\n", "").has_value());
+  // A path may itself contain ':'.
+  EXPECT_EQ(parse_proc_cgroup("0::/a:b\n", ""), std::optional<std::string>("/a:b"));
+}
+
+TEST(ParseCpuList, Counts) {
+  EXPECT_EQ(parse_cpu_list("0"), std::optional<unsigned>(1));
+  EXPECT_EQ(parse_cpu_list("0-3"), std::optional<unsigned>(4));
+  EXPECT_EQ(parse_cpu_list("0-3,8,10-11"), std::optional<unsigned>(7));  // 4 + 1 + 2
+  EXPECT_EQ(parse_cpu_list("5,7"), std::optional<unsigned>(2));
+  EXPECT_FALSE(parse_cpu_list("").has_value());
+  EXPECT_FALSE(parse_cpu_list("3-1").has_value());
+  EXPECT_FALSE(parse_cpu_list("a-b").has_value());
+  EXPECT_FALSE(parse_cpu_list("0-").has_value());
+  EXPECT_FALSE(parse_cpu_list("0-70000").has_value());
+}
+
+TEST(UsableCpus, AffinityBoundedByQuota) {
+  EXPECT_EQ(usable_cpus(8, std::nullopt), 8u);
+  EXPECT_EQ(usable_cpus(8, 2.0), 2u);
+  EXPECT_EQ(usable_cpus(8, 1.5), 2u);   // rounded up
+  EXPECT_EQ(usable_cpus(8, 0.25), 1u);  // at least 1
+  EXPECT_EQ(usable_cpus(4, 16.0), 4u);  // quota above affinity: affinity
+  EXPECT_EQ(usable_cpus(0, std::nullopt), 1u);
+  EXPECT_EQ(usable_cpus(8, 0.0), 8u);           // no quota
+  EXPECT_EQ(usable_cpus(8, 3.0000000001), 3u);  // float noise does not add a CPU
+}
+
+const char* const kMeminfo =
+    "MemTotal:        8000000 kB\n"
+    "MemFree:         1000000 kB\n"
+    "MemAvailable:    6000000 kB\n";
+
+TEST(ProbeHost, CgroupV2) {
+  TempDir root;
+  root.write("proc/self/cgroup", "0::/docker/abc\n");
+  root.write("proc/meminfo", kMeminfo);
+  root.write("sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+  root.write("sys/fs/cgroup/cpu.max", "max 100000\n");  // the root's, not ours
+  root.write("sys/fs/cgroup/docker/abc/cpu.max", "50000 100000\n");
+  root.write("sys/fs/cgroup/docker/abc/memory.max", "1073741824\n");
+  HostInfo h = probe_host(root.path());
+  EXPECT_DOUBLE_EQ(h.cgroup_cpu_quota.value_or(-1), 0.5);
+  EXPECT_EQ(h.cgroup_memory_limit, std::optional<std::uint64_t>(1073741824));
+  EXPECT_EQ(h.affinity_cpus, affinity_now());
+  EXPECT_EQ(h.cpus, 1u);  // ceil(0.5) = 1, whatever the affinity
+  EXPECT_EQ(h.mem_total, 8000000ull * 1024);
+  EXPECT_EQ(h.mem_available, 6000000ull * 1024);
+}
+
+TEST(ProbeHost, CgroupV2NamespacedRoot) {
+  // Inside a container with a cgroup namespace the process sees itself at "/".
+  TempDir root;
+  root.write("proc/self/cgroup", "0::/\n");
+  root.write("sys/fs/cgroup/cgroup.controllers", "cpu memory\n");
+  root.write("sys/fs/cgroup/cpu.max", "100000 100000\n");
+  root.write("sys/fs/cgroup/memory.max", "max\n");
+  HostInfo h = probe_host(root.path());
+  EXPECT_DOUBLE_EQ(h.cgroup_cpu_quota.value_or(-1), 1.0);
+  EXPECT_FALSE(h.cgroup_memory_limit.has_value());
+  EXPECT_EQ(h.cpus, 1u);
+  EXPECT_EQ(h.mem_total, 0u);  // no meminfo in this tree
+}
+
+TEST(ProbeHost, CgroupV2Unlimited) {
+  TempDir root;
+  root.write("proc/self/cgroup", "0::/job\n");
+  root.write("sys/fs/cgroup/cgroup.controllers", "cpu memory\n");
+  root.write("sys/fs/cgroup/job/cpu.max", "max 100000\n");
+  root.write("sys/fs/cgroup/job/memory.max", "max\n");
+  HostInfo h = probe_host(root.path());
+  EXPECT_FALSE(h.cgroup_cpu_quota.has_value());
+  EXPECT_FALSE(h.cgroup_memory_limit.has_value());
+  EXPECT_EQ(h.cpus, affinity_now());
+}
+
+TEST(ProbeHost, CgroupV1) {
+  TempDir root;
+  // A hybrid host: v1 controllers plus an empty unified hierarchy, no cgroup.controllers at the top.
+  root.write("proc/self/cgroup",
+             "11:memory:/docker/abc\n"
+             "4:cpu,cpuacct:/docker/abc\n"
+             "1:name=systemd:/docker/abc\n"
+             "0::/docker/abc\n");
+  root.write("proc/meminfo", kMeminfo);
+  root.write("sys/fs/cgroup/unified/cgroup.controllers", "");
+  root.write("sys/fs/cgroup/cpu/docker/abc/cpu.cfs_quota_us", "250000\n");
+  root.write("sys/fs/cgroup/cpu/docker/abc/cpu.cfs_period_us", "100000\n");
+  root.write("sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "2147483648\n");
+  HostInfo h = probe_host(root.path());
+  EXPECT_DOUBLE_EQ(h.cgroup_cpu_quota.value_or(-1), 2.5);
+  EXPECT_EQ(h.cgroup_memory_limit, std::optional<std::uint64_t>(2147483648));
+  // ceil(2.5) = 3, bounded by the affinity of the machine running the test.
+  EXPECT_EQ(h.cpus, std::min(3u, affinity_now()));
+  EXPECT_EQ(h.mem_total, 8000000ull * 1024);
+}
+
+TEST(ProbeHost, CgroupV1Unlimited) {
+  TempDir root;
+  root.write("proc/self/cgroup", "11:memory:/\n4:cpu,cpuacct:/\n");
+  root.write("sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n");
+  root.write("sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
+  root.write("sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+  HostInfo h = probe_host(root.path());
+  EXPECT_FALSE(h.cgroup_cpu_quota.has_value());
+  EXPECT_FALSE(h.cgroup_memory_limit.has_value());
+  EXPECT_EQ(h.cpus, affinity_now());
+}
+
+TEST(ProbeHost, EmptyRootIsNotAnError) {
+  TempDir root;
+  HostInfo h = probe_host(root.path());
+  EXPECT_FALSE(h.cgroup_cpu_quota.has_value());
+  EXPECT_FALSE(h.cgroup_memory_limit.has_value());
+  EXPECT_EQ(h.cpus, affinity_now());
+  EXPECT_EQ(h.mem_total, 0u);
+  EXPECT_EQ(h.mem_available, 0u);
+}
+
+}  // namespace
+}  // namespace gpurun
+
+namespace gpurun {
+namespace {
+
+// Found by fuzz_spec: a quota of INT64_MAX/1 used to overflow a cast (undefined behaviour).
+TEST(UsableCpus, HugeQuotasDoNotOverflow) {
+  EXPECT_EQ(usable_cpus(8, 9.223372036854775807e18), 8u);
+  EXPECT_EQ(usable_cpus(8, 1e300), 8u);
+  EXPECT_EQ(usable_cpus(8, std::numeric_limits<double>::infinity()), 8u);
+}
+
+}  // namespace
+}  // namespace gpurun
+
+namespace gpurun {
+namespace {
+
+TEST(ProbeHost, CgroupV1InsideAContainerFallsBackToTheMountRoot) {
+  // cgroup v1 without a cgroup namespace: /proc/self/cgroup names the host's path, but the
+  // container's mount shows its own cgroup at the root.
+  test::TempDir root;
+  root.write("proc/self/cgroup", "4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n");
+  root.write("sys/fs/cgroup/memory/memory.limit_in_bytes", "536870912\n");
+  root.write("sys/fs/cgroup/cpu/cpu.cfs_quota_us", "150000\n");
+  root.write("sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
+  HostInfo h = probe_host(root.path());
+  EXPECT_EQ(h.cgroup_memory_limit, std::optional<std::uint64_t>(536870912));
+  EXPECT_DOUBLE_EQ(h.cgroup_cpu_quota.value_or(-1), 1.5);
+}
+
+}  // namespace
+}  // namespace gpurun

@@ -1,0 +1,155 @@
+#include "shm_mount.hpp"
+
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "error.hpp"
+#include "test_files.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+// Each test runs in a private mount namespace of its own process (ctest runs every
+// test in a separate process), so no mount leaks to the host.
+class ShmMountTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount tmpfs (CI runs as root)";
+    ASSERT_EQ(::unshare(CLONE_NEWNS), 0) << std::strerror(errno);
+    ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0) << std::strerror(errno);
+    root_ = dir_.path() / "rootfs";
+    fs::create_directories(root_ / "dev");
+  }
+  void TearDown() override {
+    if (::geteuid() == 0) {
+      ::umount2((root_ / "dev/shm").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+      ::umount2((root_ / "dev").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+    }
+  }
+  void mount_tmpfs(const fs::path& where, const std::string& opts) {
+    fs::create_directories(where);
+    ASSERT_EQ(::mount("shm", where.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts.c_str()), 0)
+        << where << ": " << std::strerror(errno);
+  }
+  std::uint64_t size_of(const fs::path& p) {
+    struct statvfs st {};
+    EXPECT_EQ(::statvfs(p.c_str(), &st), 0);
+    return static_cast<std::uint64_t>(st.f_blocks) * st.f_frsize;
+  }
+  ShmTarget target(std::uint64_t size, bool shrink = false) {
+    ShmTarget t;
+    t.rootfs = root_;
+    t.size = size;
+    t.allow_shrink = shrink;
+    t.host_shm_dev = host_shm_device();
+    return t;
+  }
+
+  test::TempDir dir_;
+  fs::path root_;
+};
+
+TEST_F(ShmMountTest, GrowsATmpfsAndKeepsItsFlags) {
+  mount_tmpfs(root_ / "dev", "mode=755");
+  mount_tmpfs(root_ / "dev/shm", "size=64m,mode=1777");
+  ShmResult r = apply_shm(target(300 * kMiB));
+  EXPECT_EQ(r.outcome, ShmOutcome::kResized);
+  EXPECT_EQ(r.before, 64 * kMiB);
+  EXPECT_EQ(r.after, 300 * kMiB);
+  EXPECT_EQ(size_of(root_ / "dev/shm"), 300 * kMiB);
+  struct statvfs st {};
+  ASSERT_EQ(::statvfs((root_ / "dev/shm").c_str(), &st), 0);
+  EXPECT_TRUE(st.f_flag & ST_NOSUID);
+  EXPECT_TRUE(st.f_flag & ST_NODEV);
+  EXPECT_TRUE(st.f_flag & ST_NOEXEC);
+}
+
+TEST_F(ShmMountTest, GrowOnlyUnlessExplicit) {
+  mount_tmpfs(root_ / "dev", "mode=755");
+  mount_tmpfs(root_ / "dev/shm", "size=512m");
+  EXPECT_EQ(apply_shm(target(128 * kMiB)).outcome, ShmOutcome::kUnchanged);
+  EXPECT_EQ(size_of(root_ / "dev/shm"), 512 * kMiB);
+  EXPECT_EQ(apply_shm(target(128 * kMiB, true)).outcome, ShmOutcome::kResized);
+  EXPECT_EQ(size_of(root_ / "dev/shm"), 128 * kMiB);
+}
+
+TEST_F(ShmMountTest, MountsANewTmpfsInATmpfsDev) {
+  mount_tmpfs(root_ / "dev", "mode=755");
+  ShmResult r = apply_shm(target(200 * kMiB));
+  EXPECT_EQ(r.outcome, ShmOutcome::kMounted);
+  EXPECT_EQ(size_of(root_ / "dev/shm"), 200 * kMiB);
+  struct stat st {};
+  ASSERT_EQ(::stat((root_ / "dev/shm").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 01777u);
+}
+
+TEST_F(ShmMountTest, RefusesToMountIntoTheImage) {
+  fs::create_directories(root_ / "dev/shm");  // plain directories of the image, no tmpfs
+  try {
+    apply_shm(target(200 * kMiB));
+    FAIL() << "mounted into the image";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a tmpfs"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ShmMountTest, RefusesSymlinkedShm) {
+  mount_tmpfs(root_ / "dev", "mode=755");
+  fs::create_directory_symlink("/", root_ / "dev/shm");
+  try {
+    apply_shm(target(200 * kMiB));
+    FAIL() << "followed a symlink";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("symlink"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ShmMountTest, RefusesSymlinkedDev) {
+  fs::remove(root_ / "dev");
+  fs::create_directories(root_ / "elsewhere");
+  mount_tmpfs(root_ / "elsewhere", "mode=755");
+  mount_tmpfs(root_ / "elsewhere/shm", "size=64m");
+  fs::create_directory_symlink("/elsewhere", root_ / "dev");
+  try {
+    apply_shm(target(200 * kMiB));
+    FAIL() << "followed /dev";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/dev in the image is a symlink"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(size_of(root_ / "elsewhere/shm"), 64 * kMiB);
+  ::umount2((root_ / "elsewhere/shm").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+  ::umount2((root_ / "elsewhere").c_str(), MNT_DETACH | UMOUNT_NOFOLLOW);
+}
+
+TEST_F(ShmMountTest, RefusesANonTmpfsMount) {
+  mount_tmpfs(root_ / "dev", "mode=755");
+  fs::create_directories(root_ / "dev/shm");
+  fs::create_directories(dir_.path() / "data");
+  ASSERT_EQ(::mount((dir_.path() / "data").c_str(), (root_ / "dev/shm").c_str(), nullptr, MS_BIND, nullptr), 0);
+  try {
+    apply_shm(target(200 * kMiB));
+    FAIL() << "touched a bind mount of a directory";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not a tmpfs"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(ShmMountTest, LeavesTheHostsShmAlone) {
+  mount_tmpfs(root_ / "dev", "mode=755");
+  fs::create_directories(root_ / "dev/shm");
+  ASSERT_EQ(::mount("/dev/shm", (root_ / "dev/shm").c_str(), nullptr, MS_BIND, nullptr), 0);
+  const std::uint64_t host_before = size_of("/dev/shm");
+  ShmResult r = apply_shm(target(host_before + 64 * kMiB));
+  EXPECT_EQ(r.outcome, ShmOutcome::kHostShm);
+  EXPECT_EQ(size_of("/dev/shm"), host_before);
+}
+
+}  // namespace
+}  // namespace gpurun

@@ -1,0 +1,97 @@
+#include "calibrate.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "profile.hpp"
+#include "sizing.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+Profile base_profile() {
+  Profile p;
+  p.name = "default";
+  p.fields = {{"image", {3, 224, 224}, "float32"}, {"label", {}, "int64"}};
+  p.batch_size = 32;
+  p.prefetch_factor = 2;
+  p.pin_memory = true;
+  p.headroom = 1.25;
+  p.nccl_reserve = 512 * kMiB;
+  p.min_shm = 64 * kMiB;
+  p.max_shm = 256 * kGiB;
+  return p;
+}
+
+Calibration measured() {
+  Calibration c;
+  c.peak_shm = 300 * kMiB;
+  c.workers = 2;
+  c.batch_size = 96;
+  c.gpus = 0;
+  c.prefetch_factor = 2;
+  c.pin_memory = true;
+  c.measured_at = "2026-12-02T15:48:08Z";
+  return c;
+}
+
+TEST(CalibrateTest, DocumentExtendsTheBaseAndValidates) {
+  const auto doc =
+      calibrated_profile_document("team/mine", "measured", base_profile(), std::string("default"), measured());
+  const std::string text = doc.dump(2);
+  const auto parsed = parse_profile_document(text, "mine.json");
+  EXPECT_EQ(parsed["extends"], "default");
+  EXPECT_EQ(parsed["batch_size"], 96);
+  EXPECT_EQ(parsed["workers_per_gpu"], 2);
+  EXPECT_EQ(parsed["prefetch_factor"], 2);
+  EXPECT_EQ(parsed["calibration"]["peak_shm"], 300 * kMiB);
+  EXPECT_FALSE(parsed.contains("fields"));
+  // The keys come in a person's order: name first, calibration last.
+  EXPECT_LT(text.find("\"name\""), text.find("\"extends\""));
+  EXPECT_LT(text.find("\"extends\""), text.find("\"calibration\""));
+}
+
+TEST(CalibrateTest, DocumentInlinesABaseWithoutAName) {
+  const auto doc = calibrated_profile_document("mine", "measured", base_profile(), std::nullopt, measured());
+  const auto parsed = parse_profile_document(doc.dump(), "mine.json");
+  EXPECT_FALSE(parsed.contains("extends"));
+  // Complete on its own: it loads without a parent.
+  const Profile p = profile_from_document(parsed, "mine.json");
+  ASSERT_TRUE(p.calibration);
+  EXPECT_EQ(p.calibration->peak_shm, 300 * kMiB);
+  EXPECT_EQ(p.fields.size(), 2u);
+}
+
+TEST(CalibrateTest, PlanForTheMeasuredJobIsTheHeadroomTimesThePeak) {
+  const Profile p = calibrated_profile("mine", base_profile(), measured());
+  SizingRequest r;
+  const ShmPlan plan = plan_shm(p, r);
+  EXPECT_TRUE(plan.calibrated);
+  EXPECT_EQ(plan.workers, 2u);
+  EXPECT_EQ(plan.batch_size, 96u);
+  EXPECT_GE(plan.shm, 300 * kMiB * 5 / 4);
+  EXPECT_LE(plan.shm, 300 * kMiB * 5 / 4 + 2 * kMiB);
+  // Twice the batch: twice the shm.
+  r.batch_size = 192;
+  EXPECT_NEAR(static_cast<double>(plan_shm(p, r).need), 2.0 * static_cast<double>(plan.need), 2.0 * kMiB);
+}
+
+TEST(CalibrateTest, GenerousShm) {
+  HostInfo host;
+  host.mem_available = 20 * kGiB;
+  ShmPlan plan;
+  plan.shm = 300 * kMiB;
+  EXPECT_EQ(generous_shm(host, plan, std::nullopt), 10 * kGiB);
+  host.mem_available = 64 * kGiB;
+  EXPECT_EQ(generous_shm(host, plan, std::nullopt), 16 * kGiB);
+  EXPECT_EQ(generous_shm(host, plan, 4 * kGiB), 4 * kGiB);
+  plan.shm = 20 * kGiB;  // never below the plan
+  EXPECT_EQ(generous_shm(host, plan, std::nullopt), 20 * kGiB);
+}
+
+}  // namespace
+}  // namespace gpurun

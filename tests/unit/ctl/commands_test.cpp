@@ -1,0 +1,65 @@
+#include "commands.hpp"
+
+#include <gtest/gtest.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <string>
+
+#include "error.hpp"
+#include "test_util.hpp"
+
+namespace gpurun {
+namespace {
+
+TEST(Cli, UsageErrorsExitTwo) {
+  for (const char* args : {"", "plan --bogus", "plan --profile", "k8s --profile imagenet", "profiles", "profiles show",
+                           "configure", "configure docker --set-default=maybe", "nope"}) {
+    CLI::App app;
+    add_ctl_commands(app);
+    try {
+      app.parse(args, false);
+      ADD_FAILURE() << "parsed: " << args;
+    } catch (const CLI::ParseError& e) {
+      testing::internal::CaptureStderr();
+      EXPECT_EQ(report_parse_error(app, e), kExitUsage) << args;
+      const std::string err = testing::internal::GetCapturedStderr();
+      EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+      EXPECT_CONTAINS(err, "--help");
+    }
+  }
+}
+
+TEST(Cli, HelpExitsZero) {
+  CLI::App app;
+  add_ctl_commands(app);
+  try {
+    app.parse("k8s --help", false);
+    ADD_FAILURE() << "no help";
+  } catch (const CLI::ParseError& e) {
+    testing::internal::CaptureStdout();
+    EXPECT_EQ(report_parse_error(app, e), 0);
+    const std::string out = testing::internal::GetCapturedStdout();
+    EXPECT_CONTAINS(out, "--runtime-class");
+    EXPECT_CONTAINS(out, "4Gi per GPU rank");
+  }
+}
+
+TEST(Cli, SizingFlagsSayTheSameOnEveryCommand) {
+  CLI::App app;
+  add_ctl_commands(app);
+  const auto help = [&](const char* command, const char* flag) {
+    return app.get_subcommand(command)->get_option(flag)->get_description();
+  };
+  for (const char* flag : {"--batch-size", "--prefetch-factor", "--profile-dir"})
+    for (const char* command : {"k8s", "calibrate", "tune"}) EXPECT_EQ(help(command, flag), help("plan", flag)) << flag;
+  // k8s describes a pod: its --profile, --gpus and --workers say so.
+  for (const char* flag : {"--profile", "--gpus", "--workers"}) {
+    EXPECT_EQ(help("calibrate", flag), help("plan", flag)) << flag;
+    EXPECT_NE(help("k8s", flag), help("plan", flag)) << flag;
+  }
+  for (const char* flag : {"--profile", "--gpus"}) EXPECT_EQ(help("tune", flag), help("plan", flag)) << flag;
+}
+
+}  // namespace
+}  // namespace gpurun

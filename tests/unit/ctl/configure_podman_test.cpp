@@ -1,0 +1,68 @@
+#include "configure_podman.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+
+#include "config.hpp"
+#include "contract.hpp"
+#include "error.hpp"
+#include "test_files.hpp"
+#include "test_util.hpp"
+
+namespace gpurun {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+using test::read_text;
+
+TEST(HooksD, DocumentIsTheHooksDSchemaAtCreateRuntime) {
+  const ordered_json doc = hooks_d_document("/usr/bin/gpu-run-hook", "/etc/gpu-run/config.json", false);
+  const json expected = json::parse(R"({
+    "version": "1.0.0",
+    "hook": {"path": "/usr/bin/gpu-run-hook",
+             "args": ["gpu-run-hook", "--config", "/etc/gpu-run/config.json", "createRuntime"]},
+    "when": {"annotations": {"^gpu-run\\.(profile|gpus|workers|batch-size|shm-size)$": ".*"}},
+    "stages": ["createRuntime"]
+  })");
+  EXPECT_EQ(json::parse(doc.dump()), expected);
+  EXPECT_EQ(doc.begin().key(), "version");
+}
+
+TEST(HooksD, AlwaysStandsAloneInWhen) {
+  const ordered_json doc = hooks_d_document("/h", "/c", true);
+  EXPECT_EQ(json::parse(doc["when"].dump()), json::parse(R"({"always": true})"));
+}
+
+TEST(HooksD, AnnotationPatternMatchesExactlyGpuRunsKeys) {
+  const std::regex ere(request_annotation_pattern(), std::regex::extended);
+  for (const char* key :
+       {"gpu-run.profile", "gpu-run.gpus", "gpu-run.workers", "gpu-run.batch-size", "gpu-run.shm-size"})
+    EXPECT_TRUE(std::regex_search(key, ere)) << key;
+  for (const char* key :
+       {"gpu-runXprofile", "xgpu-run.profile", "gpu-run.profiles", "gpu-run.", "io.kubernetes.cri-o.ShmSize"})
+    EXPECT_FALSE(std::regex_search(key, ere)) << key;
+}
+
+TEST(HooksD, EditIsIdempotentAndRefusesMalformedFiles) {
+  const ordered_json wanted = hooks_d_document("/usr/bin/gpu-run-hook", "/etc/gpu-run/config.json", false);
+  EXPECT_TRUE(hook_file_edit(std::nullopt, "f.json", wanted).changed);
+  EXPECT_FALSE(hook_file_edit(wanted.dump(), "f.json", wanted).changed);
+  FileEdit other = hook_file_edit(std::string(R"({"version": "1.0.0"})"), "f.json", wanted);
+  EXPECT_TRUE(other.changed);
+  EXPECT_FALSE(other.notes.empty());
+  Error e = expect_error([&] { hook_file_edit(std::string("{\"version\":"), "/x/gpu-run.json", wanted); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "/x/gpu-run.json:1:");
+}
+
+TEST(Packaging, HooksFileIsWhatConfigurePodmanWrites) {
+  const json shipped = json::parse(read_text(std::string(GPU_RUN_SOURCE_PACKAGING) + "/hooks.d/gpu-run.json"));
+  EXPECT_EQ(shipped, json::parse(hooks_d_document("/usr/bin/gpu-run-hook", kDefaultConfigPath, false).dump()));
+}
+
+}  // namespace
+}  // namespace gpurun

@@ -1,0 +1,140 @@
+#include "k8s.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "config.hpp"
+#include "error.hpp"
+#include "plan.hpp"
+#include "test_fixtures.hpp"
+#include "test_util.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+using nlohmann::json;
+using test::builtin_only_env;
+using test::host_with_cpus;
+
+TEST(K8sQuantity, FormatsInTheLargestExactBinaryUnit) {
+  EXPECT_EQ(k8s_quantity(1556 * kMiB), "1556Mi");
+  EXPECT_EQ(k8s_quantity(2 * kGiB), "2Gi");
+  EXPECT_EQ(k8s_quantity(kGiB + kGiB / 2), "1536Mi");
+  EXPECT_EQ(k8s_quantity(1024ull * kGiB), "1Ti");
+  EXPECT_EQ(k8s_quantity(4096), "4Ki");
+  EXPECT_EQ(k8s_quantity(4097), "4097");
+  EXPECT_EQ(k8s_quantity(0), "0");
+}
+
+TEST(K8sQuantity, ParsesKubernetesMemoryQuantities) {
+  EXPECT_EQ(parse_k8s_quantity("16Gi", "--memory"), 16 * kGiB);
+  EXPECT_EQ(parse_k8s_quantity("512Mi", "--memory"), 512 * kMiB);
+  EXPECT_EQ(parse_k8s_quantity("1.5Gi", "--memory"), kGiB + kGiB / 2);
+  EXPECT_EQ(parse_k8s_quantity("16G", "--memory"), 16000000000ull);
+  EXPECT_EQ(parse_k8s_quantity("1.5k", "--memory"), 1500u);
+  EXPECT_EQ(parse_k8s_quantity("123", "--memory"), 123u);
+  EXPECT_EQ(parse_k8s_quantity("0.5Ki", "--memory"), 512u);
+}
+
+TEST(K8sQuantity, RejectsOtherSyntaxNamingTheFlag) {
+  for (const char* bad :
+       {"", "16g", "16m", "16GB", "1e3", "-1Gi", "Gi", "0", "0.0Mi", " 1Gi", "99999999999999999999"}) {
+    Error e = expect_error([&] { parse_k8s_quantity(bad, "--memory"); });
+    EXPECT_EQ(e.exit_code(), kExitUsage) << bad;
+    EXPECT_CONTAINS(e.what(), "--memory");
+  }
+  EXPECT_CONTAINS(expect_error([] { parse_k8s_quantity("16g", "--memory"); }).what(), "16Gi");
+}
+
+ShmPlan sample_plan(unsigned gpus) {
+  ShmPlan p;
+  p.profile = "imagenet";
+  p.gpus = gpus;
+  p.ranks = std::max(gpus, 1u);
+  p.workers = 4;
+  p.batch_size = 64;
+  p.shm = 1556 * kMiB;
+  return p;
+}
+
+TEST(K8sPatch, HasExactKubernetesFieldsAndRaisesMemoryByTheShmSize) {
+  K8sOptions o;
+  o.memory = "16Gi";
+  o.runtime_class = "nvidia";
+  const json patch = json::parse(k8s_patch(o, sample_plan(2)).dump());
+  const json expected = json::parse(R"({
+    "spec": {
+      "runtimeClassName": "nvidia",
+      "containers": [{
+        "name": "main",
+        "env": [{"name": "GPU_RUN_PROFILE", "value": "imagenet"},
+                {"name": "GPU_RUN_NUM_WORKERS", "value": "4"},
+                {"name": "GPU_RUN_BATCH_SIZE", "value": "64"},
+                {"name": "GPU_RUN_SHM_SIZE", "value": "1556m"}],
+        "resources": {"requests": {"memory": "17940Mi"},
+                      "limits": {"memory": "17940Mi", "nvidia.com/gpu": "2"}},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]
+      }],
+      "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1556Mi"}}]
+    }
+  })");
+  EXPECT_EQ(patch, expected);
+}
+
+TEST(K8sPatch, WithoutMemoryUsesTheStatedBasePerRankAndNoGpuLimitForZero) {
+  K8sOptions o;
+  o.container = "trainer";
+  const json patch = json::parse(k8s_patch(o, sample_plan(0)).dump());
+  const json& c = patch["spec"]["containers"][0];
+  EXPECT_EQ(c["name"], "trainer");
+  EXPECT_EQ(c["resources"]["limits"]["memory"], k8s_quantity(kK8sBaseMemoryPerRank + 1556 * kMiB));
+  EXPECT_FALSE(c["resources"]["limits"].contains("nvidia.com/gpu"));
+  EXPECT_FALSE(patch["spec"].contains("runtimeClassName"));
+  const json two = json::parse(k8s_patch(o, sample_plan(2)).dump());
+  EXPECT_EQ(two["spec"]["containers"][0]["resources"]["requests"]["memory"],
+            k8s_quantity(2 * kK8sBaseMemoryPerRank + 1556 * kMiB));
+}
+
+TEST(K8sPatch, RejectsNamesKubernetesWouldRefuse) {
+  K8sOptions o;
+  o.container = "Main_1";
+  EXPECT_CONTAINS(expect_error([&] { k8s_patch(o, sample_plan(1)); }).what(), "--container");
+  o.container = "main";
+  o.runtime_class = "Nvidia";
+  EXPECT_CONTAINS(expect_error([&] { k8s_patch(o, sample_plan(1)); }).what(), "--runtime-class");
+}
+
+TEST(K8sRender, PlansLikeGpuRunAndPrintsJsonOrYaml) {
+  K8sOptions o;
+  o.sizing.profile = "imagenet";
+  o.sizing.gpus = "2";
+  o.sizing.workers = "4";
+  o.format = "json";
+  const std::string out = render_k8s(o, Config{}, host_with_cpus(8), builtin_only_env);
+  const json patch = json::parse(out);
+  const json& vol = patch["spec"]["volumes"][0];
+  EXPECT_EQ(vol["emptyDir"]["medium"], "Memory");
+  // The same plan as `plan` makes.
+  PlanOptions po;
+  po.sizing.profile = "imagenet";
+  po.sizing.gpus = "2";
+  po.sizing.workers = "4";
+  const ShmPlan plan = make_plan(po, Config{}, host_with_cpus(8), builtin_only_env);
+  EXPECT_EQ(vol["emptyDir"]["sizeLimit"], k8s_quantity(plan.shm));
+  o.format = "yaml";
+  const std::string yaml = render_k8s(o, Config{}, host_with_cpus(8), builtin_only_env);
+  EXPECT_EQ(yaml.rfind("# gpu-run-ctl k8s:", 0), 0u);
+  EXPECT_CONTAINS(yaml, "      emptyDir:\n        medium: \"Memory\"\n");
+  o.format = "xml";
+  EXPECT_CONTAINS(expect_error([&] { render_k8s(o, Config{}, host_with_cpus(8), builtin_only_env); }).what(),
+                  "--format");
+  o.format = "json";
+  o.sizing.gpus = "two";
+  EXPECT_CONTAINS(expect_error([&] { render_k8s(o, Config{}, host_with_cpus(8), builtin_only_env); }).what(), "--gpus");
+}
+
+}  // namespace
+}  // namespace gpurun

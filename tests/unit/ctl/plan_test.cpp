@@ -1,0 +1,86 @@
+#include "plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "config.hpp"
+#include "error.hpp"
+#include "test_fixtures.hpp"
+#include "test_util.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+using test::builtin_only_env;
+using test::host_with_cpus;
+
+TEST(Plan, MatchesTheModelForTheBuiltInProfile) {
+  PlanOptions o;
+  o.sizing.profile = "imagenet";
+  o.sizing.gpus = "2";
+  o.sizing.workers = "4";
+  const ShmPlan plan = make_plan(o, Config{}, host_with_cpus(8), builtin_only_env);
+  EXPECT_EQ(plan.profile, "imagenet");
+  EXPECT_EQ(plan.ranks, 2u);
+  EXPECT_EQ(plan.workers, 4u);
+  EXPECT_TRUE(plan.problem.empty());
+  EXPECT_GE(plan.shm, 256 * kMiB);
+}
+
+TEST(Plan, CpusDescribeTheTargetMachineNotThisOne) {
+  PlanOptions o;
+  o.sizing.profile = "imagenet";
+  o.cpus = "32";
+  const ShmPlan plan = make_plan(o, Config{}, host_with_cpus(2), builtin_only_env);
+  EXPECT_EQ(plan.cpus, 32u);
+  EXPECT_GT(plan.workers, 2u);
+}
+
+TEST(Plan, DefaultsToTheConfigsDefaultProfile) {
+  Config c;
+  c.default_profile = "mnist";
+  const ShmPlan plan = make_plan(PlanOptions{}, c, host_with_cpus(4), builtin_only_env);
+  EXPECT_EQ(plan.profile, "mnist");
+}
+
+TEST(Plan, ArgumentErrorsNameTheFlag) {
+  struct Case {
+    void (*set)(PlanOptions&);
+    const char* flag;
+  };
+  const Case cases[] = {
+      {[](PlanOptions& o) { o.sizing.workers = "abc"; }, "--workers"},
+      {[](PlanOptions& o) { o.sizing.workers = "-1"; }, "--workers"},
+      {[](PlanOptions& o) { o.sizing.batch_size = "0"; }, "--batch-size"},
+      {[](PlanOptions& o) { o.sizing.prefetch_factor = "1.5"; }, "--prefetch-factor"},
+      {[](PlanOptions& o) { o.sizing.gpus = "two"; }, "--gpus"},
+      {[](PlanOptions& o) { o.memory = "12q"; }, "--memory"},
+      {[](PlanOptions& o) { o.cpus = "0"; }, "--cpus"},
+      {[](PlanOptions& o) { o.sizing.profile = "no-such-profile"; }, "no-such-profile"},
+      {[](PlanOptions& o) { o.sizing.profile = "../etc/passwd"; }, "not a valid profile name"},
+  };
+  for (const Case& c : cases) {
+    PlanOptions o;
+    o.sizing.profile = "imagenet";
+    c.set(o);
+    Error e = expect_error([&] { make_plan(o, Config{}, host_with_cpus(4), builtin_only_env); });
+    EXPECT_EQ(e.exit_code(), kExitUsage) << c.flag;
+    EXPECT_CONTAINS(e.what(), c.flag);
+  }
+}
+
+TEST(Plan, APlanThatDoesNotFitCarriesTheProblem) {
+  PlanOptions o;
+  o.sizing.profile = "imagenet";
+  o.sizing.gpus = "2";
+  o.sizing.workers = "8";
+  o.memory = "2g";
+  const ShmPlan plan = make_plan(o, Config{}, host_with_cpus(8), builtin_only_env);
+  EXPECT_CONTAINS(plan.problem, "memory limit");
+  EXPECT_EQ(expect_error([&] { require_fits(plan); }).exit_code(), kExitUsage);
+}
+
+}  // namespace
+}  // namespace gpurun

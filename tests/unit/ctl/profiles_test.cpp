@@ -1,0 +1,55 @@
+#include "profiles.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "error.hpp"
+#include "profile_store.hpp"
+#include "test_files.hpp"
+#include "test_util.hpp"
+
+namespace gpurun {
+namespace {
+
+using nlohmann::json;
+using test::TempDir;
+
+TEST(ProfileNameFor, IsRelativeToTheDirectoryThatHoldsIt) {
+  EXPECT_EQ(profile_name_for("/p/vision/resnet50.json", {"/q", "/p"}), "vision/resnet50");
+  EXPECT_EQ(profile_name_for("/p/imagenet.json", {"/p/"}), "imagenet");
+  EXPECT_EQ(profile_name_for("/elsewhere/x.json", {"/p"}), "x");
+}
+
+TEST(ProfilesList, ShowsShadowedFilesChainsAndErrors) {
+  TempDir dir;
+  dir.write("mine/imagenet.json", R"({"extends": "default", "batch_size": 8})");
+  dir.write("mine/broken.json", R"({"extends": "missing"})");
+  ProfileStore store({dir.path() / "mine", GPU_RUN_SOURCE_PROFILES});
+  const json listing = list_profiles(store);
+  json imagenet, broken;
+  for (const auto& p : listing["profiles"]) {
+    if (p["name"] == "imagenet") imagenet = p;
+    if (p["name"] == "broken") broken = p;
+  }
+  ASSERT_FALSE(imagenet.is_null());
+  EXPECT_EQ(imagenet["path"], (dir.path() / "mine/imagenet.json").string());
+  ASSERT_EQ(imagenet["shadowed"].size(), 1u);
+  EXPECT_EQ(imagenet["chain"][1]["name"], "default");
+  ASSERT_FALSE(broken.is_null());
+  EXPECT_CONTAINS(broken["error"].get<std::string>(), "unknown parent profile 'missing'");
+}
+
+TEST(ProfilesShow, GivesTheMergedProfileAndChain) {
+  ProfileStore store({GPU_RUN_SOURCE_PROFILES});
+  const json shown = show_profile(store, "multi-gpu");
+  EXPECT_EQ(shown["profile"]["name"], "multi-gpu");
+  ASSERT_EQ(shown["chain"].size(), 3u);
+  EXPECT_EQ(shown["chain"][1]["name"], "imagenet");
+  EXPECT_EQ(shown["chain"][2]["name"], "default");
+  EXPECT_THROW(show_profile(store, "nope"), Error);
+}
+
+}  // namespace
+}  // namespace gpurun

@@ -1,0 +1,140 @@
+#include "invocation.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "error.hpp"
+#include "test_fixtures.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+using Args = std::vector<std::string>;
+
+class WrapperTest : public ::testing::Test {
+ protected:
+  Config config_;
+  HostInfo host_;
+  EnvLookup env_ = test::builtin_only_env;
+
+  void SetUp() override {
+    host_.cpus = 2;
+    host_.mem_total = 24 * kGiB;
+    host_.mem_available = 20 * kGiB;
+  }
+  EngineInvocation run(const Args& args) { return prepare_run(split_wrapper_args(args), config_, host_, env_); }
+  static bool has_pair(const Args& argv, const std::string& a, const std::string& b) {
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i)
+      if (argv[i] == a && argv[i + 1] == b) return true;
+    return false;
+  }
+};
+
+TEST_F(WrapperTest, BuildsTheEngineCommand) {
+  EngineInvocation inv = run({"--profile", "imagenet", "--gpus", "2", "--rm", "-e", "X=1", "img", "df", "/dev/shm"});
+  const Args& a = inv.argv;
+  ASSERT_GE(a.size(), 4u);
+  EXPECT_EQ(a[0], "docker");
+  EXPECT_EQ(a[1], "run");
+  // imagenet, 2 CPUs / 2 ranks -> 1 worker, pin_memory on a GPU -> hold 0:
+  // per_rank = (2*1+0) * 38539264 = 77078528; 1.25 * (2*77078528 + 1073741824) = 1534873600
+  // -> 1464 MiB (1463 MiB = 1534066688 < it <= 1464 MiB = 1535115264).
+  EXPECT_TRUE(has_pair(a, "--shm-size", "1464m"));
+  EXPECT_TRUE(has_pair(a, "--gpus", "2"));
+  EXPECT_TRUE(has_pair(a, "-e", "GPU_RUN_PROFILE=imagenet"));
+  EXPECT_TRUE(has_pair(a, "-e", "GPU_RUN_NUM_WORKERS=1"));
+  EXPECT_TRUE(has_pair(a, "-e", "GPU_RUN_BATCH_SIZE=64"));
+  EXPECT_TRUE(has_pair(a, "-e", "GPU_RUN_SHM_SIZE=1464m"));
+  EXPECT_TRUE(has_pair(a, "--label", "gpu-run.profile=imagenet"));
+  EXPECT_EQ(Args(a.end() - 5, a.end()), (Args{"-e", "X=1", "img", "df", "/dev/shm"}));
+  EXPECT_TRUE(inv.warnings.empty());
+}
+
+TEST_F(WrapperTest, GpuRequestModes) {
+  EngineInvocation inv = run({"--gpus", "2", "--gpu-request", "cdi", "img"});
+  EXPECT_TRUE(has_pair(inv.argv, "--device", "nvidia.com/gpu=0"));
+  EXPECT_TRUE(has_pair(inv.argv, "--device", "nvidia.com/gpu=1"));
+  EXPECT_FALSE(has_pair(inv.argv, "--device", "nvidia.com/gpu=2"));
+  inv = run({"--gpus", "device=3,5", "--gpu-request", "cdi", "img"});
+  EXPECT_TRUE(has_pair(inv.argv, "--device", "nvidia.com/gpu=5"));
+  inv = run({"--gpus", "2", "--gpu-request", "none", "img"});
+  EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--gpus"), 0);
+  EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--device"), 0);
+  EXPECT_EQ(inv.plan.ranks, 2u);
+  inv = run({"--engine", "podman", "--gpus", "1", "img"});
+  EXPECT_EQ(inv.argv[0], "podman");
+  EXPECT_TRUE(has_pair(inv.argv, "--device", "nvidia.com/gpu=0"));  // podman defaults to CDI
+}
+
+TEST_F(WrapperTest, NoGpusMeansOneLoader) {
+  EngineInvocation inv = run({"--profile", "cifar", "img"});
+  EXPECT_EQ(inv.plan.ranks, 1u);
+  EXPECT_EQ(inv.plan.nccl, 0u);
+}
+
+TEST_F(WrapperTest, ExplicitShmSizeWinsWithAWarningWhenBelowThePlan) {
+  EngineInvocation inv = run({"--profile", "imagenet", "--gpus", "2", "--shm-size", "300m", "img"});
+  EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--shm-size"), 1);
+  EXPECT_TRUE(has_pair(inv.argv, "--shm-size", "300m"));
+  EXPECT_TRUE(has_pair(inv.argv, "-e", "GPU_RUN_SHM_SIZE=300m"));
+  ASSERT_EQ(inv.warnings.size(), 1u);
+  EXPECT_NE(inv.warnings[0].find("below gpu-run's plan"), std::string::npos);
+  inv = run({"--profile", "mnist", "--shm-size=4g", "img"});
+  EXPECT_TRUE(inv.warnings.empty());
+}
+
+TEST_F(WrapperTest, IpcHostIsNotSized) {
+  EngineInvocation inv = run({"--profile", "imagenet", "--ipc=host", "img"});
+  EXPECT_FALSE(inv.sized);
+  EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--shm-size"), 0);
+  ASSERT_FALSE(inv.warnings.empty());
+  EXPECT_NE(inv.warnings[0].find("host's /dev/shm"), std::string::npos);
+  inv = run({"-v", "/dev/shm:/dev/shm", "img"});
+  EXPECT_FALSE(inv.sized);
+}
+
+TEST_F(WrapperTest, MemoryBoundsThePlan) {
+  try {
+    run({"--profile", "imagenet", "--gpus", "2", "--memory", "512m", "img"});
+    FAIL() << "plan over --memory accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    const std::string m = e.what();
+    // 1464 MiB (BuildsTheEngineCommand) = 1464 / 1024 = 1.43 GiB; at most 50% of --memory may be
+    // shm, so --memory must be at least 2 * 1464 = 2928 MiB.
+    EXPECT_NE(m.find("1.4GiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("raise --memory to at least 2928m"), std::string::npos) << m;
+  }
+  // 4g: 50% = 2048 MiB >= 1464 MiB.
+  EXPECT_NO_THROW(run({"--profile", "imagenet", "--gpus", "2", "--memory", "4g", "img"}));
+}
+
+TEST_F(WrapperTest, CpusOptionsBoundAutoWorkers) {
+  host_.cpus = 32;
+  EXPECT_EQ(run({"--profile", "imagenet", "--cpus", "3.5", "img"}).plan.workers, 4u);
+  EXPECT_EQ(run({"--profile", "imagenet", "--cpuset-cpus", "0-2", "img"}).plan.workers, 3u);
+  EXPECT_EQ(run({"--profile", "imagenet", "img"}).plan.workers, 12u);
+}
+
+TEST_F(WrapperTest, BadInputs) {
+  const std::vector<Args> bad = {
+      {"--profile", "imagenett", "img"},  {"--gpus", "0x", "img"},      {"--workers", "-3", "img"},
+      {"--batch-size", "0", "img"},       {"--memory", "2x", "img"},    {"--memory", "-1g", "img"},
+      {"--shm-size", "99999999t", "img"}, {"--profile", "../x", "img"}, {"--engine", "lxc", "img"},
+      {"--gpu-request", "magic", "img"},  {"--cpus", "abc", "img"},     {"--gpus", "all", "img"},
+  };
+  for (const Args& args : bad) {
+    try {
+      run(args);
+      ADD_FAILURE() << "accepted " << args[0] << " " << args[1];
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), kExitUsage) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gpurun

@@ -1,0 +1,119 @@
+#include "runtime.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "error.hpp"
+#include "oci.hpp"
+#include "shm_decision.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+TEST(RuntimeArgsTest, FindsTheBundleInEverySpelling) {
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{{"--root", "/r", "--log", "/l.json", "--log-format", "json", "create",
+                                              "--bundle", "/b", "--pid-file", "p", "id"},
+                                             {"create", "--bundle=/b", "id"},
+                                             {"--debug", "create", "-b", "/b", "id"},
+                                             {"--systemd-cgroup", "create", "-b=/b", "id"},
+                                             {"--root=/r", "run", "--bundle", "/b", "id"}}) {
+    RuntimeArgs r = parse_runtime_args(args);
+    EXPECT_TRUE(r.subcommand == "create" || r.subcommand == "run");
+    EXPECT_EQ(r.bundle, "/b") << args[0];
+  }
+  RuntimeArgs r = parse_runtime_args({"--root", "/r", "--log", "/l.json", "--log-format", "json", "create", "id"});
+  EXPECT_EQ(r.log, "/l.json");
+  EXPECT_EQ(r.log_format, "json");
+  EXPECT_FALSE(r.bundle);
+}
+
+TEST(RuntimeArgsTest, OtherSubcommandsAreNotInspected) {
+  RuntimeArgs r = parse_runtime_args({"--root", "/r", "start", "--bundle", "/b", "id"});
+  EXPECT_EQ(r.subcommand, "start");
+  EXPECT_FALSE(r.bundle);
+  EXPECT_EQ(parse_runtime_args({"--version"}).subcommand, "");
+  EXPECT_EQ(parse_runtime_args({"features"}).subcommand, "features");
+}
+
+TEST(RuntimeArgsTest, FindsARealRuntimeButNeverItself) {
+  EXPECT_THROW(find_real_runtime({"/nonexistent/runc", "no-such-runtime-xyz"}), Error);
+  EXPECT_EQ(find_real_runtime({"no-such-runtime-xyz", "/bin/sh"}), "/bin/sh");
+}
+
+// gpu-run-runtime's edit of an in-memory spec.
+class SpecEditTest : public ::testing::Test {
+ protected:
+  static nlohmann::json spec_with(const nlohmann::json& shm_mount) {
+    nlohmann::json spec = {{"ociVersion", "1.0.2"}, {"mounts", nlohmann::json::array()}};
+    spec["mounts"].push_back({{"destination", "/proc"}, {"type", "proc"}, {"source", "proc"}});
+    if (!shm_mount.is_null()) spec["mounts"].push_back(shm_mount);
+    return spec;
+  }
+  static ShmDecision acting(std::uint64_t size, bool size_explicit = false) {
+    ShmDecision d;
+    d.act = true;
+    d.size = size;
+    d.size_explicit = size_explicit;
+    return d;
+  }
+  static SpecFacts facts_of(const nlohmann::json& spec) {
+    SpecFacts f = spec_facts(spec, "/bundle");
+    f.has_ipc_namespace = true;
+    return f;
+  }
+};
+
+const nlohmann::json kTmpfs64m = {{"destination", "/dev/shm"},
+                                  {"type", "tmpfs"},
+                                  {"source", "shm"},
+                                  {"options", {"nosuid", "noexec", "nodev", "mode=1777", "size=67108864"}}};
+
+TEST_F(SpecEditTest, ATmpfsInTheSpecGetsTheSize) {
+  nlohmann::json s = spec_with(kTmpfs64m);
+  const SpecEdit e = edit_spec(s, facts_of(s), acting(512 * kMiB), "/usr/bin/gpu-run-hook", "/etc/c.json");
+  EXPECT_EQ(e.kind, SpecEdit::kSpecSize);
+  EXPECT_EQ(facts_of(s).shm_size, 512 * kMiB);
+  EXPECT_FALSE(s.contains("hooks"));
+  EXPECT_STREQ(edit_name(e.kind), "spec-size");
+}
+
+TEST_F(SpecEditTest, ALargerTmpfsIsKeptUnlessTheSizeWasExplicit) {
+  nlohmann::json s = spec_with(kTmpfs64m);
+  const nlohmann::json before = s;
+  SpecEdit e = edit_spec(s, facts_of(s), acting(32 * kMiB), "/h", "/c");
+  EXPECT_EQ(e.kind, SpecEdit::kUnchanged);
+  EXPECT_EQ(e.detail, " before=64m");
+  EXPECT_EQ(s, before);
+  e = edit_spec(s, facts_of(s), acting(32 * kMiB, /*size_explicit=*/true), "/h", "/c");
+  EXPECT_EQ(e.kind, SpecEdit::kSpecSize);
+  EXPECT_EQ(facts_of(s).shm_size, 32 * kMiB);
+}
+
+TEST_F(SpecEditTest, NoTmpfsInjectsTheHookOnce) {
+  nlohmann::json s = spec_with(nullptr);
+  SpecEdit e = edit_spec(s, facts_of(s), acting(512 * kMiB), "/usr/bin/gpu-run-hook", "/etc/c.json");
+  EXPECT_EQ(e.kind, SpecEdit::kInjectHook);
+  ASSERT_EQ(s["hooks"]["createRuntime"].size(), 1u);
+  EXPECT_EQ(s["hooks"]["createRuntime"][0]["path"], "/usr/bin/gpu-run-hook");
+  EXPECT_EQ(s["hooks"]["createRuntime"][0]["args"],
+            nlohmann::json({"gpu-run-hook", "--config", "/etc/c.json", "createRuntime"}));
+  e = edit_spec(s, facts_of(s), acting(512 * kMiB), "/usr/bin/gpu-run-hook", "/etc/c.json");
+  EXPECT_EQ(e.kind, SpecEdit::kUnchanged);
+  EXPECT_EQ(s["hooks"]["createRuntime"].size(), 1u);
+}
+
+TEST_F(SpecEditTest, ABindMountAtDevShmGetsTheHookNotASize) {
+  nlohmann::json s = spec_with({{"destination", "/dev/shm"},
+                                {"type", "bind"},
+                                {"source", "/var/lib/docker/containers/x/mounts/shm"},
+                                {"options", {"rbind"}}});
+  const SpecEdit e = edit_spec(s, facts_of(s), acting(512 * kMiB), "/h", "/c");
+  EXPECT_EQ(e.kind, SpecEdit::kInjectHook);
+  EXPECT_EQ(s["mounts"][1]["options"], nlohmann::json({"rbind"}));
+}
+
+}  // namespace
+}  // namespace gpurun
