@@ -8,6 +8,7 @@
 #include "ctl_common.hpp"
 #include "error.hpp"
 #include "profile.hpp"
+#include "profiles_new.hpp"
 #include "profiles_validate.hpp"
 
 namespace gpurun {
@@ -162,6 +163,7 @@ void add_profiles_command(CLI::App& app) {
   show->callback([so] { run_profiles_show(*so); });
 
   add_profiles_validate_command(*profiles);
+  add_profiles_new_command(*profiles);
 }
 
 }  // namespace gpurun

@@ -1,0 +1,168 @@
+#include "profiles_new.hpp"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "config.hpp"
+#include "ctl_common.hpp"
+#include "error.hpp"
+#include "fd.hpp"
+#include "profile.hpp"
+#include "profile_store.hpp"
+#include "run_options.hpp"
+#include "temp_dir.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+constexpr std::size_t kMaxFields = 64;
+
+std::string shown(const std::string& s) { return s.size() > 80 ? s.substr(0, 80) + "..." : s; }
+
+std::uint64_t count_flag(const std::string& flag, const std::string& value, std::uint64_t max) {
+  return parse_count(value, flag, max);
+}
+
+}  // namespace
+
+std::string profile_text(const nlohmann::ordered_json& doc) {
+  // As the built-in profiles are written: two-space indent, one line per field.
+  std::string out = "{\n";
+  std::size_t i = 0;
+  for (const auto& [key, value] : doc.items()) {
+    out += "  " + nlohmann::ordered_json(key).dump() + ": ";
+    if (key == "fields") {
+      out += "[\n";
+      for (std::size_t f = 0; f < value.size(); ++f)
+        out += "    " + value[f].dump() + (f + 1 < value.size() ? ",\n" : "\n");
+      out += "  ]";
+    } else {
+      out += value.dump();
+    }
+    out += ++i < doc.size() ? ",\n" : "\n";
+  }
+  return out + "}\n";
+}
+
+nlohmann::ordered_json parse_fields_flag(const std::string& text) {
+  nlohmann::ordered_json fields = nlohmann::ordered_json::array();
+  if (text.empty()) throw Error("--fields: empty: give SHAPE:DTYPE entries, e.g. 3x224x224:float32,:int64");
+  std::size_t start = 0;
+  for (std::size_t n = 1;; ++n) {
+    const std::size_t comma = text.find(',', start);
+    const std::string entry = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (n > kMaxFields) throw Error("--fields: more than " + std::to_string(kMaxFields) + " fields");
+    std::string name = "field" + std::to_string(n), spec = entry;
+    if (const auto eq = entry.find('='); eq != std::string::npos) {
+      name = entry.substr(0, eq);
+      spec = entry.substr(eq + 1);
+    }
+    const auto colon = spec.rfind(':');
+    if (name.empty() || colon == std::string::npos)
+      throw Error("--fields: entry " + std::to_string(n) + " '" + shown(entry) +
+                  "': expected [NAME=]SHAPE:DTYPE, e.g. image=3x224x224:float32 or :int64 for a scalar");
+    nlohmann::ordered_json shape = nlohmann::ordered_json::array();
+    const std::string dims = spec.substr(0, colon);
+    std::size_t d = 0;
+    while (!dims.empty() && d <= dims.size()) {
+      const std::size_t x = dims.find('x', d);
+      const std::string dim = dims.substr(d, x == std::string::npos ? std::string::npos : x - d);
+      shape.push_back(count_flag("--fields: entry " + std::to_string(n) + " dimension", dim, 1ull << 32));
+      if (x == std::string::npos) break;
+      d = x + 1;
+    }
+    fields.push_back({{"name", name}, {"shape", shape}, {"dtype", spec.substr(colon + 1)}});
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return fields;
+}
+
+nlohmann::ordered_json new_profile_document(const NewProfileOptions& o) {
+  if (!is_valid_profile_name(o.name))
+    throw Error("profiles new: '" + shown(o.name) +
+                "' is not a profile name: [team/]name of a-z 0-9 . _ - (e.g. vision/resnet50)");
+  nlohmann::ordered_json doc;
+  doc["name"] = o.name;
+  if (o.description) doc["description"] = *o.description;
+  if (o.extends)
+    doc["extends"] = *o.extends == "none" ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(*o.extends);
+  doc["fields"] = parse_fields_flag(o.fields);
+  if (o.batch_size) doc["batch_size"] = count_flag("--batch-size", *o.batch_size, 1u << 20);
+  if (o.workers)
+    doc["workers_per_gpu"] = *o.workers == "auto" ? nlohmann::ordered_json("auto")
+                                                  : nlohmann::ordered_json(count_flag("--workers", *o.workers, 1024));
+  if (o.prefetch_factor) doc["prefetch_factor"] = count_flag("--prefetch-factor", *o.prefetch_factor, 1024);
+  // The loader's own checks, with the flags' names where they came from.
+  parse_profile_document(doc.dump(), "profiles new " + o.name);
+  return doc;
+}
+
+void run_profiles_new(const NewProfileOptions& o) {
+  const nlohmann::ordered_json doc = new_profile_document(o);
+  const std::string text = profile_text(doc);
+  if (o.print) {
+    std::cout << text;
+    return;
+  }
+  const fs::path dir = o.out_dir ? fs::path(*o.out_dir) : user_profile_dir();
+  if (dir.empty()) throw Error("--out-dir: empty path");
+  const fs::path path = dir / (o.name + ".json");
+  std::error_code ec;
+  if (fs::exists(path, ec) && !o.force)
+    throw Error("profiles new: " + path.string() + " exists: pass --force to replace it");
+  // Load it through the search path (the new file first) before writing: a parent that does
+  // not exist, or a profile the merge leaves incomplete, is refused and nothing is written.
+  const Config config = load_ctl_config();
+  const TempDir staging("gpu-run-profile");
+  fs::create_directories((staging.path() / o.name).parent_path(), ec);
+  write_file_atomic((staging.path() / (o.name + ".json")).string(), text);
+  const Profile loaded = [&] {
+    try {
+      return ctl_store({staging.path().string(), dir.string()}, config).load(o.name, false);
+    } catch (const Error& e) {
+      // Name the profile being made, not the staging file it was checked in.
+      std::string message = e.what();
+      const std::string staged = (staging.path() / (o.name + ".json")).string();
+      if (const auto at = message.find(staged); at != std::string::npos)
+        message.replace(at, staged.size(), "profiles new " + o.name);
+      throw Error(message, e.errno_value(), e.exit_code());
+    }
+  }();
+  fs::create_directories(path.parent_path(), ec);
+  if (ec)
+    throw Error("--out-dir: create " + path.parent_path().string() + ": " + ec.message(), ec.value(), kExitFailure);
+  write_file_atomic(path.string(), text);
+  std::cout << "wrote " << path.string() << " (" << loaded.name << ", extends "
+            << doc.value("extends", std::string("default")) << ")\n"
+            << "check it: gpu-run-ctl plan" << (o.out_dir ? " --profile-dir " + dir.string() : "") << " --profile "
+            << o.name << " --gpus 1\n";
+}
+
+void add_profiles_new_command(CLI::App& profiles) {
+  auto o = std::make_shared<NewProfileOptions>();
+  CLI::App* cmd =
+      profiles.add_subcommand("new", "Write a new profile: the fields of a sample and what differs from default");
+  cmd->add_option("NAME", o->name, "[team/]name of the profile")->required();
+  cmd->add_option("--fields", o->fields, "A sample's tensors: [NAME=]SHAPE:DTYPE,... e.g. 3x224x224:float32,:int64")
+      ->required()
+      ->type_name("FIELDS");
+  cmd->add_option("--batch-size", o->batch_size, "Batch size per GPU rank")->type_name("N");
+  cmd->add_option("--workers", o->workers, "DataLoader workers per GPU rank, or auto")->type_name("N|auto");
+  cmd->add_option("--prefetch-factor", o->prefetch_factor, "DataLoader prefetch_factor")->type_name("N");
+  cmd->add_option("--extends", o->extends, "Parent profile (default: default; none: a standalone profile)")
+      ->type_name("NAME|none");
+  cmd->add_option("--description", o->description, "One line about the workload")->type_name("TEXT");
+  cmd->add_option("--out-dir", o->out_dir, "Directory to write it in (default: $XDG_CONFIG_HOME/gpu-run/profiles)")
+      ->type_name("DIR");
+  cmd->add_flag("--force", o->force, "Replace an existing profile");
+  cmd->add_flag("--print", o->print, "Print the profile and write nothing");
+  cmd->footer(
+      "Writes DIR/NAME.json (team/name goes to DIR/team/name.json) after loading it through the search path,\n"
+      "so a missing parent or an incomplete standalone profile is refused and nothing is written.");
+  cmd->callback([o] { run_profiles_new(*o); });
+}
+
+}  // namespace gpurun

@@ -1,0 +1,44 @@
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace CLI {
+class App;
+}
+
+namespace gpurun {
+
+// `gpu-run-ctl profiles new NAME --fields ... --batch-size N ...`: a team's first profile,
+// written valid (it extends default unless told otherwise, so it needs only what differs).
+struct NewProfileOptions {
+  std::string name;                       // [team/]name
+  std::string fields;                     // "3x224x224:float32,:int64" or "image=3x224x224:float32,..."
+  std::optional<std::string> batch_size;  // per GPU rank
+  std::optional<std::string> workers;     // per GPU rank, or "auto"
+  std::optional<std::string> prefetch_factor;
+  std::optional<std::string> extends;  // default: "default" (implicit)
+  std::optional<std::string> description;
+  std::optional<std::string> out_dir;  // default: the user's profile directory
+  bool force = false;                  // replace an existing file
+  bool print = false;                  // print the document, write nothing
+};
+
+// Parses --fields: comma-separated [NAME=]SHAPE:DTYPE, SHAPE as DxDx... or empty for a scalar.
+// Unnamed fields are called field1, field2, ... Throws Error naming --fields and the entry.
+nlohmann::ordered_json parse_fields_flag(const std::string& text);
+
+// The profile document for `options`, checked as the loader checks a profile file. Pure.
+nlohmann::ordered_json new_profile_document(const NewProfileOptions& options);
+
+// The document as the built-in profiles are written (one line per field).
+std::string profile_text(const nlohmann::ordered_json& doc);
+
+// Writes (or prints) the profile and loads it back through the search path to prove it.
+void run_profiles_new(const NewProfileOptions& options);
+
+// Registers `new` on the `profiles` command.
+void add_profiles_new_command(CLI::App& profiles);
+
+}  // namespace gpurun
