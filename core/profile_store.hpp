@@ -57,7 +57,7 @@ class ProfileStore {
 // <dir of this executable>/../share/gpu-run/profiles.
 fs::path builtin_profile_dir(const EnvLookup& env = process_env);
 
-// The search path of DESIGN.md: cli dirs, GPU_RUN_PROFILE_PATH, the user's XDG dir
+// The search path (docs/ARCHITECTURE.md, "Profiles"): cli dirs, GPU_RUN_PROFILE_PATH, the user's XDG dir
 // (when `include_user`), the config's profile_dirs, /etc/gpu-run/profiles.d, built-ins.
 std::vector<fs::path> profile_search_path(const std::vector<fs::path>& cli_dirs, const Config& config,
                                           bool include_user, const EnvLookup& env = process_env);

@@ -75,7 +75,7 @@ struct MemoryBudget {
 // max(1, cpus / ranks), bounded by batch_size / 8 + 4.
 std::uint64_t recommend_workers(unsigned cpus, unsigned ranks, std::uint64_t batch_size);
 
-// Applies DESIGN.md's model. Pure: same inputs, same plan.
+// Applies the model of docs/ARCHITECTURE.md ("The sizing model"). Pure: same inputs, same plan.
 ShmPlan plan_shm(const Profile& profile, const SizingRequest& request);
 
 // Throws Error (exit 2) with plan.problem when the plan cannot be applied.

@@ -15,7 +15,8 @@ namespace fs = std::filesystem;
 // The host config a person's gpu-run-ctl uses: $GPU_RUN_CONFIG or /etc/gpu-run/config.json.
 Config load_ctl_config();
 
-// The profile search path of a person's command line: `dirs` first, then DESIGN.md's path.
+// The profile search path of a person's command line: `dirs` first, then the search path of
+// docs/ARCHITECTURE.md ("Profiles").
 ProfileStore ctl_store(const std::vector<std::string>& dirs, const Config& config, const EnvLookup& env = process_env);
 
 // The directory holding this executable (from /proc/self/exe).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Hostile images and inputs against gpu-run-hook (under real runc, and fed directly):
-# each start fails or proceeds unchanged as DESIGN.md says, the host's mount table is
+# each start fails or proceeds unchanged as docs/ARCHITECTURE.md ("Hardening") says, the host's mount table is
 # unchanged, and the log says why.
 set -u
 source "$(dirname "$0")/lib.sh"

@@ -1,6 +1,6 @@
 // The built-in profiles, loaded from the source tree through ProfileStore, sized by hand.
 //
-// Model (DESIGN.md, with the measured hold term), worked below for each profile with cpus = 8
+// Model (docs/ARCHITECTURE.md, "The sizing model"), worked below for each profile with cpus = 8
 // so that "auto" workers are fixed:
 //   batch_bytes = sum of pageup(batch * prod(shape) * dtype_size)      page = 4096
 //   per_rank    = (prefetch * workers + hold) * batch_bytes
