@@ -17,7 +17,7 @@ namespace {
 using nlohmann::json;
 
 Error bad(const std::string& source, const std::string& key, const std::string& expected) {
-  return Error(source + ": key '" + key + "': expected " + expected);
+  return usage_error(source + ": key '" + key + "': expected " + expected);
 }
 
 std::string one_of(const std::string& source, const std::string& key, const json& v,
@@ -50,10 +50,10 @@ Config parse_config(const std::string& text, const std::string& source) {
   try {
     doc = json::parse(text);
   } catch (const json::exception& e) {  // parse_error, or out_of_range for "1e999"
-    throw Error(source + ": malformed JSON: " + std::string(e.what()) +
-                " (fix the file or remove it to use the defaults)");
+    throw usage_error(source + ": malformed JSON: " + std::string(e.what()) +
+                      " (fix the file or remove it to use the defaults)");
   }
-  if (!doc.is_object()) throw Error(source + ": expected a JSON object");
+  if (!doc.is_object()) throw usage_error(source + ": expected a JSON object");
   Config c;
   c.source = source;
   for (const auto& [key, v] : doc.items()) {
@@ -95,9 +95,10 @@ Config parse_config(const std::string& text, const std::string& source) {
     } else if (key == "$schema" || key == "comment") {
       continue;
     } else {
-      throw Error(source + ": key '" + key +
-                  "': unknown key (known: default_profile, engine, gpu_request, "
-                  "profile_dirs, runtimes, hook_path, log_file, log_level, on_error, memory_fraction_max, perf_log)");
+      throw usage_error(
+          source + ": key '" + key +
+          "': unknown key (known: default_profile, engine, gpu_request, "
+          "profile_dirs, runtimes, hook_path, log_file, log_level, on_error, memory_fraction_max, perf_log)");
     }
   }
   return c;

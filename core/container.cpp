@@ -17,7 +17,7 @@ ContainerInfo parse_inspect(const std::string& text, const std::string& engine) 
     throw Error(engine + " inspect: malformed output: " + e.what());
   }
   if (doc.is_array()) {
-    if (doc.empty()) throw Error(engine + " inspect: no such container");
+    if (doc.empty()) throw usage_error(engine + " inspect: no such container");
     doc = doc[0];
   }
   if (!doc.is_object()) throw Error(engine + " inspect: unexpected output");
@@ -60,8 +60,8 @@ ContainerInfo inspect_container(const std::string& engine, const std::string& na
   if (r.exit_code != 0) {
     std::string why = r.err;
     while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
-    throw Error("container '" + name_or_id + "': " + engine + " inspect failed" + (why.empty() ? "" : ": " + why) +
-                " (is it running? wrong --engine?)");
+    throw usage_error("container '" + name_or_id + "': " + engine + " inspect failed" +
+                      (why.empty() ? "" : ": " + why) + " (is it running? wrong --engine?)");
   }
   return parse_inspect(r.out, engine);
 }

@@ -17,4 +17,6 @@ Error system_error(const std::string& what, int errno_value) {
   return Error(message, errno_value, kExitFailure);
 }
 
+Error usage_error(const std::string& message, int errno_value) { return Error(message, errno_value, kExitUsage); }
+
 }  // namespace gpurun

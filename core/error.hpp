@@ -9,11 +9,12 @@ namespace gpurun {
 // (bad flag, profile, size), 1 means the system failed while doing what was asked.
 enum ExitCode : int { kExitOk = 0, kExitFailure = 1, kExitUsage = 2 };
 
-// The project's one error type. Carries an errno (0 when none) and an exit code;
-// gains context as it travels up ("load profile x: ...").
+// The project's one error type. Carries an errno (0 when none) and an exit code, 1 (a
+// failure) unless it says otherwise; gains context as it travels up ("load profile x: ..."),
+// keeping both (docs/ARCHITECTURE.md, "Errors and exit codes").
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message, int errno_value = 0, int exit_code = kExitUsage);
+  explicit Error(const std::string& message, int errno_value = 0, int exit_code = kExitFailure);
 
   int errno_value() const { return errno_; }
   int exit_code() const { return exit_code_; }
@@ -28,5 +29,8 @@ class Error : public std::runtime_error {
 
 // A failure of the system (a syscall, an engine) rather than of the user's input.
 Error system_error(const std::string& what, int errno_value);
+
+// The user asked for something wrong (a flag, a profile, a size, a name): exit 2.
+Error usage_error(const std::string& message, int errno_value = 0);
 
 }  // namespace gpurun

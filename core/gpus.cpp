@@ -30,7 +30,8 @@ bool is_digits(const std::string& s) {
 }
 
 Error gpu_error(const std::string& text, const std::string& why) {
-  return Error("--gpus '" + text.substr(0, 60) + "': " + why + " (expected a count such as 2, all, or device=0,1)");
+  return usage_error("--gpus '" + text.substr(0, 60) + "': " + why +
+                     " (expected a count such as 2, all, or device=0,1)");
 }
 
 }  // namespace

@@ -40,7 +40,8 @@ fs::path perf_log_path(const Config& config, const EnvLookup& env) {
     return fs::path(*state) / "gpu-run" / "perf.jsonl";
   if (auto home = env("HOME"); home && !home->empty())
     return fs::path(*home) / ".local" / "state" / "gpu-run" / "perf.jsonl";
-  throw Error("--record: neither XDG_STATE_HOME nor HOME is set: set perf_log in the config to say where records go");
+  throw usage_error(
+      "--record: neither XDG_STATE_HOME nor HOME is set: set perf_log in the config to say where records go");
 }
 
 UniqueFd open_perf_log(const fs::path& path) {

@@ -39,7 +39,7 @@ std::string type_name(const json& v) {
 }
 
 Error key_error(const std::string& source, const std::string& key, const std::string& expected, const json& got) {
-  return Error(source + ": key '" + key + "': expected " + expected + ", got " + type_name(got));
+  return usage_error(source + ": key '" + key + "': expected " + expected + ", got " + type_name(got));
 }
 
 std::uint64_t positive_int(const std::string& source, const std::string& key, const json& v, std::uint64_t max,
@@ -65,7 +65,7 @@ std::uint64_t size_value(const std::string& source, const std::string& key, cons
   try {
     return parse_size(v.get<std::string>(), source + ": key '" + key + "'");
   } catch (const Error& e) {
-    throw Error(e.what());
+    throw usage_error(e.what());
   }
 }
 
@@ -78,13 +78,14 @@ void validate_fields(const std::string& source, const json& v) {
     if (!f.is_object()) throw key_error(source, where, "an object {name, shape, dtype}", f);
     for (const auto& [k, val] : f.items()) {
       if (k != "name" && k != "shape" && k != "dtype")
-        throw Error(source + ": key '" + where + "." + k + "': unknown key (expected name, shape, dtype)");
+        throw usage_error(source + ": key '" + where + "." + k + "': unknown key (expected name, shape, dtype)");
       (void)val;
     }
     if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
       throw key_error(source, where + ".name", "a non-empty string", f.value("name", json()));
     if (!names.insert(f["name"].get<std::string>()).second)
-      throw Error(source + ": key '" + where + ".name': duplicate field name '" + f["name"].get<std::string>() + "'");
+      throw usage_error(source + ": key '" + where + ".name': duplicate field name '" + f["name"].get<std::string>() +
+                        "'");
     if (!f.contains("shape") || !f["shape"].is_array() || f["shape"].size() > 8)
       throw key_error(source, where + ".shape", "an array of at most 8 dimensions, [] for a scalar",
                       f.value("shape", json()));
@@ -94,7 +95,7 @@ void validate_fields(const std::string& source, const json& v) {
           positive_int(source, where + ".shape[" + std::to_string(d) + "]", f["shape"][d], 1u << 30));
     }
     if (elements > static_cast<long double>(kTiB))
-      throw Error(source + ": key '" + where + ".shape': a sample of more than 2^40 elements is not plausible");
+      throw usage_error(source + ": key '" + where + ".shape': a sample of more than 2^40 elements is not plausible");
     if (!f.contains("dtype") || !f["dtype"].is_string() || !dtype_sizes().count(f["dtype"].get<std::string>()))
       throw key_error(source, where + ".dtype",
                       "one of float64 float32 float16 bfloat16 int64 int32 int16 int8 uint8 bool",
@@ -108,7 +109,7 @@ void validate_calibration(const std::string& source, const json& v) {
                                              "prefetch_factor", "pin_memory", "measured_at"};
   for (const auto& [k, val] : v.items()) {
     const std::string key = "calibration." + k;
-    if (!keys.count(k)) throw Error(source + ": key '" + key + "': unknown key");
+    if (!keys.count(k)) throw usage_error(source + ": key '" + key + "': unknown key");
     if (k == "peak_shm")
       size_value(source, key, val);
     else if (k == "pin_memory") {
@@ -121,14 +122,14 @@ void validate_calibration(const std::string& source, const json& v) {
       positive_int(source, key, val, 1u << 20);
   }
   for (const char* k : {"peak_shm", "workers", "batch_size", "gpus", "prefetch_factor"})
-    if (!v.contains(k)) throw Error(source + ": key 'calibration." + k + "': missing");
+    if (!v.contains(k)) throw usage_error(source + ": key 'calibration." + k + "': missing");
 }
 
 }  // namespace
 
 std::uint64_t dtype_size(const std::string& dtype) {
   auto it = dtype_sizes().find(dtype);
-  if (it == dtype_sizes().end()) throw Error("unknown dtype '" + dtype + "'");
+  if (it == dtype_sizes().end()) throw usage_error("unknown dtype '" + dtype + "'");
   return it->second;
 }
 
@@ -169,17 +170,17 @@ json parse_profile_document(const std::string& text, const std::string& source) 
   try {
     doc = json::parse(text);
   } catch (const json::parse_error& e) {
-    throw Error(json_syntax_error(text, e.byte, e.what(), source));
+    throw usage_error(json_syntax_error(text, e.byte, e.what(), source));
   } catch (const json::exception& e) {  // out_of_range for a number such as 1e999
-    throw Error(source + ": malformed JSON: " + e.what());
+    throw usage_error(source + ": malformed JSON: " + e.what());
   }
-  if (!doc.is_object()) throw Error(source + ": expected a JSON object at the top level");
+  if (!doc.is_object()) throw usage_error(source + ": expected a JSON object at the top level");
   for (const auto& [key, v] : doc.items()) {
     if (!known_keys().count(key)) {
-      throw Error(source + ": key '" + key +
-                  "': unknown key (a typo would size wrong); known keys: "
-                  "name, description, extends, fields, sample_bytes, batch_size, workers_per_gpu, "
-                  "prefetch_factor, pin_memory, headroom, nccl_reserve, min_shm, max_shm, calibration");
+      throw usage_error(source + ": key '" + key +
+                        "': unknown key (a typo would size wrong); known keys: "
+                        "name, description, extends, fields, sample_bytes, batch_size, workers_per_gpu, "
+                        "prefetch_factor, pin_memory, headroom, nccl_reserve, min_shm, max_shm, calibration");
     }
     if (key == "schema") {
       if (!v.is_number_integer() || v.get<std::int64_t>() != 1)
@@ -219,7 +220,7 @@ json parse_profile_document(const std::string& text, const std::string& source) 
     }
   }
   if (doc.contains("fields") && doc.contains("sample_bytes"))
-    throw Error(source + ": keys 'fields' and 'sample_bytes' exclude each other: give one");
+    throw usage_error(source + ": keys 'fields' and 'sample_bytes' exclude each other: give one");
   return doc;
 }
 
@@ -239,12 +240,13 @@ Profile profile_from_document(const json& doc, const std::string& source) {
                                          "headroom",   "nccl_reserve",    "min_shm",         "max_shm"};
   for (const char* key : required) {
     if (!doc.contains(key))
-      throw Error(source + ": key '" + key +
-                  "': missing (a profile that stands alone, with \"extends\": null or named default, must set every "
-                  "key; set it, or extend a profile that does)");
+      throw usage_error(
+          source + ": key '" + key +
+          "': missing (a profile that stands alone, with \"extends\": null or named default, must set every "
+          "key; set it, or extend a profile that does)");
   }
   if (!doc.contains("fields") && !doc.contains("sample_bytes"))
-    throw Error(source + ": key 'fields': missing (give 'fields' or 'sample_bytes' to describe a sample)");
+    throw usage_error(source + ": key 'fields': missing (give 'fields' or 'sample_bytes' to describe a sample)");
   Profile p;
   p.name = doc.value("name", std::string());
   p.description = doc.value("description", std::string());
@@ -266,7 +268,8 @@ Profile profile_from_document(const json& doc, const std::string& source) {
   p.min_shm = size_value(source, "min_shm", doc["min_shm"]);
   p.max_shm = size_value(source, "max_shm", doc["max_shm"]);
   if (p.min_shm > p.max_shm)
-    throw Error(source + ": key 'min_shm': " + format_size(p.min_shm) + " is above max_shm " + format_size(p.max_shm));
+    throw usage_error(source + ": key 'min_shm': " + format_size(p.min_shm) + " is above max_shm " +
+                      format_size(p.max_shm));
   if (doc.contains("calibration")) {
     const json& c = doc["calibration"];
     Calibration cal;

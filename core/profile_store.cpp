@@ -68,8 +68,8 @@ Profile ProfileStore::load(const std::string& name_or_path, bool allow_path) con
     std::string shown = name_or_path.substr(0, 80);
     for (char& c : shown)
       if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-    throw Error("profile '" + shown + "': not a valid profile name (expected [team/]name of a-z 0-9 . _ -" +
-                std::string(allow_path ? ", or a path to a .json file" : "") + ")");
+    throw usage_error("profile '" + shown + "': not a valid profile name (expected [team/]name of a-z 0-9 . _ -" +
+                      std::string(allow_path ? ", or a path to a .json file" : "") + ")");
   }
   auto path = find(name_or_path);
   if (!path) {
@@ -81,7 +81,7 @@ Profile ProfileStore::load(const std::string& name_or_path, bool allow_path) con
       message += "?";
     }
     message += " (see 'gpu-run-ctl profiles list'; searched " + std::to_string(dirs_.size()) + " directories)";
-    throw Error(message);
+    throw usage_error(message);
   }
   return load_chain(*path, name_or_path);
 }
@@ -95,14 +95,14 @@ Profile ProfileStore::load_chain(const fs::path& path, const std::string& displa
   fs::path current = path;
   for (int depth = 0;; ++depth) {
     if (depth >= kMaxExtendsDepth)
-      throw Error(path.string() + ": key 'extends': chain deeper than " + std::to_string(kMaxExtendsDepth));
+      throw usage_error(path.string() + ": key 'extends': chain deeper than " + std::to_string(kMaxExtendsDepth));
     struct stat st {};
     std::string text = read_small_file(current, kMaxProfileBytes, "profile", &st);
     const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
     if (std::find(seen.begin(), seen.end(), id) != seen.end()) {
       std::string cycle;
       for (const auto& p : chain) cycle += p.stem().string() + " -> ";
-      throw Error(chain.back().string() + ": key 'extends': cycle " + cycle + current.stem().string());
+      throw usage_error(chain.back().string() + ": key 'extends': cycle " + cycle + current.stem().string());
     }
     seen.push_back(id);
     docs.push_back(parse_profile_document(text, current.string()));
@@ -117,7 +117,7 @@ Profile ProfileStore::load_chain(const fs::path& path, const std::string& displa
     const bool self =
         parent == current.stem().string() || (current.parent_path().filename() / current.stem()) == parent;
     auto parent_path = find(parent, self ? current : fs::path());
-    if (!parent_path) throw Error(current.string() + ": key 'extends': unknown parent profile '" + parent + "'");
+    if (!parent_path) throw usage_error(current.string() + ": key 'extends': unknown parent profile '" + parent + "'");
     current = *parent_path;
   }
   nlohmann::json merged = nlohmann::json::object();

@@ -126,7 +126,7 @@ std::string MemoryBudget::over() const {
 }
 
 void require_fits(const ShmPlan& plan) {
-  if (!plan.problem.empty()) throw Error(plan.problem);
+  if (!plan.problem.empty()) throw usage_error(plan.problem);
 }
 
 std::string explain(const ShmPlan& p) {

@@ -14,8 +14,8 @@ using u128 = unsigned __int128;
 constexpr u128 kMax = std::numeric_limits<std::uint64_t>::max();
 
 Error size_error(std::string_view what, std::string_view text, const std::string& why) {
-  return Error(std::string(what) + ": invalid size '" + std::string(text) + "': " + why +
-               " (expected a number with an optional unit b, k, m, g, t or Ki, Mi, Gi, Ti, e.g. 512m or 1.5g)");
+  return usage_error(std::string(what) + ": invalid size '" + std::string(text) + "': " + why +
+                     " (expected a number with an optional unit b, k, m, g, t or Ki, Mi, Gi, Ti, e.g. 512m or 1.5g)");
 }
 
 std::string printable(std::string_view text) {
@@ -147,7 +147,7 @@ std::uint64_t round_up(std::uint64_t value, std::uint64_t align) {
 std::uint64_t parse_count(std::string_view text, std::string_view what, std::uint64_t max) {
   const std::string shown = printable(text);
   auto fail = [&](const std::string& why) {
-    return Error(std::string(what) + ": invalid number '" + shown + "': " + why);
+    return usage_error(std::string(what) + ": invalid number '" + shown + "': " + why);
   };
   if (text.empty()) throw fail("empty");
   if (text[0] == '-') throw fail("negative");

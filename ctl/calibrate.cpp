@@ -78,15 +78,16 @@ std::uint64_t generous_shm(const HostInfo& host, const ShmPlan& plan, std::optio
 
 void run_calibrate(const CalibrateOptions& o) {
   if (!is_valid_profile_name(o.out_profile))
-    throw Error("--out-profile '" + o.out_profile.substr(0, 80) +
-                "': expected a profile name, [team/]name of a-z 0-9 . _ - (e.g. vision/resnet50)");
+    throw usage_error("--out-profile '" + o.out_profile.substr(0, 80) +
+                      "': expected a profile name, [team/]name of a-z 0-9 . _ - (e.g. vision/resnet50)");
   WrapperOptions w = wrapper_options_for(o.run, "calibrate");
   const fs::path out_dir = o.out_dir ? fs::path(*o.out_dir) : user_profile_dir();
-  if (out_dir.empty()) throw Error("--out-dir: empty path");
+  if (out_dir.empty()) throw usage_error("--out-dir: empty path");
   const fs::path out_path = out_dir / (o.out_profile + ".json");
   std::error_code ec;
   if (fs::exists(out_path, ec) && !o.force)
-    throw Error("--out-profile " + o.out_profile + ": " + out_path.string() + " exists: pass --force to replace it");
+    throw usage_error("--out-profile " + o.out_profile + ": " + out_path.string() +
+                      " exists: pass --force to replace it");
 
   const Config config = load_ctl_config();
   const HostInfo host = probe_host();
@@ -94,7 +95,7 @@ void run_calibrate(const CalibrateOptions& o) {
   const EngineInvocation first = prepare_run(w, config, host);
   const ShmPlan& model = first.plan;
   if (model.workers == 0)
-    throw Error(
+    throw usage_error(
         "--workers 0: with no workers batches never go through /dev/shm, so there is nothing to "
         "calibrate; give --workers 1 or more");
   const EngineOptionFacts facts = scan_engine_options(w.engine_options);

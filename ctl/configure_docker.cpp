@@ -46,23 +46,23 @@ FileEdit merge_daemon_json(const std::optional<std::string>& existing, const std
     try {
       doc = ordered_json::parse(*existing);
     } catch (const ordered_json::parse_error& e) {
-      throw Error(json_syntax_error(*existing, e.byte, e.what(), source) + keep);
+      throw usage_error(json_syntax_error(*existing, e.byte, e.what(), source) + keep);
     } catch (const ordered_json::exception& e) {
-      throw Error(source + ": malformed JSON: " + e.what() + keep);
+      throw usage_error(source + ": malformed JSON: " + e.what() + keep);
     }
-    if (!doc.is_object()) throw Error(source + ": expected a JSON object at the top level" + keep);
+    if (!doc.is_object()) throw usage_error(source + ": expected a JSON object at the top level" + keep);
   }
   const ordered_json before = doc;
   FileEdit edit;
 
   if (doc.contains("runtimes") && !doc["runtimes"].is_object())
-    throw Error(source + ": key 'runtimes': expected an object of runtime names, got " +
-                std::string(doc["runtimes"].type_name()) + keep);
+    throw usage_error(source + ": key 'runtimes': expected an object of runtime names, got " +
+                      std::string(doc["runtimes"].type_name()) + keep);
   ordered_json& runtimes = doc["runtimes"];
   if (runtimes.is_null()) runtimes = ordered_json::object();
   if (runtimes.contains(kRuntimeName) && !runtimes[kRuntimeName].is_object())
-    throw Error(source + ": key 'runtimes.gpu-run': expected an object with \"path\", got " +
-                std::string(runtimes[kRuntimeName].type_name()) + keep);
+    throw usage_error(source + ": key 'runtimes.gpu-run': expected an object with \"path\", got " +
+                      std::string(runtimes[kRuntimeName].type_name()) + keep);
   ordered_json& entry = runtimes[kRuntimeName];
   if (entry.is_null()) entry = ordered_json::object();
   if (entry.contains("path") && entry["path"] != runtime_path) {
@@ -72,8 +72,8 @@ FileEdit merge_daemon_json(const std::optional<std::string>& existing, const std
 
   if (set_default) {
     if (doc.contains("default-runtime") && !doc["default-runtime"].is_string())
-      throw Error(source + ": key 'default-runtime': expected a runtime name, got " +
-                  std::string(doc["default-runtime"].type_name()) + keep);
+      throw usage_error(source + ": key 'default-runtime': expected a runtime name, got " +
+                        std::string(doc["default-runtime"].type_name()) + keep);
     const std::string previous = doc.value("default-runtime", std::string("runc"));
     if (previous != kRuntimeName) {
       doc["default-runtime"] = kRuntimeName;
@@ -98,11 +98,11 @@ FileEdit merge_daemon_json(const std::optional<std::string>& existing, const std
 void run_configure_docker(const ConfigureDockerOptions& o) {
   const fs::path runtime = fs::absolute(o.runtime_path ? fs::path(*o.runtime_path) : self_dir() / "gpu-run-runtime");
   if (::access(runtime.c_str(), X_OK) != 0)
-    throw Error(o.runtime_path
-                    ? "--runtime-path " + runtime.string() + ": not an executable file; give gpu-run-runtime's path"
-                    : runtime.string() +
-                          ": no executable gpu-run-runtime next to gpu-run-ctl; install it there "
-                          "or pass --runtime-path PATH");
+    throw usage_error(o.runtime_path ? "--runtime-path " + runtime.string() +
+                                           ": not an executable file; give gpu-run-runtime's path"
+                                     : runtime.string() +
+                                           ": no executable gpu-run-runtime next to gpu-run-ctl; install it there "
+                                           "or pass --runtime-path PATH");
   const fs::path config_file = config_path(o.config);
   const std::string missing_config = check_gpu_run_config(config_file);
 

@@ -39,10 +39,10 @@ FileEdit hook_file_edit(const std::optional<std::string>& existing, const std::s
   try {
     current = ordered_json::parse(*existing);
   } catch (const ordered_json::parse_error& e) {
-    throw Error(json_syntax_error(*existing, e.byte, e.what(), source) +
-                "; podman fails on a malformed hooks file: fix or remove it (gpu-run-ctl leaves it as it is)");
+    throw usage_error(json_syntax_error(*existing, e.byte, e.what(), source) +
+                      "; podman fails on a malformed hooks file: fix or remove it (gpu-run-ctl leaves it as it is)");
   } catch (const ordered_json::exception& e) {
-    throw Error(source + ": malformed JSON: " + e.what() + " (gpu-run-ctl leaves it as it is)");
+    throw usage_error(source + ": malformed JSON: " + e.what() + " (gpu-run-ctl leaves it as it is)");
   }
   if (current == wanted) {
     edit.changed = false;
@@ -56,10 +56,11 @@ void run_configure_podman(const ConfigurePodmanOptions& o) {
   const fs::path hook = fs::absolute(o.hook_path ? fs::path(*o.hook_path) : self_dir() / "gpu-run-hook");
   // podman stats the hook's path when it reads hooks.d and refuses to run any container otherwise.
   if (::access(hook.c_str(), X_OK) != 0)
-    throw Error(o.hook_path ? "--hook-path " + hook.string() + ": not an executable file; give gpu-run-hook's path"
-                            : hook.string() +
-                                  ": no executable gpu-run-hook next to gpu-run-ctl; install it there or "
-                                  "pass --hook-path PATH");
+    throw usage_error(o.hook_path
+                          ? "--hook-path " + hook.string() + ": not an executable file; give gpu-run-hook's path"
+                          : hook.string() +
+                                ": no executable gpu-run-hook next to gpu-run-ctl; install it there or "
+                                "pass --hook-path PATH");
   const fs::path config_file = fs::absolute(config_path(o.config));
   const std::string missing_config = check_gpu_run_config(config_file);
   const fs::path file = fs::path(o.hooks_dir) / kHookFileName;

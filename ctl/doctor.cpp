@@ -50,7 +50,7 @@ std::string read_log(const std::string& path) {
     if (!owned) throw system_error("doctor --log " + path, errno);
     struct stat st {};
     if (::fstat(owned.get(), &st) == 0 && S_ISDIR(st.st_mode))
-      throw Error("doctor --log " + path + ": is a directory: give the log file");
+      throw usage_error("doctor --log " + path + ": is a directory: give the log file");
     // A large regular file: only its end, where a crash is.
     if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > kMaxLogBytes)
       (void)::lseek(owned.get(), st.st_size - static_cast<off_t>(kMaxLogBytes), SEEK_SET);
@@ -76,8 +76,8 @@ std::string read_log(const std::string& path) {
 int run_doctor(const DoctorOptions& o) {
   const Config config = load_ctl_config();
   if (o.log) {
-    if (o.container) throw Error("doctor: --log reads a log, CONTAINER a container: give one of them");
-    if (o.engine) throw Error("doctor: --engine goes with CONTAINER, not --log");
+    if (o.container) throw usage_error("doctor: --log reads a log, CONTAINER a container: give one of them");
+    if (o.engine) throw usage_error("doctor: --engine goes with CONTAINER, not --log");
     CrashFacts crash;
     crash.source = "log " + (*o.log == "-" ? std::string("on standard input") : *o.log);
     read_crash_log(read_log(*o.log), crash);
@@ -86,15 +86,16 @@ int run_doctor(const DoctorOptions& o) {
   DoctorFacts f;
   f.memory_fraction_max = config.memory_fraction_max;
   if (o.container) {
-    if (o.container->empty()) throw Error("doctor: the CONTAINER argument is empty: give a container name or id");
+    if (o.container->empty()) throw usage_error("doctor: the CONTAINER argument is empty: give a container name or id");
     const InspectedContainer c = inspect_for_doctor(o.engine.value_or(config.engine), *o.container);
     if (has_exited(c)) return report_crash(gather_crash(c), o.json);
     gather_from_host(c, f);
   } else {
     if (o.engine)
-      throw Error("doctor: --engine " + *o.engine +
-                  " names the engine of a CONTAINER argument: give the container, or run doctor inside it without "
-                  "--engine");
+      throw usage_error(
+          "doctor: --engine " + *o.engine +
+          " names the engine of a CONTAINER argument: give the container, or run doctor inside it without "
+          "--engine");
     gather_inside(f);
   }
   const std::vector<Finding> findings = diagnose(f);

@@ -162,8 +162,8 @@ InspectedContainer inspect_for_doctor(const std::string& engine, const std::stri
   Captured r = run_capture({engine, "inspect", "--type", "container", name});
   if (r.exit_code != 0) {
     const std::string why = shown_error(r.err);
-    throw Error("container '" + name + "': " + engine + " inspect failed" + (why.empty() ? "" : ": " + why) +
-                " (is the name right? wrong --engine?)");
+    throw usage_error("container '" + name + "': " + engine + " inspect failed" + (why.empty() ? "" : ": " + why) +
+                      " (is the name right? wrong --engine?)");
   }
   InspectedContainer out;
   out.engine = engine;
@@ -208,9 +208,9 @@ void gather_from_host(const InspectedContainer& container, DoctorFacts& f) {
   f.engine = container.engine;
   f.target = container.target;
   if (!c.running || c.pid <= 0)
-    throw Error("container '" + name +
-                "' is not running: doctor reads its /dev/shm through its process (start "
-                "it, or run gpu-run-ctl doctor inside it)");
+    throw usage_error("container '" + name +
+                      "' is not running: doctor reads its /dev/shm through its process (start "
+                      "it, or run gpu-run-ctl doctor inside it)");
   f.ipc_mode = c.ipc_mode;
   // The IPC namespace itself settles --ipc=host (podman 4 reports it as "shareable").
   std::error_code ec_self, ec_container;

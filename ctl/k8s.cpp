@@ -43,8 +43,8 @@ std::uint64_t parse_k8s_quantity(const std::string& text, const std::string& fla
   if (!std::regex_match(text, m, pattern)) {
     static const std::regex docker_like("[0-9.]+([gGmMkKtT][bB]?|[mgkt])");
     if (std::regex_match(text, docker_like))
-      throw Error(expected + "; Docker's 16g is written 16Gi here (and a lowercase m means milli)");
-    throw Error(expected);
+      throw usage_error(expected + "; Docker's 16g is written 16Gi here (and a lowercase m means milli)");
+    throw usage_error(expected);
   }
   static const std::pair<const char*, std::uint64_t> units[] = {
       {"Ki", 1ull << 10},      {"Mi", 1ull << 20},         {"Gi", 1ull << 30},
@@ -56,15 +56,15 @@ std::uint64_t parse_k8s_quantity(const std::string& text, const std::string& fla
     if (m[4] == suffix) unit = bytes;
   const std::string whole = m[1].str();
   constexpr std::uint64_t kMax = 1ull << 62;
-  if (whole.size() > 19) throw Error(flag + " '" + shown(text) + "': too large");
+  if (whole.size() > 19) throw usage_error(flag + " '" + shown(text) + "': too large");
   const std::uint64_t integer = std::stoull(whole);
-  if (integer > kMax / unit) throw Error(flag + " '" + shown(text) + "': too large");
+  if (integer > kMax / unit) throw usage_error(flag + " '" + shown(text) + "': too large");
   std::uint64_t bytes = integer * unit;
   if (m[3].matched) {
     const long double fraction = std::stold("0." + m[3].str());
     bytes += static_cast<std::uint64_t>(std::ceil(fraction * static_cast<long double>(unit)));
   }
-  if (bytes == 0) throw Error(flag + " '" + shown(text) + "': must be more than 0 bytes");
+  if (bytes == 0) throw usage_error(flag + " '" + shown(text) + "': must be more than 0 bytes");
   return bytes;
 }
 
@@ -80,15 +80,15 @@ std::string k8s_quantity(std::uint64_t bytes) {
 
 ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
   if (!is_dns_label(o.container))
-    throw Error(
+    throw usage_error(
         "--container '" + shown(o.container) +
         "': expected the container's name as Kubernetes writes it (lowercase letters, digits and '-', at most 63)");
   if (o.runtime_class && !is_dns_subdomain(*o.runtime_class))
-    throw Error("--runtime-class '" + shown(*o.runtime_class) +
-                "': expected a RuntimeClass name (lowercase letters, digits, '-' and '.')");
+    throw usage_error("--runtime-class '" + shown(*o.runtime_class) +
+                      "': expected a RuntimeClass name (lowercase letters, digits, '-' and '.')");
   const std::uint64_t base =
       o.memory ? parse_k8s_quantity(*o.memory, "--memory") : kK8sBaseMemoryPerRank * std::max(plan.ranks, 1u);
-  if (base > (1ull << 62)) throw Error("--memory '" + shown(*o.memory) + "': too large");
+  if (base > (1ull << 62)) throw usage_error("--memory '" + shown(*o.memory) + "': too large");
   const std::string memory = k8s_quantity(base + plan.shm);
 
   ordered_json env = ordered_json::array();
@@ -114,7 +114,7 @@ ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
 
 std::string render_k8s(const K8sOptions& o, const Config& config, const HostInfo& host, const EnvLookup& env) {
   if (o.format != "yaml" && o.format != "json")
-    throw Error("--format '" + shown(o.format) + "': expected yaml or json");
+    throw usage_error("--format '" + shown(o.format) + "': expected yaml or json");
   const std::uint64_t gpus = parse_count(o.sizing.gpus.value_or(""), "--gpus", 1024);
   PlanOptions po;
   po.sizing = o.sizing;
@@ -123,8 +123,8 @@ std::string render_k8s(const K8sOptions& o, const Config& config, const HostInfo
   const ShmPlan plan = make_plan(po, config, host, env);
   require_fits(plan);
   if (!is_valid_profile_name(plan.profile))
-    throw Error("--profile " + shown(o.sizing.profile.value_or("")) + ": the profile's name '" + shown(plan.profile) +
-                "' is not a valid profile name; set \"name\" in the file");
+    throw usage_error("--profile " + shown(o.sizing.profile.value_or("")) + ": the profile's name '" +
+                      shown(plan.profile) + "' is not a valid profile name; set \"name\" in the file");
   const ordered_json patch = k8s_patch(o, plan);
   if (o.format == "json") return patch.dump(2) + "\n";
   return "# gpu-run-ctl k8s: profile " + plan.profile + ", " + std::to_string(plan.gpus) + " GPU(s), " +

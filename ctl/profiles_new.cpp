@@ -48,12 +48,12 @@ std::string profile_text(const nlohmann::ordered_json& doc) {
 
 nlohmann::ordered_json parse_fields_flag(const std::string& text) {
   nlohmann::ordered_json fields = nlohmann::ordered_json::array();
-  if (text.empty()) throw Error("--fields: empty: give SHAPE:DTYPE entries, e.g. 3x224x224:float32,:int64");
+  if (text.empty()) throw usage_error("--fields: empty: give SHAPE:DTYPE entries, e.g. 3x224x224:float32,:int64");
   std::size_t start = 0;
   for (std::size_t n = 1;; ++n) {
     const std::size_t comma = text.find(',', start);
     const std::string entry = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    if (n > kMaxFields) throw Error("--fields: more than " + std::to_string(kMaxFields) + " fields");
+    if (n > kMaxFields) throw usage_error("--fields: more than " + std::to_string(kMaxFields) + " fields");
     std::string name = "field" + std::to_string(n), spec = entry;
     if (const auto eq = entry.find('='); eq != std::string::npos) {
       name = entry.substr(0, eq);
@@ -61,8 +61,8 @@ nlohmann::ordered_json parse_fields_flag(const std::string& text) {
     }
     const auto colon = spec.rfind(':');
     if (name.empty() || colon == std::string::npos)
-      throw Error("--fields: entry " + std::to_string(n) + " '" + shown(entry) +
-                  "': expected [NAME=]SHAPE:DTYPE, e.g. image=3x224x224:float32 or :int64 for a scalar");
+      throw usage_error("--fields: entry " + std::to_string(n) + " '" + shown(entry) +
+                        "': expected [NAME=]SHAPE:DTYPE, e.g. image=3x224x224:float32 or :int64 for a scalar");
     nlohmann::ordered_json shape = nlohmann::ordered_json::array();
     const std::string dims = spec.substr(0, colon);
     std::size_t d = 0;
@@ -82,8 +82,8 @@ nlohmann::ordered_json parse_fields_flag(const std::string& text) {
 
 nlohmann::ordered_json new_profile_document(const NewProfileOptions& o) {
   if (!is_valid_profile_name(o.name))
-    throw Error("profiles new: '" + shown(o.name) +
-                "' is not a profile name: [team/]name of a-z 0-9 . _ - (e.g. vision/resnet50)");
+    throw usage_error("profiles new: '" + shown(o.name) +
+                      "' is not a profile name: [team/]name of a-z 0-9 . _ - (e.g. vision/resnet50)");
   nlohmann::ordered_json doc;
   doc["name"] = o.name;
   if (o.description) doc["description"] = *o.description;
@@ -108,11 +108,11 @@ void run_profiles_new(const NewProfileOptions& o) {
     return;
   }
   const fs::path dir = o.out_dir ? fs::path(*o.out_dir) : user_profile_dir();
-  if (dir.empty()) throw Error("--out-dir: empty path");
+  if (dir.empty()) throw usage_error("--out-dir: empty path");
   const fs::path path = dir / (o.name + ".json");
   std::error_code ec;
   if (fs::exists(path, ec) && !o.force)
-    throw Error("profiles new: " + path.string() + " exists: pass --force to replace it");
+    throw usage_error("profiles new: " + path.string() + " exists: pass --force to replace it");
   // Load it through the search path (the new file first) before writing: a parent that does
   // not exist, or a profile the merge leaves incomplete, is refused and nothing is written.
   const Config config = load_ctl_config();

@@ -40,15 +40,15 @@ void add_run_options(CLI::App& cmd, RunOptions& o, bool with_workers) {
 
 WrapperOptions wrapper_options_for(const RunOptions& o, const std::string& command) {
   if (o.args.empty())
-    throw Error(command + ": missing IMAGE: usage: gpu-run-ctl " + command +
-                " [options] -- [docker run options] IMAGE COMMAND...");
+    throw usage_error(command + ": missing IMAGE: usage: gpu-run-ctl " + command +
+                      " [options] -- [docker run options] IMAGE COMMAND...");
   WrapperOptions w = split_wrapper_args(o.args);
   if (w.dry_run || w.json || w.record || w.help || w.version || w.explain)
-    throw Error(command +
-                ": gpu-run's --dry-run, --json, --record, --explain, --help and --version do not apply after --");
+    throw usage_error(command +
+                      ": gpu-run's --dry-run, --json, --record, --explain, --help and --version do not apply after --");
   auto merge = [](std::optional<std::string>& into, const std::optional<std::string>& flag, const char* name) {
     if (!flag) return;
-    if (into) throw Error(std::string(name) + ": given both before and after --: give it once");
+    if (into) throw usage_error(std::string(name) + ": given both before and after --: give it once");
     into = flag;
   };
   merge(w.sizing.profile, o.sizing.profile, "--profile");
@@ -70,7 +70,7 @@ WrapperOptions wrapper_options_for(const RunOptions& o, const std::string& comma
 fs::path user_profile_dir(const EnvLookup& env) {
   if (auto xdg = env("XDG_CONFIG_HOME"); xdg && !xdg->empty()) return fs::path(*xdg) / "gpu-run" / "profiles";
   if (auto home = env("HOME"); home && !home->empty()) return fs::path(*home) / ".config" / "gpu-run" / "profiles";
-  throw Error("--out-dir: neither XDG_CONFIG_HOME nor HOME is set: give --out-dir DIR");
+  throw usage_error("--out-dir: neither XDG_CONFIG_HOME nor HOME is set: give --out-dir DIR");
 }
 
 }  // namespace gpurun

@@ -98,15 +98,15 @@ std::vector<std::uint64_t> parse_counts(const std::string& text) {
     try {
       n = parse_count(item, "--counts", 1024);
     } catch (const Error&) {
-      throw Error("--counts '" + text.substr(0, 60) +
-                  "': expected a comma-separated list of worker counts 0..1024, e.g. 0,1,2,4");
+      throw usage_error("--counts '" + text.substr(0, 60) +
+                        "': expected a comma-separated list of worker counts 0..1024, e.g. 0,1,2,4");
     }
-    if (!seen.insert(n).second) throw Error("--counts '" + text.substr(0, 60) + "': " + item + " appears twice");
+    if (!seen.insert(n).second) throw usage_error("--counts '" + text.substr(0, 60) + "': " + item + " appears twice");
     out.push_back(n);
   }
   if (out.empty() || (!text.empty() && text.back() == ','))
-    throw Error("--counts '" + text.substr(0, 60) +
-                "': expected a comma-separated list of worker counts, e.g. 0,1,2,4");
+    throw usage_error("--counts '" + text.substr(0, 60) +
+                      "': expected a comma-separated list of worker counts, e.g. 0,1,2,4");
   return out;
 }
 
@@ -200,7 +200,8 @@ nlohmann::ordered_json tune_json(const std::vector<TuneResult>& results, std::op
 
 void run_tune(const TuneOptions& o) {
   WrapperOptions w = wrapper_options_for(o.run, "tune");
-  if (w.sizing.workers) throw Error("--workers: tune chooses the worker count; give the counts to try with --counts");
+  if (w.sizing.workers)
+    throw usage_error("--workers: tune chooses the worker count; give the counts to try with --counts");
   const Config config = load_ctl_config();
   const HostInfo host = probe_host();
   std::vector<std::uint64_t> counts;

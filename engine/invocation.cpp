@@ -23,10 +23,10 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
   EngineInvocation inv;
   inv.engine = o.engine.value_or(config.engine);
   if (inv.engine != "docker" && inv.engine != "podman")
-    throw Error("--engine '" + inv.engine.substr(0, 40) + "': expected docker or podman");
+    throw usage_error("--engine '" + inv.engine.substr(0, 40) + "': expected docker or podman");
   std::string gpu_mode = o.gpu_request.value_or(effective_gpu_request(config, inv.engine));
   if (gpu_mode != "docker" && gpu_mode != "cdi" && gpu_mode != "none")
-    throw Error("--gpu-request '" + gpu_mode.substr(0, 40) + "': expected docker, cdi or none");
+    throw usage_error("--gpu-request '" + gpu_mode.substr(0, 40) + "': expected docker, cdi or none");
 
   const EngineOptionFacts facts = scan_engine_options(o.engine_options);
   const SizingRequest request = sizing_request_from(o.sizing, facts, config, host);

@@ -32,7 +32,7 @@ PerfRecord make_perf_record(const EngineInvocation& inv, const WrapperOptions& o
 
 int run_recorded(const EngineInvocation& inv, const WrapperOptions& o, const Config& config) {
   if (detaches(o.engine_options))
-    throw Error(
+    throw usage_error(
         "--record: the container would run detached (-d), so gpu-run could not see it end; drop -d "
         "(or follow a detached container with gpu-run-ctl watch)");
   const fs::path log_path = perf_log_path(config);

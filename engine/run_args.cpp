@@ -67,7 +67,7 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args) {
   std::size_t i = 0;
   auto value_of = [&](const std::string& name, std::optional<std::string> inline_value) -> std::string {
     if (inline_value) return *inline_value;
-    if (i + 1 >= args.size()) throw Error(name + ": missing value (see gpu-run --help)");
+    if (i + 1 >= args.size()) throw usage_error(name + ": missing value (see gpu-run --help)");
     return args[++i];
   };
   for (; i < args.size(); ++i) {
@@ -83,7 +83,7 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args) {
       if (eq != std::string::npos) inline_value = arg.substr(eq + 1);
       if (const OwnOption* own = find_own(name)) {
         if (!own->takes_value) {
-          if (inline_value) throw Error(name + ": takes no value");
+          if (inline_value) throw usage_error(name + ": takes no value");
           if (name == "--dry-run")
             opts.dry_run = true;
           else if (name == "--explain")
@@ -119,7 +119,7 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args) {
       }
       opts.engine_options.push_back(arg);
       if (!inline_value && !engine_flags().count(name)) {
-        if (i + 1 >= args.size()) throw Error(name + ": missing value (an option of the engine's run command)");
+        if (i + 1 >= args.size()) throw usage_error(name + ": missing value (an option of the engine's run command)");
         opts.engine_options.push_back(args[++i]);
       }
       continue;
@@ -131,7 +131,7 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args) {
         if (is_short_flag(arg[k])) continue;
         if (k + 1 == arg.size()) {
           if (i + 1 >= args.size())
-            throw Error(std::string("-") + arg[k] + ": missing value (an option of the engine's run command)");
+            throw usage_error(std::string("-") + arg[k] + ": missing value (an option of the engine's run command)");
           opts.engine_options.push_back(args[++i]);
         }
         break;
@@ -142,7 +142,7 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args) {
   }
   if (opts.help || opts.version) return opts;
   if (i >= args.size())
-    throw Error("missing IMAGE: usage: gpu-run [gpu-run options] [docker run options] IMAGE [COMMAND [ARG...]]");
+    throw usage_error("missing IMAGE: usage: gpu-run [gpu-run options] [docker run options] IMAGE [COMMAND [ARG...]]");
   opts.image = args[i++];
   opts.command.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
   return opts;

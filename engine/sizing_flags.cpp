@@ -14,7 +14,7 @@ namespace {
 
 std::uint64_t count_flag(const std::optional<std::string>& v, const char* flag, std::uint64_t min, std::uint64_t max) {
   std::uint64_t n = parse_count(*v, flag, max);
-  if (n < min) throw Error(std::string(flag) + ": must be at least " + std::to_string(min));
+  if (n < min) throw usage_error(std::string(flag) + ": must be at least " + std::to_string(min));
   return n;
 }
 
@@ -28,7 +28,7 @@ SizingRequest sizing_request_from(const SizingFlags& o, const EngineOptionFacts&
     if (g.all) {
       g.count = count_host_gpus();
       if (g.count == 0)
-        throw Error(
+        throw usage_error(
             "--gpus all: no /dev/nvidiaN devices on this host to count; give the number of GPUs, e.g. --gpus 2");
     }
     r.gpus = g.count;
@@ -45,13 +45,13 @@ SizingRequest sizing_request_from(const SizingFlags& o, const EngineOptionFacts&
     char* end = nullptr;
     double c = std::strtod(facts.cpus->c_str(), &end);
     if (end == facts.cpus->c_str() || *end != '\0' || !(c > 0) || c > 65536)
-      throw Error("--cpus '" + facts.cpus->substr(0, 40) + "': expected a positive number of CPUs");
+      throw usage_error("--cpus '" + facts.cpus->substr(0, 40) + "': expected a positive number of CPUs");
     r.cpus = std::min(r.cpus, static_cast<unsigned>(std::ceil(c)));
   }
   if (facts.cpuset_cpus) {
     auto n = parse_cpu_list(*facts.cpuset_cpus);
     if (!n || *n == 0)
-      throw Error("--cpuset-cpus '" + facts.cpuset_cpus->substr(0, 40) + "': expected a CPU list such as 0-3,8");
+      throw usage_error("--cpuset-cpus '" + facts.cpuset_cpus->substr(0, 40) + "': expected a CPU list such as 0-3,8");
     r.cpus = std::min(r.cpus, *n);
   }
   if (r.cpus == 0) r.cpus = 1;

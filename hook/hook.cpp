@@ -18,7 +18,7 @@ HookOptions parse_hook_args(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--config") {
-      if (i + 1 >= argc) throw Error("--config: missing path");
+      if (i + 1 >= argc) throw usage_error("--config: missing path");
       o.config = argv[++i];
     } else if (a.compare(0, 9, "--config=") == 0) {
       o.config = a.substr(9);
@@ -27,7 +27,8 @@ HookOptions parse_hook_args(int argc, char** argv) {
     } else if (a == "--help") {
       throw Error("usage: gpu-run-hook [--config PATH] [--debug] [STAGE] (the OCI state comes on stdin)", 0, kExitOk);
     } else if (!a.empty() && a[0] == '-') {
-      throw Error("unknown option " + a.substr(0, 40) + " (usage: gpu-run-hook [--config PATH] [--debug] [STAGE])");
+      throw usage_error("unknown option " + a.substr(0, 40) +
+                        " (usage: gpu-run-hook [--config PATH] [--debug] [STAGE])");
     } else {
       o.stage = a;
     }
