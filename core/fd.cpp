@@ -12,23 +12,7 @@
 
 namespace gpurun {
 
-UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = other.release();
-  }
-  return *this;
-}
-
-UniqueFd::~UniqueFd() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-int UniqueFd::release() {
-  int fd = fd_;
-  fd_ = -1;
-  return fd;
-}
+void close_fd(int fd) { ::close(fd); }
 
 std::string read_bounded(int fd, std::size_t max_bytes, const std::string& what) {
   std::string out;

@@ -3,26 +3,15 @@
 #include <cstddef>
 #include <string>
 
+#include "unique_handle.hpp"
+
 namespace gpurun {
 
+// close(2), for UniqueFd.
+void close_fd(int fd);
+
 // A move-only owner of a file descriptor; closes it on destruction.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
-  UniqueFd& operator=(UniqueFd&& other) noexcept;
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd();
-
-  int get() const { return fd_; }
-  int release();
-  explicit operator bool() const { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
+using UniqueFd = UniqueHandle<int, -1, close_fd>;
 
 // Reads `fd` to EOF, failing (Error naming `what`) past `max_bytes`. Retries EINTR.
 std::string read_bounded(int fd, std::size_t max_bytes, const std::string& what);

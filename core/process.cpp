@@ -38,39 +38,29 @@ int exit_code_of(int status) {
   return 1;
 }
 
-Child& Child::operator=(Child&& other) noexcept {
-  if (this != &other) {
-    this->~Child();
-    pid_ = other.pid_;
-    other.pid_ = -1;
-  }
-  return *this;
-}
-
-Child::~Child() {
-  if (pid_ > 0) {
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-    }
+void kill_and_reap(pid_t pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
 }
 
 int Child::wait() {
   int status = 0;
-  while (::waitpid(pid_, &status, 0) < 0) {
-    if (errno != EINTR) throw system_error("wait for pid " + std::to_string(pid_), errno);
+  while (::waitpid(pid_.get(), &status, 0) < 0) {
+    if (errno != EINTR) throw system_error("wait for pid " + std::to_string(pid_.get()), errno);
   }
-  pid_ = -1;
+  pid_.release();
   return exit_code_of(status);
 }
 
 bool Child::poll(int& code) {
   int status = 0;
-  pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  const pid_t r = ::waitpid(pid_.get(), &status, WNOHANG);
   if (r == 0) return false;
-  if (r < 0) throw system_error("wait for pid " + std::to_string(pid_), errno);
-  pid_ = -1;
+  if (r < 0) throw system_error("wait for pid " + std::to_string(pid_.get()), errno);
+  pid_.release();
   code = exit_code_of(status);
   return true;
 }

@@ -5,27 +5,27 @@
 #include <string>
 #include <vector>
 
+#include "unique_handle.hpp"
+
 namespace gpurun {
+
+// SIGKILL and waitpid, for Child.
+void kill_and_reap(pid_t pid);
 
 // A started child process; kills (SIGKILL) and reaps it on destruction unless waited for.
 class Child {
  public:
   Child() = default;
   explicit Child(pid_t pid) : pid_(pid) {}
-  Child(Child&& other) noexcept : pid_(other.pid_) { other.pid_ = -1; }
-  Child& operator=(Child&& other) noexcept;
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-  ~Child();
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return pid_.get(); }
   // Waits for the child; returns its exit code (128+signal when killed).
   int wait();
   // Non-blocking: true and sets `code` when the child has exited.
   bool poll(int& code);
 
  private:
-  pid_t pid_ = -1;
+  UniqueHandle<pid_t, -1, kill_and_reap> pid_;
 };
 
 // Starts argv[0] (searched on PATH) with the caller's stdin/stdout/stderr.

@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "enum_name.hpp"
 #include "error.hpp"
 #include "fd.hpp"
 #include "units.hpp"
@@ -55,31 +56,13 @@ void mount_here(int dirfd, const char* source, const char* type, unsigned long f
 }  // namespace
 
 const char* outcome_name(ShmOutcome outcome) {
-  switch (outcome) {
-    case ShmOutcome::kResized:
-      return "resized";
-    case ShmOutcome::kMounted:
-      return "mounted";
-    case ShmOutcome::kUnchanged:
-      return "unchanged";
-    case ShmOutcome::kHostShm:
-      return "host-shm";
-  }
-  return "?";
+  static const char* const kNames[] = {"resized", "mounted", "unchanged", "host-shm"};
+  return enum_name(outcome, kNames);
 }
 
 const char* shm_mount_name(ShmMount mount) {
-  switch (mount) {
-    case ShmMount::kMissing:
-      return "missing";
-    case ShmMount::kNotMount:
-      return "not-a-mount";
-    case ShmMount::kNotTmpfs:
-      return "not-tmpfs";
-    case ShmMount::kTmpfs:
-      return "tmpfs";
-  }
-  return "?";
+  static const char* const kNames[] = {"missing", "not-a-mount", "not-tmpfs", "tmpfs"};
+  return enum_name(mount, kNames);
 }
 
 std::uint64_t FsStat::size() const {

@@ -168,28 +168,26 @@ std::string explain(const ShmPlan& p) {
 nlohmann::json plan_to_json(const ShmPlan& p) {
   nlohmann::json fields = nlohmann::json::array();
   for (const auto& f : p.fields) fields.push_back({{"name", f.name}, {"bytes", f.bytes}});
-  nlohmann::json j = {{"profile", p.profile},
-                      {"gpus", p.gpus},
-                      {"ranks", p.ranks},
-                      {"workers", p.workers},
-                      {"workers_auto", p.workers_auto},
-                      {"cpus", p.cpus},
-                      {"batch_size", p.batch_size},
-                      {"prefetch_factor", p.prefetch_factor},
-                      {"pin_memory", p.pin_memory},
-                      {"hold", p.hold},
-                      {"fields", fields},
-                      {"calibrated", p.calibrated},
-                      {"batch_bytes", p.batch_bytes},
-                      {"per_rank_bytes", p.per_rank},
-                      {"nccl_bytes", p.nccl},
-                      {"headroom", p.headroom},
-                      {"need_bytes", p.need},
-                      {"shm_bytes", p.shm},
-                      {"shm", engine_size(p.shm)},
-                      {"min_shm_bytes", p.min_shm},
-                      {"max_shm_bytes", p.max_shm},
-                      {"fits", p.problem.empty()}};
+  // By topic (nlohmann::json keeps its keys sorted, so the grouping is only for the reader).
+  nlohmann::json j = {{"profile", p.profile}, {"gpus", p.gpus}, {"ranks", p.ranks}, {"cpus", p.cpus}};
+  j.update({{"workers", p.workers},
+            {"workers_auto", p.workers_auto},
+            {"batch_size", p.batch_size},
+            {"prefetch_factor", p.prefetch_factor},
+            {"pin_memory", p.pin_memory},
+            {"hold", p.hold}});
+  j.update({{"fields", fields},
+            {"calibrated", p.calibrated},
+            {"batch_bytes", p.batch_bytes},
+            {"per_rank_bytes", p.per_rank},
+            {"nccl_bytes", p.nccl},
+            {"headroom", p.headroom}});
+  j.update({{"need_bytes", p.need},
+            {"shm_bytes", p.shm},
+            {"shm", engine_size(p.shm)},
+            {"min_shm_bytes", p.min_shm},
+            {"max_shm_bytes", p.max_shm},
+            {"fits", p.problem.empty()}});
   j["memory_limit_bytes"] = p.memory_limit ? nlohmann::json(*p.memory_limit) : nlohmann::json(nullptr);
   if (!p.problem.empty()) j["problem"] = p.problem;
   return j;

@@ -181,16 +181,19 @@ void run_calibrate(const CalibrateOptions& o) {
             << o.out_profile << " ...\n";
 }
 
+// How calibrate runs the workload and what the profile it writes holds.
+constexpr const char* kCalibrateFooter =
+    "Usage: gpu-run-ctl calibrate --out-profile NAME [OPTIONS] -- [docker run options] IMAGE COMMAND...\n\n"
+    "The workload runs once through gpu-run's logic with --shm-size min(MemAvailable/2, 16g) (or yours),\n"
+    "sampled at 100 Hz. The profile written extends --profile with batch_size, workers_per_gpu and\n"
+    "prefetch_factor as run and a `calibration` block (peak and conditions); the model then scales\n"
+    "the measured bytes per batch to other batch sizes, workers and GPUs. Adds --rm to the run.";
+
 void add_calibrate_command(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();
   CLI::App* cmd = app.add_subcommand(
       "calibrate", "Run a workload with generous /dev/shm, measure its peak and write a profile that carries it");
-  cmd->footer(
-      "Usage: gpu-run-ctl calibrate --out-profile NAME [OPTIONS] -- [docker run options] IMAGE COMMAND...\n\n"
-      "The workload runs once through gpu-run's logic with --shm-size min(MemAvailable/2, 16g) (or yours),\n"
-      "sampled at 100 Hz. The profile written extends --profile with batch_size, workers_per_gpu and\n"
-      "prefetch_factor as run and a `calibration` block (peak and conditions); the model then scales\n"
-      "the measured bytes per batch to other batch sizes, workers and GPUs. Adds --rm to the run.");
+  cmd->footer(kCalibrateFooter);
   cmd->add_option("--out-profile", o->out_profile, "Name of the profile to write, [team/]name")
       ->type_name("NAME")
       ->required();

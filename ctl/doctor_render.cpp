@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "enum_name.hpp"
+
 namespace gpurun {
 
 namespace {
@@ -24,14 +26,14 @@ nlohmann::json findings_json(const std::string& target, const std::vector<Findin
 }
 
 const char* evidence_name(CrashEvidence::Kind kind) {
-  static const char* const names[] = {"worker-killed-by-bus-error",
-                                      "bus-error-in-worker",
-                                      "torch-shm-no-space",
-                                      "torch-shm-allocate",
-                                      "nccl-segment",
-                                      "sigbus-exit",
-                                      "workers-exited"};
-  return names[kind];
+  static const char* const kNames[] = {"worker-killed-by-bus-error",
+                                       "bus-error-in-worker",
+                                       "torch-shm-no-space",
+                                       "torch-shm-allocate",
+                                       "nccl-segment",
+                                       "sigbus-exit",
+                                       "workers-exited"};
+  return enum_name(kind, kNames);
 }
 
 }  // namespace

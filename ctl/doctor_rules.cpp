@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "contract.hpp"
+#include "enum_name.hpp"
 #include "error.hpp"
 #include "sizing.hpp"
 #include "units.hpp"
@@ -276,35 +277,36 @@ void check_workers(const DoctorFacts& f, std::vector<Finding>& out) {
   }
 }
 
+// One finding about the segments of one kind in /dev/shm: OK when there are none, else `level`
+// with their count, space and names, and why they are there.
+void check_segments(const DoctorFacts& f, bool (*is_kind)(const std::string&), const char* check,
+                    const std::string& pattern, Level level, const std::string& why, const std::string& fix,
+                    std::vector<Finding>& out) {
+  std::vector<ShmFile> found;
+  for (const auto& file : f.files)
+    if (is_kind(file.name)) found.push_back(file);
+  if (found.empty()) {
+    add(out, Level::kOk, check, "no " + pattern + " segments in /dev/shm");
+    return;
+  }
+  add(out, level, check,
+      std::to_string(found.size()) + " " + pattern + " segment" + (found.size() == 1 ? "" : "s") + " holding " +
+          format_size(total_bytes(found)) + " of /dev/shm: " + list_files(found) + ". " + why,
+      fix);
+}
+
 void check_segments(const DoctorFacts& f, std::vector<Finding>& out) {
   if (!has_shm(f)) return;
-  std::vector<ShmFile> torch, nccl;
-  for (const auto& file : f.files) {
-    if (is_torch_segment(file.name)) torch.push_back(file);
-    if (is_nccl_segment(file.name)) nccl.push_back(file);
-  }
-  if (torch.empty()) {
-    add(out, Level::kOk, "torch-leftovers", "no torch_* segments in /dev/shm");
-  } else {
-    add(out, Level::kWarn, "torch-leftovers",
-        std::to_string(torch.size()) + " torch_* segment" + (torch.size() == 1 ? "" : "s") + " holding " +
-            format_size(total_bytes(torch)) + " of /dev/shm: " + list_files(torch) +
-            ". PyTorch's file_system sharing strategy leaves these behind when workers are killed "
-            "(the default file_descriptor strategy unlinks its segments at once)",
-        "when no training job runs in the container: rm /dev/shm/torch_*; keep "
-        "torch.multiprocessing's default "
-        "file_descriptor strategy instead of set_sharing_strategy('file_system')");
-  }
-  if (nccl.empty()) {
-    add(out, Level::kOk, "nccl", "no NCCL segments (nccl-*) in /dev/shm");
-  } else {
-    add(out, Level::kOk, "nccl",
-        std::to_string(nccl.size()) + " NCCL segment" + (nccl.size() == 1 ? "" : "s") + " (" +
-            format_size(total_bytes(nccl)) + "): " + list_files(nccl) +
-            ". NCCL's shared-memory transport between ranks uses them; with no job running they "
-            "are leftovers "
-            "of a killed one");
-  }
+  check_segments(f, is_torch_segment, "torch-leftovers", "torch_*", Level::kWarn,
+                 "PyTorch's file_system sharing strategy leaves these behind when workers are killed "
+                 "(the default file_descriptor strategy unlinks its segments at once)",
+                 "when no training job runs in the container: rm /dev/shm/torch_*; keep torch.multiprocessing's "
+                 "default file_descriptor strategy instead of set_sharing_strategy('file_system')",
+                 out);
+  check_segments(f, is_nccl_segment, "nccl", "nccl-*", Level::kOk,
+                 "NCCL's shared-memory transport between ranks uses them; with no job running they are leftovers "
+                 "of a killed one",
+                 "", out);
 }
 
 void check_sysctls(const DoctorFacts& f, std::vector<Finding>& out) {
@@ -322,15 +324,8 @@ void check_sysctls(const DoctorFacts& f, std::vector<Finding>& out) {
 }  // namespace
 
 const char* level_name(Level level) {
-  switch (level) {
-    case Level::kOk:
-      return "OK";
-    case Level::kWarn:
-      return "WARN";
-    case Level::kFail:
-      return "FAIL";
-  }
-  return "?";
+  static const char* const kNames[] = {"OK", "WARN", "FAIL"};
+  return enum_name(level, kNames);
 }
 
 bool is_torch_segment(const std::string& name) { return name.rfind("torch_", 0) == 0; }

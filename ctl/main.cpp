@@ -1,22 +1,17 @@
 #include <CLI/CLI.hpp>
-#include <iostream>
 
 #include "commands.hpp"
-#include "error.hpp"
+#include "program.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app;
   gpurun::add_ctl_commands(app);
-  try {
-    app.parse(argc, argv);
-    return gpurun::kExitOk;
-  } catch (const CLI::ParseError& e) {
-    return gpurun::report_parse_error(app, e);
-  } catch (const gpurun::Error& e) {
-    std::cerr << "gpu-run-ctl: " << e.what() << "\n";
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    std::cerr << "gpu-run-ctl: " << e.what() << "\n";
-    return gpurun::kExitFailure;
-  }
+  return gpurun::run_program("gpu-run-ctl", [&] {
+    try {
+      app.parse(argc, argv);
+      return static_cast<int>(gpurun::kExitOk);
+    } catch (const CLI::ParseError& e) {
+      return gpurun::report_parse_error(app, e);
+    }
+  });
 }

@@ -14,6 +14,7 @@
 
 #include "clock.hpp"
 #include "door.hpp"
+#include "enum_name.hpp"
 #include "error.hpp"
 #include "fd.hpp"
 #include "log.hpp"
@@ -119,15 +120,8 @@ SpecEdit edit_spec(nlohmann::json& spec, const SpecFacts& facts, const ShmDecisi
 }
 
 const char* edit_name(SpecEdit::Kind kind) {
-  switch (kind) {
-    case SpecEdit::kSpecSize:
-      return "spec-size";
-    case SpecEdit::kInjectHook:
-      return "inject-hook";
-    case SpecEdit::kUnchanged:
-      break;
-  }
-  return "unchanged";
+  static const char* const kNames[] = {"unchanged", "spec-size", "inject-hook"};
+  return enum_name(kind, kNames);
 }
 
 bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {

@@ -12,9 +12,9 @@ d=$(it_tmpdir)
 it_on_exit it_dockerd_stop "$d"
 it_dockerd_start "$d"
 it_docker_image gr-busybox
-out=$(docker run --rm gr-busybox df -k /dev/shm 2>&1)
+out=$(docker run --rm gr-busybox df -k /dev/shm 2>&1 | it_drop_engine_warnings)
 assert_eq 65536 "$(awk 'NR == 2 { print $2 }' <<<"$out")" "docker: default /dev/shm is 64 MiB"
-out=$(docker run --rm --shm-size 300m gr-busybox df -k /dev/shm 2>&1)
+out=$(docker run --rm --shm-size 300m gr-busybox df -k /dev/shm 2>&1 | it_drop_engine_warnings)
 assert_eq 307200 "$(awk 'NR == 2 { print $2 }' <<<"$out")" "docker: --shm-size 300m gives 300 MiB"
 assert_exit 7 docker run --rm gr-busybox sh -c 'exit 7'
 

@@ -23,6 +23,10 @@ IT_NAME=$(basename "${BASH_SOURCE[1]:-$0}" .sh)
 IT_CLEANUPS=()
 IT_ROOTFS=${IT_ROOTFS:-}
 
+# Drops the engine's own notices from captured output, such as dockerd's "WARNING: IPv4
+# forwarding is disabled" on hosts with net.ipv4.ip_forward=0 (the test daemons need no network).
+it_drop_engine_warnings() { grep -v '^WARNING: IPv4 forwarding is disabled' || true; }
+
 it_log() { printf '[%s] %s\n' "$IT_NAME" "$*" >&2; }
 
 # Exits 77 (ctest's SKIP_RETURN_CODE) with REASON, or fails with it when

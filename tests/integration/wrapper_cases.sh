@@ -210,7 +210,7 @@ EOF
   out=$(gr --gpu-request none --profile mnist --rm -w /tmp --hostname gr-host "$IMAGE" sh -c 'pwd; hostname' 2>&1)
   assert_contains "$out" "/tmp" "-w /tmp reaches the container"
   assert_contains "$out" "gr-host" "--hostname reaches the container"
-  out=$(gr --gpu-request none --profile mnist --rm "$IMAGE" echo --profile x --gpus 3 --dry-run 2>&1)
+  out=$(gr --gpu-request none --profile mnist --rm "$IMAGE" echo --profile x --gpus 3 --dry-run 2>&1 | it_drop_engine_warnings)
   assert_eq "--profile x --gpus 3 --dry-run" "$out" "arguments after IMAGE reach the command untouched"
 
   # Bad input: exit 2, one line on stderr, nothing started.

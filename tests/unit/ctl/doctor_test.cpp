@@ -335,11 +335,11 @@ TEST(Doctor, NcclSegmentsAreListedAsOk) {
   f.files = {{"nccl-AbC123", 9 * kMiB}, {"nccl-xyz", 9 * kMiB}};
   const Finding x = finding(f, "nccl");
   EXPECT_EQ(x.level, Level::kOk);
-  EXPECT_CONTAINS(x.message, "2 NCCL segments (18MiB)");
+  EXPECT_CONTAINS(x.message, "2 nccl-* segments holding 18MiB of /dev/shm");
   EXPECT_CONTAINS(x.message, "nccl-AbC123 (9MiB)");
   EXPECT_EQ(doctor_exit_code(diagnose(f)), 0);
   f.files.clear();
-  EXPECT_CONTAINS(finding(f, "nccl").message, "no NCCL segments");
+  EXPECT_CONTAINS(finding(f, "nccl").message, "no nccl-* segments");
 }
 
 TEST(Doctor, SegmentNames) {
