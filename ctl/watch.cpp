@@ -12,6 +12,7 @@
 #include "container.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
+#include "timeline.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -122,7 +123,9 @@ void run_watch(const WatchOptions& o) {
   so.stop = [] { return g_stop != 0; };
   double last_draw = -1;
   std::uint64_t drawn_peak = 0;
+  Timeline timeline;
   so.on_sample = [&](const ShmUsage& u, const ShmSampleStats& s) {
+    if (o.timeline) timeline.add(s.seconds, u.size, u.used);
     if (terminal) {
       // At most 20 redraws a second (and on a new peak): the terminal need not keep up with 100 Hz.
       if (s.seconds - last_draw < 0.05 && s.peak == drawn_peak) return;
@@ -141,6 +144,10 @@ void run_watch(const WatchOptions& o) {
   else
     std::printf("%s\n", watch_summary_json(name, stats, exited).dump().c_str());
   std::fflush(stdout);
+  if (o.timeline) {
+    write_timeline_svg(*o.timeline, timeline.points(), "/dev/shm of container " + name);
+    std::fprintf(stderr, "gpu-run-ctl: timeline of /dev/shm in %s\n", o.timeline->c_str());
+  }
   if (!exited) throw Error("watch: interrupted; container " + name + " is still running", 0, 128 + SIGINT);
 }
 
@@ -156,6 +163,9 @@ void add_watch_command(CLI::App& app) {
   cmd->add_option("--engine", o->engine, "docker or podman (default: the config's engine)")->type_name("ENGINE");
   cmd->add_option("--interval", o->interval_ms, "Milliseconds between samples (default 10)")->type_name("MS");
   cmd->add_flag("--json", o->json, "One JSON line per sample, even on a terminal");
+  cmd->add_option("--timeline", o->timeline,
+                  "Also draw /dev/shm size and use over time as an SVG, the peak marked (written when watching ends)")
+      ->type_name("FILE.svg");
   cmd->callback([o] { run_watch(*o); });
 }
 

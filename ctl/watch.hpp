@@ -17,7 +17,8 @@ struct WatchOptions {
   std::string container;
   std::optional<std::string> engine;  // default: the config's engine
   std::string interval_ms = "10";
-  bool json = false;  // JSON lines even on a terminal
+  bool json = false;                    // JSON lines even on a terminal
+  std::optional<std::string> timeline;  // --timeline FILE.svg: the picture, written at the end
 };
 
 // The line redrawn on a terminal: a used/size bar, the numbers and the peak.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "shm_sampler.hpp"
+#include "timeline.hpp"
 
 namespace gpurun {
 
@@ -18,6 +19,8 @@ struct MeasureOptions {
   std::optional<fs::path> output;
   // A --cidfile the user already gave the engine; else one in a private temp directory is added.
   std::optional<std::string> user_cidfile;
+  // When set, every sample is added to it (--timeline).
+  Timeline* timeline = nullptr;
 };
 
 // One engine run with its /dev/shm sampled.

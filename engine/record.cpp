@@ -4,6 +4,7 @@
 
 #include "clock.hpp"
 #include "error.hpp"
+#include "timeline.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -40,6 +41,8 @@ int run_recorded(const EngineInvocation& inv, const WrapperOptions& o, const Con
   const UniqueFd log = open_perf_log(log_path);
   MeasureOptions mo;
   mo.user_cidfile = find_cidfile_option(o.engine_options);
+  Timeline timeline;
+  if (o.timeline) mo.timeline = &timeline;
   std::cout.flush();
   const std::time_t started = std::time(nullptr);
   const MeasuredRun run = run_measured(inv.argv, inv.engine, mo);
@@ -50,6 +53,12 @@ int run_recorded(const EngineInvocation& inv, const WrapperOptions& o, const Con
   append_perf_line(log.get(), perf_record_line(make_perf_record(inv, o, run, started)), log_path);
   std::cerr << "gpu-run: recorded peak /dev/shm " << format_size(run.shm.peak) << " of " << format_size(inv.applied_shm)
             << " (" << run.shm.samples << " samples, exit " << run.exit_code << ") in " << log_path.string() << "\n";
+  if (o.timeline) {
+    write_timeline_svg(
+        *o.timeline, timeline.points(),
+        "/dev/shm of " + o.image + " (profile " + inv.plan.profile + ", exit " + std::to_string(run.exit_code) + ")");
+    std::cerr << "gpu-run: timeline of /dev/shm in " << *o.timeline << "\n";
+  }
   return run.exit_code;
 }
 

@@ -14,10 +14,10 @@ struct OwnOption {
 };
 
 constexpr OwnOption kOwnOptions[] = {
-    {"--profile", true},         {"--gpus", true},        {"--workers", true}, {"--batch-size", true},
-    {"--prefetch-factor", true}, {"--profile-dir", true}, {"--engine", true},  {"--gpu-request", true},
-    {"--dry-run", false},        {"--explain", false},    {"--json", false},   {"--help", false},
-    {"--version", false},        {"--record", false},
+    {"--profile", true},         {"--gpus", true},        {"--workers", true},  {"--batch-size", true},
+    {"--prefetch-factor", true}, {"--profile-dir", true}, {"--engine", true},   {"--gpu-request", true},
+    {"--dry-run", false},        {"--explain", false},    {"--json", false},    {"--help", false},
+    {"--version", false},        {"--record", false},     {"--timeline", true},
 };
 
 // Long options of `docker run` and `podman run` that take no value. Every other long
@@ -115,6 +115,8 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args) {
           opts.engine = v;
         else if (name == "--gpu-request")
           opts.gpu_request = v;
+        else if (name == "--timeline")
+          opts.timeline = v;
         continue;
       }
       opts.engine_options.push_back(arg);
@@ -141,6 +143,11 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args) {
     break;
   }
   if (opts.help || opts.version) return opts;
+  if (opts.timeline && !opts.record)
+    throw usage_error("--timeline " + opts.timeline->substr(0, 80) +
+                      ": the timeline is drawn from --record's samples: add --record (or follow a running "
+                      "container with gpu-run-ctl watch --timeline FILE)");
+  if (opts.timeline && opts.timeline->empty()) throw usage_error("--timeline: empty path: give FILE.svg");
   if (i >= args.size())
     throw usage_error("missing IMAGE: usage: gpu-run [gpu-run options] [docker run options] IMAGE [COMMAND [ARG...]]");
   opts.image = args[i++];

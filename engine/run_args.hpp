@@ -19,6 +19,7 @@ struct WrapperOptions {
   bool help = false;
   bool version = false;
   bool record = false;
+  std::optional<std::string> timeline;      // --timeline FILE.svg (with --record)
   std::vector<std::string> engine_options;  // the engine's own run options, untouched
   std::string image;
   std::vector<std::string> command;

@@ -47,6 +47,7 @@ gpu-run options:
   --record                  run the engine as a child, sample the container's peak /dev/shm use
                             and append a record to the performance log (config perf_log,
                             default $XDG_STATE_HOME/gpu-run/perf.jsonl); exits with the engine's code
+  --timeline FILE.svg       with --record: also draw /dev/shm size and use over time, the peak marked
   --help, --version
 
 The container gets GPU_RUN_PROFILE, GPU_RUN_NUM_WORKERS, GPU_RUN_BATCH_SIZE and

@@ -9,7 +9,7 @@ source "$here/lib.sh"
 source "$here/wrapper_cases.sh"
 
 it_require_root
-it_require_cmd dockerd containerd runc docker jq
+it_require_cmd dockerd containerd runc docker jq rsvg-convert
 wrapper_find_binary "${1:-}"
 CTL=$(dirname "$GPU_RUN")/gpu-run-ctl
 [[ -x $CTL ]] || it_skip "gpu-run-ctl not found next to $GPU_RUN"
@@ -48,7 +48,7 @@ assert_contains "$IT_ERR" "DataLoader worker" "64 MiB /dev/shm: PyTorch's own me
 # --- watch -----------------------------------------------------------------------------------
 docker run -d --name wl --shm-size 1g "${WL_MOUNT[@]}" "$IMAGE" "${WL[@]}" "${BIG[@]}" --workers 2 >/dev/null ||
   it_die "docker run -d failed"
-"$CTL" watch wl >"$work/watch.out" 2>"$work/watch.err" &
+"$CTL" watch --timeline "$work/watch.svg" wl >"$work/watch.out" 2>"$work/watch.err" &
 watch_pid=$!
 wait "$watch_pid"
 assert_eq 0 "$?" "watch exits 0 when the container exits"
@@ -68,6 +68,15 @@ assert_eq "$samples" "$(jq -r '.samples' <<<"$summary")" "watch: summary counts 
 [[ $w_peak -gt $((3 * 55 * MiB)) ]] && it_pass "watch: peak $((w_peak / MiB)) MiB" ||
   it_fail "watch: peak $w_peak bytes, expected more than 3 batches"
 assert_eq 1073741824 "$(jq -r '.size' <<<"$summary")" "watch: size is the container's 1g /dev/shm"
+# The timeline: an SVG that renders, with the peak watch measured marked on it.
+assert_contains "$(cat "$work/watch.err")" "timeline of /dev/shm in $work/watch.svg" "watch --timeline: says where"
+svg_peak=$(grep -o 'peak [0-9.]*MiB at' "$work/watch.svg" | grep -o '[0-9.]*')
+awk -v s="$svg_peak" -v p="$w_peak" 'BEGIN { d = s * 1048576 - p; exit !(d < 1048576 && d > -1048576) }' &&
+  it_pass "watch --timeline: the peak marked ($svg_peak MiB) is the peak watch measured" ||
+  it_fail "watch --timeline: marked [$svg_peak] MiB, watch measured $w_peak bytes"
+assert_exit 0 rsvg-convert -o "$work/watch.png" "$work/watch.svg"
+[[ $(stat -c %s "$work/watch.png") -gt 5000 ]] && it_pass "watch --timeline: rsvg-convert renders it" ||
+  it_fail "watch --timeline: the PNG is only $(stat -c %s "$work/watch.png") bytes"
 assert_exit 2 "$CTL" watch no-such-container
 assert_contains "$IT_ERR" "no-such-container" "watch: an unknown container is named"
 assert_exit 2 "$CTL" watch --interval 0 x
@@ -81,8 +90,14 @@ assert_contains "$IT_ERR" "--engine" "watch: --engine lxc names the flag"
 log=$XDG_STATE_HOME/gpu-run/perf.jsonl
 GR=("$GPU_RUN" --gpu-request none --workers 2 --batch-size 96)
 planned=$("${GR[@]}" --json --rm "$IMAGE" true | jq -r '.plan.shm_bytes')
-assert_exit 0 "${GR[@]}" --record --rm "${WL_MOUNT[@]}" "$IMAGE" "${WL[@]}" "${BIG[@]}" --workers 2
+assert_exit 0 "${GR[@]}" --record --timeline "$work/record.svg" --rm "${WL_MOUNT[@]}" "$IMAGE" "${WL[@]}" "${BIG[@]}" --workers 2
 assert_contains "$IT_OUT" "torch_workload: 8 batches" "record: the workload's stdout is the caller's"
+assert_contains "$IT_ERR" "timeline of /dev/shm in $work/record.svg" "record --timeline: says where"
+assert_exit 0 rsvg-convert -o "$work/record.png" "$work/record.svg"
+assert_contains "$(cat "$work/record.svg")" "/dev/shm of $IMAGE (profile default, exit 0)" "record --timeline: titled"
+cp "$work/record.svg" "$work/record.png" /tmp/ 2>/dev/null || true
+assert_exit 2 "${GR[@]}" --timeline "$work/x.svg" --rm "$IMAGE" true
+assert_contains "$IT_ERR" "add --record" "--timeline without --record says what to add"
 assert_contains "$IT_ERR" "recorded peak /dev/shm" "record: says what it recorded"
 assert_eq 1 "$(wc -l <"$log")" "record: one line appended to $log"
 rec=$(tail -n 1 "$log")

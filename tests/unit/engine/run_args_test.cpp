@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "error.hpp"
+#include "test_util.hpp"
 
 namespace gpurun {
 namespace {
@@ -38,6 +39,17 @@ TEST(RunArgsTest, DoubleDashEndsOptions) {
   EXPECT_TRUE(o.dry_run);
   EXPECT_EQ(o.image, "img");
   EXPECT_EQ(o.command, (Args{"--rm"}));
+}
+
+TEST(RunArgsTest, TimelineGoesWithRecord) {
+  const WrapperOptions o = split_wrapper_args({"--record", "--timeline", "/tmp/t.svg", "img"});
+  EXPECT_TRUE(o.record);
+  EXPECT_EQ(o.timeline, "/tmp/t.svg");
+  EXPECT_EQ(o.image, "img");
+  const Error e = expect_error([] { split_wrapper_args({"--timeline=/tmp/t.svg", "img"}); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "add --record");
+  EXPECT_CONTAINS(error_of([] { split_wrapper_args({"--record", "--timeline="}); }), "--timeline: empty path");
 }
 
 TEST(RunArgsTest, Errors) {
