@@ -175,7 +175,7 @@ std::string timeline_svg(const std::vector<TimelinePoint>& points, const std::st
          xml_escape(label) + "</text>\n";
 
   // Legend.
-  const double lx = kLeft + plot_w - 230, ly = 16;
+  const double lx = kLeft + plot_w - 230, ly = 29;  // under the title, over the plot
   svg += "<rect x=\"" + num(lx) + "\" y=\"" + num(ly) +
          "\" width=\"14\" height=\"10\" fill=\"#4a90d9\" fill-opacity=\"0.45\" stroke=\"#2a6cb0\"/>\n";
   svg += "<text x=\"" + num(lx + 20) + "\" y=\"" + num(ly + 9) + "\">used</text>\n";

@@ -93,11 +93,6 @@ planned=$("${GR[@]}" --json --rm "$IMAGE" true | jq -r '.plan.shm_bytes')
 assert_exit 0 "${GR[@]}" --record --timeline "$work/record.svg" --rm "${WL_MOUNT[@]}" "$IMAGE" "${WL[@]}" "${BIG[@]}" --workers 2
 assert_contains "$IT_OUT" "torch_workload: 8 batches" "record: the workload's stdout is the caller's"
 assert_contains "$IT_ERR" "timeline of /dev/shm in $work/record.svg" "record --timeline: says where"
-assert_exit 0 rsvg-convert -o "$work/record.png" "$work/record.svg"
-assert_contains "$(cat "$work/record.svg")" "/dev/shm of $IMAGE (profile default, exit 0)" "record --timeline: titled"
-cp "$work/record.svg" "$work/record.png" /tmp/ 2>/dev/null || true
-assert_exit 2 "${GR[@]}" --timeline "$work/x.svg" --rm "$IMAGE" true
-assert_contains "$IT_ERR" "add --record" "--timeline without --record says what to add"
 assert_contains "$IT_ERR" "recorded peak /dev/shm" "record: says what it recorded"
 assert_eq 1 "$(wc -l <"$log")" "record: one line appended to $log"
 rec=$(tail -n 1 "$log")
@@ -107,6 +102,10 @@ it_log "record: $rec"
 assert_eq 0 "$(jq -r '.exit_status' <<<"$rec")" "record: exit status 0"
 assert_eq "$planned" "$(jq -r '.planned_shm' <<<"$rec")" "record: planned size is gpu-run's plan"
 assert_eq "$planned" "$(jq -r '.shm_size' <<<"$rec")" "record: the container's /dev/shm had the planned size"
+assert_exit 0 rsvg-convert -o "$work/record.png" "$work/record.svg"
+assert_contains "$(cat "$work/record.svg")" "/dev/shm of $IMAGE (profile default, exit 0)" "record --timeline: titled"
+assert_exit 2 "${GR[@]}" --timeline "$work/x.svg" --rm "$IMAGE" true
+assert_contains "$IT_ERR" "add --record" "--timeline without --record says what to add"
 assert_eq "gpurun-torch|default|0|2|96" "$(jq -r '[.image, .profile, .gpus, .workers, .batch_size] | map(tostring) | join("|")' <<<"$rec")" \
   "record: image, profile, gpus, workers, batch"
 [[ $r_peak -le $planned ]] && it_pass "record: peak within the plan" || it_fail "record: peak $r_peak above plan $planned"
