@@ -31,11 +31,12 @@ ResizePlan plan_resize(const std::string& name, const IpcMode& ipc, const ShmFac
     plan.refusal = who + " has --ipc=none: it has no /dev/shm to resize (recreate it with --ipc=private)";
     return plan;
   }
-  if (ipc.kind == IpcKind::kHost || shm.host_shm) {
-    plan.refusal = who +
-                   (ipc.kind == IpcKind::kHost ? " shares the host's IPC namespace (--ipc=host)"
-                                               : " has the host's /dev/shm bound in (-v /dev/shm:/dev/shm)") +
-                   ": the host's /dev/shm is never resized";
+  if (ipc.kind == IpcKind::kHost || shm.host_ipc || shm.host_shm) {
+    plan.refusal =
+        who +
+        (ipc.kind == IpcKind::kHost || shm.host_ipc ? " shares the host's IPC namespace (--ipc=host)"
+                                                    : " has the host's /dev/shm bound in (-v /dev/shm:/dev/shm)") +
+        ": the host's /dev/shm is never resized";
     return plan;
   }
   if (ipc.kind == IpcKind::kJoined) {

@@ -31,6 +31,7 @@ IpcMode parse_ipc_mode(const std::string& mode);
 // What the container's /dev/shm is now, measured from the host (resolved in its root
 // without following symlinks).
 struct ShmFacts {
+  bool host_ipc = false;     // in the host's IPC namespace (podman's inspect says "shareable" even then)
   bool tmpfs_mount = false;  // a tmpfs mount of its own (not a directory of /dev, not a disk)
   bool host_shm = false;     // the same device as the host's /dev/shm (-v /dev/shm:/dev/shm)
   std::uint64_t size = 0;    // bytes
@@ -55,7 +56,7 @@ struct ResizePlan {
 
 // Checks `ask` against the container's IPC mode (`ipc` after following container:X once:
 // the owner's) and its /dev/shm. `name` is used in messages. Refuses: no /dev/shm
-// (none), the host's (host, or bound in), not a tmpfs mount, a size below 1 MiB or below
+// (none), the host's (host, the host's IPC namespace, or bound in), not a tmpfs mount, a size below 1 MiB or below
 // what /dev/shm holds now, a size over the memory budget without `force`.
 ResizePlan plan_resize(const std::string& name, const IpcMode& ipc, const ShmFacts& shm, const ResizeAsk& ask);
 

@@ -1,6 +1,7 @@
 #include "resize.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -52,6 +53,17 @@ ShmFacts probe_shm(const ContainerInfo& c, std::optional<dev_t> host_dev) {
   f.size = shm_fs.size();
   f.used = shm_fs.used();
   return f;
+}
+
+// Whether the container's process is in the host's IPC namespace (this process's).
+bool in_host_ipc(const ContainerInfo& c) {
+  struct stat mine {};
+  struct stat theirs {};
+  const std::string path = "/proc/" + std::to_string(c.pid) + "/ns/ipc";
+  if (::stat("/proc/self/ns/ipc", &mine) != 0) throw system_error("stat /proc/self/ns/ipc", errno);
+  if (::stat(path.c_str(), &theirs) != 0)
+    throw system_error("stat " + path + " of container " + display_name(c), errno);
+  return mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
 }
 
 // What the child sends back over the pipe: a fixed-size record.
@@ -165,8 +177,8 @@ std::string resize_report(const ContainerInfo& info, const ContainerInfo& owner,
     out += "  it uses the IPC namespace of container " + display_name(owner) + " (" + short_id(owner) +
            ", --ipc=container:...): resized that one's /dev/shm\n";
   if (kind == IpcKind::kShareable || joined)
-    out += "  shared: every container that joined the IPC namespace of " + display_name(owner) +
-           " sees the new size (one tmpfs, bound into each)\n";
+    out += "  shared: the engine's tmpfs, bound in; every container that joined the IPC namespace of " +
+           display_name(owner) + " (ipc=container:..., a pod) sees the new size\n";
   out += "  `" + info.engine +
          " inspect` keeps showing the old ShmSize; gpu-run-ctl doctor and watch read the live size\n";
   return out;
@@ -194,7 +206,9 @@ void run_resize(const ResizeOptions& o) {
       ask.memory_limit = c->memory_limit;
   // Refusals by IPC mode need no look inside the container.
   ShmFacts facts;
-  if (ipc.kind != IpcKind::kNone && ipc.kind != IpcKind::kHost) facts = probe_shm(owner, host_dev);
+  const bool host_ipc = in_host_ipc(owner);
+  if (ipc.kind != IpcKind::kNone && ipc.kind != IpcKind::kHost && !host_ipc) facts = probe_shm(owner, host_dev);
+  facts.host_ipc = host_ipc;
   const ResizePlan plan = plan_resize(display_name(owner), ipc, facts, ask);
   if (!plan.refusal.empty()) throw usage_error(plan.refusal);
 

@@ -84,6 +84,10 @@ TEST(ShmResizeTest, RefusesWhatHasNoOwnShm) {
                   "container c has --ipc=none: it has no /dev/shm to resize");
   EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kHost, ""}, ShmFacts{}, ask(kGiB)).refusal,
                   "(--ipc=host): the host's /dev/shm is never resized");
+  ShmFacts host_ipc = tmpfs(8 * kGiB, 0);
+  host_ipc.host_ipc = true;
+  EXPECT_CONTAINS(plan_resize("c", kShareable, host_ipc, ask(kGiB)).refusal,
+                  "shares the host's IPC namespace (--ipc=host): the host's /dev/shm is never resized");
   ShmFacts bound = tmpfs(8 * kGiB, 0);
   bound.host_shm = true;
   EXPECT_CONTAINS(plan_resize("c", kPrivate, bound, ask(kGiB)).refusal,

@@ -61,7 +61,8 @@ TEST(ResizeTest, ReportSaysWhoSharesAndThatInspectKeepsTheOldSize) {
 
   const ContainerInfo base = container("base", "bbbbbbbbbbbbbbbb", "shareable");
   out = resize_report(base, base, before, kGiB, true);
-  EXPECT_CONTAINS(out, "every container that joined the IPC namespace of base sees the new size");
+  EXPECT_CONTAINS(out,
+                  "every container that joined the IPC namespace of base (ipc=container:..., a pod) sees the new size");
   EXPECT_CONTAINS(out, "over the memory budget (--force)");
 
   const ContainerInfo joiner = container("joiner", "jjjjjjjjjjjjjjjj", "container:bbbbbbbbbbbbbbbb");
