@@ -233,7 +233,9 @@ void run_resize(const ResizeOptions& o) {
               << ", nothing changed\n";
     return;
   }
-  if (r.outcome != ShmOutcome::kResized || r.after != plan.size)
+  // tmpfs rounds size= up to whole pages.
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (r.outcome != ShmOutcome::kResized || r.after < plan.size || r.after > round_up(plan.size, page))
     throw Error("/dev/shm of container " + display_name(owner) + " is " + format_size(r.after) +
                 " after resizing, asked for " + format_size(plan.size));
   std::cout << resize_report(info, owner, facts, r.after, plan.over_budget);

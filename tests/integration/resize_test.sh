@@ -106,6 +106,9 @@ start --name planned "$IMAGE" sleep 300
 want=$("$CTL" plan --profile cifar --json | jq -r .shm_bytes)
 assert_exit 0 resize planned --profile cifar
 assert_eq $((want / 1024)) "$(inside_kb docker planned)" "--profile cifar: the plan's size ($want bytes)"
+assert_exit 0 resize planned 200000001b
+pages=$(((200000001 + 4095) / 4096))
+assert_eq $((pages * 4)) "$(inside_kb docker planned)" "a size in bytes: tmpfs rounds it up to pages"
 
 # --- shareable, and a container that joined it ------------------------------------------------
 start --name base --ipc shareable "$IMAGE" sleep 300
@@ -209,7 +212,7 @@ assert_contains "$IT_ERR" "has no /dev/shm" "podman --ipc none: refused"
 # --- the host and the log ----------------------------------------------------------------------
 bad_lines=$(grep -cv '^[0-9T:Z-]* gpu-run-ctl\[[0-9]*\] level=[a-z]* container=' "$log")
 assert_eq 0 "$bad_lines" "every log line is one whole key=value line"
-assert_eq 10 "$(resized_lines)" "one log line per resize"
+assert_eq 11 "$(resized_lines)" "one log line per resize"
 assert_eq "$host_line_before" "$(host_shm_line)" "the host's /dev/shm mount is unchanged"
 assert_eq "$host_kb_before" "$(host_shm_kb)" "the host's /dev/shm size is unchanged"
 it_done
