@@ -11,6 +11,7 @@
 #include "k8s.hpp"
 #include "plan.hpp"
 #include "profiles.hpp"
+#include "resize.hpp"
 #include "tune.hpp"
 #include "watch.hpp"
 
@@ -44,6 +45,7 @@ void add_ctl_commands(CLI::App& app) {
   add_profiles_command(app);
   add_k8s_command(app);
   add_watch_command(app);
+  add_resize_command(app);
   add_calibrate_command(app);
   add_tune_command(app);
   add_doctor_command(app);

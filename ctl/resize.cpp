@@ -1,0 +1,262 @@
+#include "resize.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <memory>
+
+#include "config.hpp"
+#include "ctl_common.hpp"
+#include "error.hpp"
+#include "fd.hpp"
+#include "host.hpp"
+#include "log.hpp"
+#include "process.hpp"
+#include "run_args.hpp"
+#include "run_options.hpp"
+#include "sandbox.hpp"
+#include "shm_mount.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+std::string short_id(const ContainerInfo& c) { return c.id.substr(0, 12); }
+std::string display_name(const ContainerInfo& c) { return c.name.empty() ? short_id(c) : c.name; }
+
+// The container's /dev/shm seen from the host: /proc/PID/root, then dev/shm resolved in that
+// root refusing every symlink (the image controls the path), then fstat* of the open dir.
+ShmFacts probe_shm(const ContainerInfo& c, std::optional<dev_t> host_dev) {
+  const std::string root_path = "/proc/" + std::to_string(c.pid) + "/root";
+  UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) throw system_error("open " + root_path + " of container " + display_name(c), errno);
+  UniqueFd dev(open_dir_in_root(root.get(), "dev", Resolve::kNoSymlinks));
+  UniqueFd shm(dev ? open_dir_in_root(dev.get(), "shm", Resolve::kNoSymlinks) : -1);
+  if (!shm) {
+    const int err = errno;
+    if (err == ELOOP || err == ENOTDIR)
+      throw usage_error("/dev or /dev/shm in container " + display_name(c) +
+                        " is a symlink or not a directory: refusing to follow it (nothing changed)");
+    if (err == ENOENT) throw usage_error("container " + display_name(c) + " has no /dev/shm: nothing to resize");
+    throw system_error("open /dev/shm of container " + display_name(c), err);
+  }
+  const FsStat dev_fs = stat_fs(dev.get(), "/dev");
+  const FsStat shm_fs = stat_fs(shm.get(), "/dev/shm");
+  ShmFacts f;
+  f.host_shm = host_dev && shm_fs.st.st_dev == *host_dev;
+  f.tmpfs_mount = classify_shm(shm_fs, dev_fs.st.st_dev) == ShmMount::kTmpfs;
+  f.size = shm_fs.size();
+  f.used = shm_fs.used();
+  return f;
+}
+
+// Whether the container's process is in the host's IPC namespace (this process's).
+bool in_host_ipc(const ContainerInfo& c) {
+  struct stat mine {};
+  struct stat theirs {};
+  const std::string path = "/proc/" + std::to_string(c.pid) + "/ns/ipc";
+  if (::stat("/proc/self/ns/ipc", &mine) != 0) throw system_error("stat /proc/self/ns/ipc", errno);
+  if (::stat(path.c_str(), &theirs) != 0)
+    throw system_error("stat " + path + " of container " + display_name(c), errno);
+  return mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
+}
+
+// What the child sends back over the pipe: a fixed-size record.
+struct ChildReport {
+  int exit_code = kExitFailure;  // kExitOk when `result` holds
+  int err = 0;
+  int outcome = 0;
+  std::uint64_t before = 0;
+  std::uint64_t after = 0;
+  char message[512] = {};
+};
+
+// The hook's act step (docs/ARCHITECTURE.md, "Hardening"), in a child: setns is irreversible
+// for a process, and the child gives up every capability but the four the remount needs.
+ShmResult resize_in_child(int pid, std::uint64_t size, bool allow_shrink, std::optional<dev_t> host_dev) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw system_error("pipe", errno);
+  UniqueFd read_end(fds[0]);
+  UniqueFd write_end(fds[1]);
+  std::cout.flush();
+  const pid_t child_pid = ::fork();
+  if (child_pid < 0) throw system_error("fork", errno);
+  if (child_pid == 0) {
+    ChildReport report;
+    try {
+      UniqueFd ns(open_mount_namespace(pid));
+      drop_capabilities();
+      install_seccomp();
+      join_mount_namespace(ns.get(), pid);
+      // After setns the process's root is the namespace's: the container's root.
+      const ShmResult r = apply_shm(ShmTarget{pid, "/", size, allow_shrink, host_dev});
+      report.exit_code = kExitOk;
+      report.outcome = static_cast<int>(r.outcome);
+      report.before = r.before;
+      report.after = r.after;
+    } catch (const Error& e) {
+      report.exit_code = e.exit_code();
+      report.err = e.errno_value();
+      std::strncpy(report.message, e.what(), sizeof report.message - 1);
+    } catch (const std::exception& e) {
+      std::strncpy(report.message, e.what(), sizeof report.message - 1);
+    }
+    (void)!::write(write_end.get(), &report, sizeof report);
+    ::_exit(0);
+  }
+  Child child(child_pid);
+  write_end.reset();
+  ChildReport report;
+  std::size_t got = 0;
+  auto* bytes = reinterpret_cast<char*>(&report);
+  while (got < sizeof report) {
+    const ssize_t n = ::read(read_end.get(), bytes + got, sizeof report - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  const int code = child.wait();
+  if (got != sizeof report)
+    throw Error("resize: the child process ended without a report (exit " + std::to_string(code) + ")");
+  report.message[sizeof report.message - 1] = '\0';
+  if (report.exit_code != kExitOk) throw Error(report.message, report.err, report.exit_code);
+  ShmResult r;
+  r.outcome = static_cast<ShmOutcome>(report.outcome);
+  r.before = report.before;
+  r.after = report.after;
+  return r;
+}
+
+std::uint64_t size_asked(const ResizeOptions& o, const Config& config) {
+  const SizingFlags& s = o.sizing;
+  const bool planning = s.profile || s.gpus || s.workers || s.batch_size || s.prefetch_factor;
+  if (o.size && planning) throw usage_error("resize: give SIZE or the sizing flags (--profile, --gpus, ...), not both");
+  if (o.size) {
+    try {
+      return parse_size(*o.size, "SIZE");
+    } catch (const Error& e) {
+      throw usage_error(e.what());
+    }
+  }
+  if (!planning)
+    throw usage_error(
+        "resize: missing SIZE: usage: gpu-run-ctl resize CONTAINER SIZE, or CONTAINER --profile NAME "
+        "--gpus N [--workers N --batch-size N ...]");
+  // The budget is checked by plan_resize (which --force may pass), not by the plan.
+  const SizingRequest request = sizing_request_from(s, EngineOptionFacts{}, config, probe_host());
+  const ShmPlan plan = plan_shm(load_sizing_profile(s, config), request);
+  require_fits(plan);
+  return plan.shm;
+}
+
+}  // namespace
+
+ContainerInfo shm_owner(const ContainerInfo& info, const std::function<ContainerInfo(const std::string&)>& inspect) {
+  const IpcMode ipc = parse_ipc_mode(info.ipc_mode);
+  if (ipc.kind != IpcKind::kJoined) return info;
+  ContainerInfo owner = inspect(ipc.joined);
+  if (!owner.running || owner.pid <= 0)
+    throw usage_error("container " + display_name(info) + " uses the /dev/shm of container " + display_name(owner) +
+                      " (--ipc=container:" + ipc.joined.substr(0, 12) + "), which is not running");
+  return owner;
+}
+
+std::string resize_report(const ContainerInfo& info, const ContainerInfo& owner, const ShmFacts& before,
+                          std::uint64_t after, bool over_budget) {
+  const bool joined = owner.id != info.id;
+  const IpcKind kind = parse_ipc_mode(owner.ipc_mode).kind;
+  std::string out = "container " + display_name(info) + " (" + short_id(info) + ", " + info.engine + "): /dev/shm " +
+                    format_size(before.size) + " -> " + format_size(after) + " (" + format_size(before.used) +
+                    " used, files kept)" + (over_budget ? ", over the memory budget (--force)" : "") + "\n";
+  if (joined)
+    out += "  it uses the IPC namespace of container " + display_name(owner) + " (" + short_id(owner) +
+           ", --ipc=container:...): resized that one's /dev/shm\n";
+  if (kind == IpcKind::kShareable || joined)
+    out += "  shared: the engine's tmpfs, bound in; every container that joined the IPC namespace of " +
+           display_name(owner) + " (ipc=container:..., a pod) sees the new size\n";
+  out += "  `" + info.engine +
+         " inspect` keeps showing the old ShmSize; gpu-run-ctl doctor and watch read the live size\n";
+  return out;
+}
+
+void run_resize(const ResizeOptions& o) {
+  const Config config = load_ctl_config();
+  const std::string engine = o.engine.value_or(config.engine);
+  if (engine != "docker" && engine != "podman")
+    throw usage_error("--engine '" + engine.substr(0, 40) + "': expected docker or podman");
+  const ContainerInfo info = inspect_container(engine, o.container);
+  if (!info.running || info.pid <= 0)
+    throw usage_error("container '" + o.container + "' is not running: only a running container's /dev/shm is resized");
+  const IpcMode own_ipc = parse_ipc_mode(info.ipc_mode);
+  const ContainerInfo owner = shm_owner(info, [&](const std::string& name) { return inspect_container(engine, name); });
+  const IpcMode ipc = own_ipc.kind == IpcKind::kJoined ? parse_ipc_mode(owner.ipc_mode) : own_ipc;
+
+  const auto host_dev = host_shm_device();
+  ResizeAsk ask;
+  ask.size = size_asked(o, config);
+  ask.force = o.force;
+  ask.memory_fraction_max = config.memory_fraction_max;
+  for (const ContainerInfo* c : {&info, &owner})
+    if (c->memory_limit && *c->memory_limit > 0 && (!ask.memory_limit || *c->memory_limit < *ask.memory_limit))
+      ask.memory_limit = c->memory_limit;
+  // Refusals by IPC mode need no look inside the container.
+  ShmFacts facts;
+  const bool host_ipc = in_host_ipc(owner);
+  if (ipc.kind != IpcKind::kNone && ipc.kind != IpcKind::kHost && !host_ipc) facts = probe_shm(owner, host_dev);
+  facts.host_ipc = host_ipc;
+  const ResizePlan plan = plan_resize(display_name(owner), ipc, facts, ask);
+  if (!plan.refusal.empty()) throw usage_error(plan.refusal);
+
+  Logger log(config.log_file.string(), parse_log_level(config.log_level), "gpu-run-ctl");
+  const std::string who = "container=" + log_quote(owner.id.substr(0, 64)) +
+                          (owner.id != info.id ? " via=" + log_quote(info.id.substr(0, 64)) : "") +
+                          " ipc=" + log_quote(owner.ipc_mode.substr(0, 80));
+  ShmResult r;
+  try {
+    r = resize_in_child(owner.pid, plan.size, plan.allow_shrink, host_dev);
+  } catch (const Error& e) {
+    log.error(who + " action=fail size=" + engine_size(plan.size) + " error=" + log_quote(e.what()));
+    throw e.with_context("resize /dev/shm of container " + display_name(owner));
+  }
+  log.info(who + " action=" + outcome_name(r.outcome) + " size=" + engine_size(plan.size) + " before=" +
+           engine_size(r.before) + " after=" + engine_size(r.after) + (plan.over_budget ? " forced=1" : ""));
+  if (r.outcome == ShmOutcome::kHostShm)
+    throw usage_error("/dev/shm of container " + display_name(owner) +
+                      " is the host's: the host's /dev/shm is never resized (nothing changed)");
+  if (r.outcome == ShmOutcome::kUnchanged) {
+    std::cout << "container " << display_name(info) << ": /dev/shm is already " << format_size(r.after)
+              << ", nothing changed\n";
+    return;
+  }
+  // tmpfs rounds size= up to whole pages.
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (r.outcome != ShmOutcome::kResized || r.after < plan.size || r.after > round_up(plan.size, page))
+    throw Error("/dev/shm of container " + display_name(owner) + " is " + format_size(r.after) +
+                " after resizing, asked for " + format_size(plan.size));
+  std::cout << resize_report(info, owner, facts, r.after, plan.over_budget);
+}
+
+void add_resize_command(CLI::App& app) {
+  auto o = std::make_shared<ResizeOptions>();
+  CLI::App* cmd =
+      app.add_subcommand("resize", "Resize a running container's /dev/shm in place (no restart, files kept)");
+  cmd->footer(
+      "SIZE in Docker's syntax (e.g. 2g), or the size the sizing flags plan (as `gpu-run-ctl plan`).\n"
+      "The size may go down, never below what /dev/shm holds now, and not past the memory budget\n"
+      "(memory_fraction_max of the container's --memory) without --force. --ipc=shareable and\n"
+      "--ipc=container:X resize the one shared tmpfs; --ipc=none, --ipc=host and a bound-in host\n"
+      "/dev/shm are refused. `docker inspect` keeps the old ShmSize. Needs root; exit 2 on a refusal.");
+  cmd->add_option("CONTAINER", o->container, "Container name or id")->required();
+  cmd->add_option("SIZE", o->size, "New /dev/shm size, Docker's syntax (e.g. 2g)");
+  add_sizing_flags(*cmd, o->sizing);
+  cmd->add_option("--engine", o->engine, "docker or podman (default: the config's engine)")->type_name("ENGINE");
+  cmd->add_flag("--force", o->force, "Resize even past the memory budget (memory_fraction_max of --memory)");
+  cmd->callback([o] { run_resize(*o); });
+}
+
+}  // namespace gpurun
