@@ -17,6 +17,16 @@ constexpr std::size_t kMaxEditedFile = 4 << 20;
 
 Config load_ctl_config() { return load_config(config_path(std::nullopt)); }
 
+ContainerInfo inspect_running(const std::optional<std::string>& engine_option, const Config& config,
+                              const std::string& name, const std::string& why_running) {
+  const std::string engine = engine_option.value_or(config.engine);
+  if (engine != "docker" && engine != "podman")
+    throw usage_error("--engine '" + engine.substr(0, 40) + "': expected docker or podman");
+  ContainerInfo info = inspect_container(engine, name);
+  if (!info.running || info.pid <= 0) throw usage_error("container '" + name + "' is not running: " + why_running);
+  return info;
+}
+
 ProfileStore ctl_store(const std::vector<std::string>& dirs, const Config& config, const EnvLookup& env) {
   std::vector<fs::path> cli_dirs(dirs.begin(), dirs.end());
   return ProfileStore(profile_search_path(cli_dirs, config, /*include_user=*/true, env));

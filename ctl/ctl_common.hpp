@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "container.hpp"
 #include "profile_store.hpp"
 
 namespace gpurun {
@@ -14,6 +15,12 @@ namespace fs = std::filesystem;
 
 // The host config a person's gpu-run-ctl uses: $GPU_RUN_CONFIG or /etc/gpu-run/config.json.
 Config load_ctl_config();
+
+// The running container `name` of `engine` (--engine, else the config's: docker or podman),
+// inspected once. Throws Error (exit 2) for another engine, an unknown container, or one that
+// is not running, saying `why_running` a running one is needed.
+ContainerInfo inspect_running(const std::optional<std::string>& engine, const Config& config, const std::string& name,
+                              const std::string& why_running);
 
 // The profile search path of a person's command line: `dirs` first, then the search path of
 // docs/ARCHITECTURE.md ("Profiles").

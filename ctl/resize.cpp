@@ -186,12 +186,9 @@ std::string resize_report(const ContainerInfo& info, const ContainerInfo& owner,
 
 void run_resize(const ResizeOptions& o) {
   const Config config = load_ctl_config();
-  const std::string engine = o.engine.value_or(config.engine);
-  if (engine != "docker" && engine != "podman")
-    throw usage_error("--engine '" + engine.substr(0, 40) + "': expected docker or podman");
-  const ContainerInfo info = inspect_container(engine, o.container);
-  if (!info.running || info.pid <= 0)
-    throw usage_error("container '" + o.container + "' is not running: only a running container's /dev/shm is resized");
+  const ContainerInfo info =
+      inspect_running(o.engine, config, o.container, "only a running container's /dev/shm is resized");
+  const std::string& engine = info.engine;
   const IpcMode own_ipc = parse_ipc_mode(info.ipc_mode);
   const ContainerInfo owner = shm_owner(info, [&](const std::string& name) { return inspect_container(engine, name); });
   const IpcMode ipc = own_ipc.kind == IpcKind::kJoined ? parse_ipc_mode(owner.ipc_mode) : own_ipc;
@@ -241,16 +238,19 @@ void run_resize(const ResizeOptions& o) {
   std::cout << resize_report(info, owner, facts, r.after, plan.over_budget);
 }
 
+// What resize changes and what it refuses.
+constexpr const char* kResizeFooter =
+    "SIZE in Docker's syntax (e.g. 2g), or the size the sizing flags plan (as `gpu-run-ctl plan`).\n"
+    "The size may go down, never below what /dev/shm holds now, and not past the memory budget\n"
+    "(memory_fraction_max of the container's --memory) without --force. --ipc=shareable and\n"
+    "--ipc=container:X resize the one shared tmpfs; --ipc=none, --ipc=host and a bound-in host\n"
+    "/dev/shm are refused. `docker inspect` keeps the old ShmSize. Needs root; exit 2 on a refusal.";
+
 void add_resize_command(CLI::App& app) {
   auto o = std::make_shared<ResizeOptions>();
   CLI::App* cmd =
       app.add_subcommand("resize", "Resize a running container's /dev/shm in place (no restart, files kept)");
-  cmd->footer(
-      "SIZE in Docker's syntax (e.g. 2g), or the size the sizing flags plan (as `gpu-run-ctl plan`).\n"
-      "The size may go down, never below what /dev/shm holds now, and not past the memory budget\n"
-      "(memory_fraction_max of the container's --memory) without --force. --ipc=shareable and\n"
-      "--ipc=container:X resize the one shared tmpfs; --ipc=none, --ipc=host and a bound-in host\n"
-      "/dev/shm are refused. `docker inspect` keeps the old ShmSize. Needs root; exit 2 on a refusal.");
+  cmd->footer(kResizeFooter);
   cmd->add_option("CONTAINER", o->container, "Container name or id")->required();
   cmd->add_option("SIZE", o->size, "New /dev/shm size, Docker's syntax (e.g. 2g)");
   add_sizing_flags(*cmd, o->sizing);

@@ -107,13 +107,8 @@ std::string watch_summary_text(const std::string& container, const ShmSampleStat
 void run_watch(const WatchOptions& o) {
   const std::uint64_t interval = parse_count(o.interval_ms, "--interval", 60000);
   if (interval == 0) throw usage_error("--interval 0: expected milliseconds between samples, 1 to 60000");
-  const Config config = load_ctl_config();
-  const std::string engine = o.engine.value_or(config.engine);
-  if (engine != "docker" && engine != "podman")
-    throw usage_error("--engine '" + engine.substr(0, 40) + "': expected docker or podman");
-  const ContainerInfo info = inspect_container(engine, o.container);
-  if (!info.running || info.pid <= 0)
-    throw usage_error("CONTAINER '" + o.container + "': not running (watch follows a running container)");
+  const ContainerInfo info =
+      inspect_running(o.engine, load_ctl_config(), o.container, "watch follows a running container");
   const std::string name = info.name.empty() ? o.container : info.name;
   const bool terminal = !o.json && ::isatty(STDOUT_FILENO);
 

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <set>
+#include <utility>
 
 #include "error.hpp"
 
@@ -19,6 +20,23 @@ constexpr OwnOption kOwnOptions[] = {
     {"--dry-run", false},        {"--explain", false},    {"--json", false},    {"--help", false},
     {"--version", false},        {"--record", false},     {"--timeline", true},
 };
+
+// Where each of gpu-run's own options lands in WrapperOptions (--profile-dir, repeatable, is
+// appended by hand).
+constexpr std::pair<const char*, bool WrapperOptions::*> kFlagFields[] = {
+    {"--dry-run", &WrapperOptions::dry_run}, {"--explain", &WrapperOptions::explain},
+    {"--json", &WrapperOptions::json},       {"--help", &WrapperOptions::help},
+    {"--version", &WrapperOptions::version}, {"--record", &WrapperOptions::record}};
+constexpr std::pair<const char*, std::optional<std::string> SizingFlags::*> kSizingFields[] = {
+    {"--profile", &SizingFlags::profile},
+    {"--gpus", &SizingFlags::gpus},
+    {"--workers", &SizingFlags::workers},
+    {"--batch-size", &SizingFlags::batch_size},
+    {"--prefetch-factor", &SizingFlags::prefetch_factor}};
+constexpr std::pair<const char*, std::optional<std::string> WrapperOptions::*> kValueFields[] = {
+    {"--engine", &WrapperOptions::engine},
+    {"--gpu-request", &WrapperOptions::gpu_request},
+    {"--timeline", &WrapperOptions::timeline}};
 
 // Long options of `docker run` and `podman run` that take no value. Every other long
 // option takes one (as `--opt value` or `--opt=value`).
@@ -84,39 +102,16 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args) {
       if (const OwnOption* own = find_own(name)) {
         if (!own->takes_value) {
           if (inline_value) throw usage_error(name + ": takes no value");
-          if (name == "--dry-run")
-            opts.dry_run = true;
-          else if (name == "--explain")
-            opts.explain = true;
-          else if (name == "--json")
-            opts.json = true;
-          else if (name == "--help")
-            opts.help = true;
-          else if (name == "--version")
-            opts.version = true;
-          else if (name == "--record")
-            opts.record = true;
+          for (const auto& [flag, field] : kFlagFields)
+            if (name == flag) opts.*field = true;
           continue;
         }
         std::string v = value_of(name, inline_value);
-        if (name == "--profile")
-          opts.sizing.profile = v;
-        else if (name == "--gpus")
-          opts.sizing.gpus = v;
-        else if (name == "--workers")
-          opts.sizing.workers = v;
-        else if (name == "--batch-size")
-          opts.sizing.batch_size = v;
-        else if (name == "--prefetch-factor")
-          opts.sizing.prefetch_factor = v;
-        else if (name == "--profile-dir")
-          opts.sizing.profile_dirs.push_back(v);
-        else if (name == "--engine")
-          opts.engine = v;
-        else if (name == "--gpu-request")
-          opts.gpu_request = v;
-        else if (name == "--timeline")
-          opts.timeline = v;
+        for (const auto& [option, field] : kSizingFields)
+          if (name == option) opts.sizing.*field = v;
+        for (const auto& [option, field] : kValueFields)
+          if (name == option) opts.*field = v;
+        if (name == "--profile-dir") opts.sizing.profile_dirs.push_back(v);
         continue;
       }
       opts.engine_options.push_back(arg);
