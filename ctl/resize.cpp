@@ -24,6 +24,15 @@
 #include "units.hpp"
 
 namespace gpurun {
+
+// What resize changes and what it refuses.
+constexpr const char* kResizeFooter =
+    "SIZE in Docker's syntax (e.g. 2g), or the size the sizing flags plan (as `gpu-run-ctl plan`).\n"
+    "The size may go down, never below what /dev/shm holds now, and not past the memory budget\n"
+    "(memory_fraction_max of the container's --memory) without --force. --ipc=shareable and\n"
+    "--ipc=container:X resize the one shared tmpfs; --ipc=none, --ipc=host and a bound-in host\n"
+    "/dev/shm are refused. `docker inspect` keeps the old ShmSize. Needs root; exit 2 on a refusal.";
+
 namespace {
 
 std::string short_id(const ContainerInfo& c) { return c.id.substr(0, 12); }
@@ -237,14 +246,6 @@ void run_resize(const ResizeOptions& o) {
                 " after resizing, asked for " + format_size(plan.size));
   std::cout << resize_report(info, owner, facts, r.after, plan.over_budget);
 }
-
-// What resize changes and what it refuses.
-constexpr const char* kResizeFooter =
-    "SIZE in Docker's syntax (e.g. 2g), or the size the sizing flags plan (as `gpu-run-ctl plan`).\n"
-    "The size may go down, never below what /dev/shm holds now, and not past the memory budget\n"
-    "(memory_fraction_max of the container's --memory) without --force. --ipc=shareable and\n"
-    "--ipc=container:X resize the one shared tmpfs; --ipc=none, --ipc=host and a bound-in host\n"
-    "/dev/shm are refused. `docker inspect` keeps the old ShmSize. Needs root; exit 2 on a refusal.";
 
 void add_resize_command(CLI::App& app) {
   auto o = std::make_shared<ResizeOptions>();
