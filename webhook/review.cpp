@@ -90,6 +90,15 @@ void append(json& ops, const std::string& path, const json* existing, json value
     ops.push_back({{"op", "add"}, {"path", path}, {"value", json::array({std::move(value)})}});
 }
 
+// Core's messages name gpu-run's flags; a pod sets the annotations of the same names.
+std::string pod_words(std::string message) {
+  for (const auto& [flag, annotation] :
+       {std::pair<const char*, const char*>{"--workers", "gpu-run.workers"}, {"--batch-size", "gpu-run.batch-size"}})
+    for (auto at = message.find(flag); at != std::string::npos; at = message.find(flag, at))
+      message.replace(at, std::string(flag).size(), annotation);
+  return message;
+}
+
 // Thrown for a pod the webhook leaves alone: allowed, no patch, maybe a warning.
 struct LeaveAlone {
   std::string reason;
@@ -225,8 +234,6 @@ class PodReview {
           facts.env[string_at(e, "name")] = v->get<std::string>();
       facts.gpu_devices = container_gpus(c);
       facts.has_ipc_namespace = true;
-      // Under "raise" the limit is raised to hold the shm; otherwise the plan must fit it.
-      if (config_.policy != WebhookPolicy::kRaise) facts.memory_limit = memory_of(c, "limits");
       Config host_config;
       host_config.memory_fraction_max = config_.memory_fraction_max;
       HostFacts host;
@@ -236,8 +243,28 @@ class PodReview {
       throw CannotMeet{who + ": " + e.what()};
     }
     if (!t.decision.act)
-      throw CannotMeet{who + ": " + (t.decision.error.empty() ? t.decision.reason : t.decision.error)};
+      throw CannotMeet{who + ": " + pod_words(t.decision.error.empty() ? t.decision.reason : t.decision.error)};
+    // Under "raise" the limit is raised to hold the shm (raise_memory); otherwise it must fit.
+    if (config_.policy != WebhookPolicy::kRaise) check_budget(t, who);
     total_ = total_ + t.decision.size < total_ ? UINT64_MAX : total_ + t.decision.size;
+  }
+
+  void check_budget(const Target& t, const std::string& who) const {
+    std::optional<std::uint64_t> limit;
+    try {
+      limit = memory_of(*t.container, "limits");
+    } catch (const Error& e) {
+      throw CannotMeet{who + ": " + e.what()};
+    }
+    if (!limit) return;
+    const MemoryBudget budget{*limit, config_.memory_fraction_max};
+    const ShmDecision& d = t.decision;
+    if (budget.holds(d.size)) return;
+    throw CannotMeet{who + ": planned /dev/shm of " + format_size(d.size) + " " + budget.over() +
+                     ": raise resources.limits.memory to at least " + k8s_quantity(budget.limit_for(d.size)) +
+                     (d.plan ? ", or lower the annotation gpu-run.workers (now " + std::to_string(d.plan->workers) +
+                                   ") or gpu-run.batch-size (now " + std::to_string(d.plan->batch_size) + ")"
+                             : ", or ask for less with gpu-run.shm-size")};
   }
 
   std::string volume_name() const {

@@ -322,7 +322,10 @@ TEST_F(ReviewTest, PolicyForAPlanOverTheMemoryBudget) {
   EXPECT_EQ(denied.outcome, "denied");
   EXPECT_EQ(denied.review["response"]["allowed"], false);
   EXPECT_EQ(denied.review["response"]["status"]["code"], 403);
-  EXPECT_CONTAINS(denied.review["response"]["status"]["message"].get<std::string>(), "at least 384m");
+  EXPECT_EQ(denied.review["response"]["status"]["message"],
+            "gpu-run: container 'main': planned /dev/shm of 192MiB does not fit the memory limit 256MiB (shm pages "
+            "count against it; at most 50% = 128MiB may be shm): raise resources.limits.memory to at least 384Mi, or "
+            "lower the annotation gpu-run.workers (now 2) or gpu-run.batch-size (now 4)");
   config_.policy = WebhookPolicy::kWarn;
   const ReviewResult warned = run(review_of(p));
   EXPECT_EQ(warned.outcome, "warned");
@@ -344,7 +347,8 @@ TEST_F(ReviewTest, OverMaxShmIsDeniedUnderRaiseAndDeny) {
   const json p = pod({{"gpu-run.profile", "websmall"}}, {container("main", {{"nvidia.com/gpu", "8"}})});
   const ReviewResult r = run(review_of(p));
   EXPECT_EQ(r.outcome, "denied");
-  EXPECT_CONTAINS(r.review["response"]["status"]["message"].get<std::string>(), "max_shm");
+  EXPECT_CONTAINS(r.review["response"]["status"]["message"].get<std::string>(),
+                  "above the profile's max_shm 100MiB: lower gpu-run.workers or gpu-run.batch-size");
   config_.policy = WebhookPolicy::kWarn;
   EXPECT_EQ(run(review_of(p)).outcome, "warned");
 }
