@@ -134,8 +134,8 @@ class PodReview {
  private:
   json make_patch() {
     read_annotations();
-    if (!has_request_annotation(annotations_) && !annotations_.count(kContainersAnnotation))
-      throw LeaveAlone{"no gpu-run annotation"};
+    // gpu-run.containers alone says where, not what: nothing is asked.
+    if (!has_request_annotation(annotations_)) throw LeaveAlone{"no gpu-run request annotation"};
     const json* spec = member(pod_, "spec");
     if (!spec || !spec->is_object()) throw LeaveAlone{"the pod has no spec", true};
     spec_ = spec;

@@ -358,6 +358,8 @@ TEST_F(ReviewTest, PodsWithoutAGpuRunAnnotationAndOtherKindsAreAllowedUnchanged)
   ReviewResult r = run(review_of(plain));
   EXPECT_EQ(r.outcome, "allowed");
   EXPECT_FALSE(r.review["response"].contains("patch"));
+  const json only_where = pod({{"gpu-run.containers", "main"}}, {container("main")});
+  EXPECT_EQ(run(review_of(only_where)).outcome, "allowed");
   json deployment = review_of(plain);
   deployment["request"]["kind"] = {{"group", "apps"}, {"version", "v1"}, {"kind", "Deployment"}};
   r = run(deployment);
