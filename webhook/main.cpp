@@ -94,6 +94,10 @@ int serve(const Options& o) {
 
   WebhookMetrics metrics;
   std::atomic<bool> ready{false};
+  // Every handled request restarts its connection's deadline (keep-alive: the next request
+  // gets the whole --request-timeout).
+  server.set_post_routing_handler(
+      [&](const httplib::Request& req, httplib::Response&) { deadlines.handled(req.remote_addr, req.remote_port); });
   server.Post("/mutate", [&](const httplib::Request& req, httplib::Response& res) {
     const auto start = std::chrono::steady_clock::now();
     const ReviewResult r = review_admission(req.body, config, store);

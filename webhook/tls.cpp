@@ -1,5 +1,6 @@
 #include "tls.hpp"
 
+#include <netdb.h>
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -159,24 +160,31 @@ std::uint64_t ConnectionDeadlines::expired() const {
   return expired_;
 }
 
-// Every TLS record read or written: the first one starts the connection's clock; the server
-// writing application data (its response) restarts it for the next request.
-void ConnectionDeadlines::on_message(int write_p, int, int content_type, const void* buf, size_t len, SSL* ssl,
-                                     void* arg) {
+// The first TLS record of a connection starts its clock.
+void ConnectionDeadlines::on_message(int, int, int, const void*, size_t, SSL* ssl, void* arg) {
+  if (SSL_get_ex_data(ssl, deadline_index) != nullptr) return;
   auto* self = static_cast<ConnectionDeadlines*>(arg);
-  const auto id = reinterpret_cast<std::uintptr_t>(SSL_get_ex_data(ssl, deadline_index));
-  const auto deadline = std::chrono::steady_clock::now() + self->limit_;
+  const int fd = SSL_get_fd(ssl);
+  std::string peer;
+  sockaddr_storage addr{};
+  socklen_t addr_len = sizeof addr;
+  char host[NI_MAXHOST];
+  char port[NI_MAXSERV];
+  if (fd >= 0 && getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) == 0 &&
+      getnameinfo(reinterpret_cast<sockaddr*>(&addr), addr_len, host, sizeof host, port, sizeof port,
+                  NI_NUMERICHOST | NI_NUMERICSERV) == 0)
+    peer = std::string(host) + " " + port;
   std::lock_guard<std::mutex> lock(self->mutex_);
-  if (id == 0) {
-    const std::uint64_t fresh = self->next_id_++;
-    SSL_set_ex_data(ssl, deadline_index, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fresh)));
-    self->entries_[fresh] = {SSL_get_fd(ssl), deadline};
-    return;
-  }
-  const bool response = write_p && content_type == SSL3_RT_HEADER && len >= 1 &&
-                        static_cast<const unsigned char*>(buf)[0] == SSL3_RT_APPLICATION_DATA;
-  if (!response) return;
-  if (auto it = self->entries_.find(id); it != self->entries_.end()) it->second.deadline = deadline;
+  const std::uint64_t id = self->next_id_++;
+  SSL_set_ex_data(ssl, deadline_index, reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)));
+  self->entries_[id] = {fd, peer, std::chrono::steady_clock::now() + self->limit_};
+}
+
+void ConnectionDeadlines::handled(const std::string& peer_addr, int peer_port) {
+  const std::string peer = peer_addr + " " + std::to_string(peer_port);
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [id, entry] : entries_)
+    if (entry.peer == peer) entry.deadline = std::chrono::steady_clock::now() + limit_;
 }
 
 // SSL_free: the connection is gone (httplib closes the socket after this), so its fd is

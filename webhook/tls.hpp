@@ -48,7 +48,8 @@ class TlsCredentials {
 };
 
 // Closes connections (shutdown(2) of the socket) that spend more than `limit` on one request:
-// from the handshake, or from the server's last response on a kept-alive connection.
+// from the handshake, or from the last request the server handled on a kept-alive connection
+// (`handled`; not from any write, so a client cannot extend its time with TLS KeyUpdates).
 class ConnectionDeadlines {
  public:
   explicit ConnectionDeadlines(std::chrono::milliseconds limit);
@@ -58,6 +59,9 @@ class ConnectionDeadlines {
 
   // Installs the callbacks on `ctx`.
   void attach(SSL_CTX& ctx);
+
+  // A request from this peer was read and handled: its connection's clock starts again.
+  void handled(const std::string& peer_addr, int peer_port);
 
   // Connections closed for their deadline so far.
   std::uint64_t expired() const;
@@ -75,6 +79,7 @@ class ConnectionDeadlines {
   std::uint64_t expired_ = 0;
   struct Entry {
     int fd;
+    std::string peer;  // "address port", as httplib reports the remote end
     std::chrono::steady_clock::time_point deadline;
   };
   std::map<std::uint64_t, Entry> entries_;

@@ -196,6 +196,21 @@ if phase == "main":
     status, _ = request("GET", "/healthz")
     check(status == 200, "the server still answers after the slow client")
 
+    # One kept-alive connection used longer than the request timeout (3s): each handled
+    # request restarts its clock, so the connection is not cut between requests.
+    c = conn()
+    kept, socks = 0, set()
+    for _ in range(3):
+        c.request("GET", "/healthz")
+        r = c.getresponse()
+        r.read()
+        kept += r.status == 200
+        socks.add(id(c.sock))
+        time.sleep(1.6)
+    sock_still_same = len(socks) == 1 and c.sock is not None
+    c.close()
+    check(kept == 3 and sock_still_same, "a kept-alive connection serves 3 requests over 4.8s")
+
     status, data = request("GET", "/metrics")
     text = data.decode()
     check(status == 200 and "gpu_run_webhook_reviews_total 4" in text and "gpu_run_webhook_patches_total 1" in text
