@@ -218,6 +218,29 @@ if phase == "main":
           "/metrics counts 4 reviews, 1 patch, 1 denial, 1 error")
     check('gpu_run_webhook_review_duration_seconds_bucket{le="+Inf"} 4' in text, "/metrics latency histogram")
 
+elif phase == "manifest":
+    # packaging/kubernetes/gpu-run-webhook.yaml with its placeholders filled in as an admin
+    # would, deserialized document by document with the models.
+    import yaml
+    text = open(sys.argv[4]).read().replace("CA_BUNDLE", base64.b64encode(open(cafile, "rb").read()).decode())
+    text = text.replace("IMAGE", "registry.example/gpu-run-webhook:test")
+    models = {"Namespace": "V1Namespace", "ConfigMap": "V1ConfigMap", "Deployment": "V1Deployment",
+              "Service": "V1Service", "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration"}
+    objs = {}
+    for doc in yaml.safe_load_all(text):
+        try:
+            objs[doc["kind"]] = api.deserialize(Response(doc), models[doc["kind"]])
+            check(True, "manifest: the %s deserializes" % doc["kind"])
+        except (KeyError, ValueError) as e:
+            check(False, "manifest: %s: %s" % (doc.get("kind"), e))
+    hook = objs["MutatingWebhookConfiguration"].webhooks[0]
+    check(hook.client_config.service.path == "/mutate" and hook.rules[0].resources == ["pods"]
+          and hook.rules[0].operations == ["CREATE"] and hook.admission_review_versions == ["v1"],
+          "manifest: the webhook gets Pod CREATEs at /mutate, AdmissionReview v1")
+    args = objs["Deployment"].spec.template.spec.containers[0].args
+    check(all(a in args for a in ("--listen", "--tls-cert", "--tls-key", "--config")), "manifest: the container's args")
+    json.loads(objs["ConfigMap"].data["webhook.json"])
+
 elif phase == "cert":
     # The served certificate's subject, after the files were replaced.
     ctx = ssl.create_default_context(cafile=cafile)
@@ -235,6 +258,14 @@ cat "$work/client.out"
 IT_PASSED=$((IT_PASSED + $(grep -c '^ok - ' "$work/client.out")))
 IT_FAILED=$((IT_FAILED + $(grep -c '^FAIL - ' "$work/client.out")))
 assert_eq 0 "$rc" "the TLS client's checks pass"
+
+"$PY" "$work/client.py" "$port" "$work/a/tls.crt" manifest "$here/../../packaging/kubernetes/gpu-run-webhook.yaml" \
+  >"$work/manifest.out" 2>&1
+rc=$?
+cat "$work/manifest.out"
+IT_PASSED=$((IT_PASSED + $(grep -c '^ok - ' "$work/manifest.out")))
+IT_FAILED=$((IT_FAILED + $(grep -c '^FAIL - ' "$work/manifest.out")))
+assert_eq 0 "$rc" "the manifest's checks pass"
 
 logs=$(cat "$work/stderr")
 assert_contains "$logs" 'event=review uid=uid-ddp pod=ml/ddp-worker-0 outcome=patched size=192Mi' \
