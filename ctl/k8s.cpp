@@ -1,15 +1,14 @@
 #include "k8s.hpp"
 
 #include <CLI/CLI.hpp>
-#include <cmath>
 #include <iostream>
-#include <limits>
 #include <memory>
 #include <regex>
 
 #include "contract.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
+#include "k8s_quantity.hpp"
 #include "plan.hpp"
 #include "profile.hpp"
 #include "run_options.hpp"
@@ -31,64 +30,19 @@ bool is_dns_subdomain(const std::string& s) {
   return s.size() <= 253 && std::regex_match(s, subdomain);
 }
 
-std::string shown(const std::string& s) { return s.size() > 40 ? s.substr(0, 40) + "..." : s; }
-
 }  // namespace
-
-std::uint64_t parse_k8s_quantity(const std::string& text, const std::string& flag) {
-  static const std::regex pattern("([0-9]+)(\\.([0-9]+))?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?");
-  const std::string expected =
-      flag + " '" + shown(text) + "': expected a Kubernetes memory quantity such as 16Gi (binary) or 16G (decimal)";
-  std::smatch m;
-  if (!std::regex_match(text, m, pattern)) {
-    static const std::regex docker_like("[0-9.]+([gGmMkKtT][bB]?|[mgkt])");
-    if (std::regex_match(text, docker_like))
-      throw usage_error(expected + "; Docker's 16g is written 16Gi here (and a lowercase m means milli)");
-    throw usage_error(expected);
-  }
-  static const std::pair<const char*, std::uint64_t> units[] = {
-      {"Ki", 1ull << 10},      {"Mi", 1ull << 20},         {"Gi", 1ull << 30},
-      {"Ti", 1ull << 40},      {"Pi", 1ull << 50},         {"Ei", 1ull << 60},
-      {"k", 1000ull},          {"M", 1000000ull},          {"G", 1000000000ull},
-      {"T", 1000000000000ull}, {"P", 1000000000000000ull}, {"E", 1000000000000000000ull}};
-  std::uint64_t unit = 1;
-  for (const auto& [suffix, bytes] : units)
-    if (m[4] == suffix) unit = bytes;
-  const std::string whole = m[1].str();
-  constexpr std::uint64_t kMax = 1ull << 62;
-  if (whole.size() > 19) throw usage_error(flag + " '" + shown(text) + "': too large");
-  const std::uint64_t integer = std::stoull(whole);
-  if (integer > kMax / unit) throw usage_error(flag + " '" + shown(text) + "': too large");
-  std::uint64_t bytes = integer * unit;
-  if (m[3].matched) {
-    const long double fraction = std::stold("0." + m[3].str());
-    bytes += static_cast<std::uint64_t>(std::ceil(fraction * static_cast<long double>(unit)));
-  }
-  if (bytes == 0) throw usage_error(flag + " '" + shown(text) + "': must be more than 0 bytes");
-  return bytes;
-}
-
-std::string k8s_quantity(std::uint64_t bytes) {
-  static const std::pair<const char*, std::uint64_t> units[] = {{"Ei", 1ull << 60}, {"Pi", 1ull << 50},
-                                                                {"Ti", 1ull << 40}, {"Gi", 1ull << 30},
-                                                                {"Mi", 1ull << 20}, {"Ki", 1ull << 10}};
-  if (bytes == 0) return "0";
-  for (const auto& [suffix, unit] : units)
-    if (bytes % unit == 0) return std::to_string(bytes / unit) + suffix;
-  return std::to_string(bytes);
-}
 
 ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
   if (!is_dns_label(o.container))
     throw usage_error(
-        "--container '" + shown(o.container) +
+        "--container '" + k8s_shown(o.container) +
         "': expected the container's name as Kubernetes writes it (lowercase letters, digits and '-', at most 63)");
   if (o.runtime_class && !is_dns_subdomain(*o.runtime_class))
-    throw usage_error("--runtime-class '" + shown(*o.runtime_class) +
+    throw usage_error("--runtime-class '" + k8s_shown(*o.runtime_class) +
                       "': expected a RuntimeClass name (lowercase letters, digits, '-' and '.')");
   const std::uint64_t base =
       o.memory ? parse_k8s_quantity(*o.memory, "--memory") : kK8sBaseMemoryPerRank * std::max(plan.ranks, 1u);
-  if (base > (1ull << 62)) throw usage_error("--memory '" + shown(*o.memory) + "': too large");
+  if (base > (1ull << 62)) throw usage_error("--memory '" + k8s_shown(*o.memory) + "': too large");
   const std::string memory = k8s_quantity(base + plan.shm);
 
   ordered_json env = ordered_json::array();
@@ -114,7 +68,7 @@ ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
 
 std::string render_k8s(const K8sOptions& o, const Config& config, const HostInfo& host, const EnvLookup& env) {
   if (o.format != "yaml" && o.format != "json")
-    throw usage_error("--format '" + shown(o.format) + "': expected yaml or json");
+    throw usage_error("--format '" + k8s_shown(o.format) + "': expected yaml or json");
   const std::uint64_t gpus = parse_count(o.sizing.gpus.value_or(""), "--gpus", 1024);
   PlanOptions po;
   po.sizing = o.sizing;
@@ -123,8 +77,8 @@ std::string render_k8s(const K8sOptions& o, const Config& config, const HostInfo
   const ShmPlan plan = make_plan(po, config, host, env);
   require_fits(plan);
   if (!is_valid_profile_name(plan.profile))
-    throw usage_error("--profile " + shown(o.sizing.profile.value_or("")) + ": the profile's name '" +
-                      shown(plan.profile) + "' is not a valid profile name; set \"name\" in the file");
+    throw usage_error("--profile " + k8s_shown(o.sizing.profile.value_or("")) + ": the profile's name '" +
+                      k8s_shown(plan.profile) + "' is not a valid profile name; set \"name\" in the file");
   const ordered_json patch = k8s_patch(o, plan);
   if (o.format == "json") return patch.dump(2) + "\n";
   return "# gpu-run-ctl k8s: profile " + plan.profile + ", " + std::to_string(plan.gpus) + " GPU(s), " +

@@ -9,6 +9,7 @@
 #include "config.hpp"
 #include "env.hpp"
 #include "host.hpp"
+#include "k8s_quantity.hpp"
 #include "sizing.hpp"
 #include "sizing_flags.hpp"
 
@@ -32,14 +33,6 @@ struct K8sOptions {
   std::string container = "main";
   std::string format = "yaml";  // yaml | json
 };
-
-// Parses a Kubernetes memory quantity ("16Gi", "1.5G", "512Mi", "1000000") to bytes, rounding
-// fractions up. Throws Error (exit 2) naming `flag` on anything else, with a hint for Docker's
-// "16g".
-std::uint64_t parse_k8s_quantity(const std::string& text, const std::string& flag);
-
-// Bytes as a Kubernetes quantity in the largest binary unit that is exact: "2Gi", "1556Mi", "4097".
-std::string k8s_quantity(std::uint64_t bytes);
 
 // The patch for a plan: spec.volumes (emptyDir, medium Memory, sizeLimit = shm), the container
 // (name, env, resources, the /dev/shm mount) and spec.runtimeClassName when asked. Pure.

@@ -24,6 +24,10 @@ set(CPACK_PACKAGE_DIRECTORY ${CMAKE_BINARY_DIR}/packages)
 # Source packages are not made by CPack: the repository is the source.
 set(CPACK_SOURCE_GENERATOR "")
 
+# The default install component only: gpu-run-webhook (component "webhook") links cpp-httplib
+# and OpenSSL, which the package would otherwise depend on; it is installed by cmake --install.
+set(CPACK_INSTALL_CMAKE_PROJECTS "${CMAKE_BINARY_DIR};${PROJECT_NAME};Unspecified;/")
+
 set(pkg_scripts ${CMAKE_CURRENT_LIST_DIR})
 
 # --- .deb

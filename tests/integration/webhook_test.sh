@@ -1,0 +1,296 @@
+#!/usr/bin/env bash
+# gpu-run-webhook over real TLS on 127.0.0.1: AdmissionReviews for Pods built with the
+# Kubernetes Python client's models, the returned JSONPatch applied with python3-jsonpatch and
+# the patched pod deserialized with the same models; /healthz, /readyz, /metrics; a 10 MiB
+# body, malformed JSON, a client sending a byte a second (closed by the server), a certificate
+# replaced while running (reloaded), SIGTERM (clean exit).
+# Usage: webhook_test.sh [PATH/TO/gpu-run]   (gpu-run-webhook is looked up next to it, or in
+# $GPU_RUN_BIN_DIR)
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/lib.sh"
+
+it_require_cmd openssl
+# Debian's python3, where python3-kubernetes and python3-jsonpatch are (not a pyenv on PATH).
+PY=/usr/bin/python3
+[[ -x $PY ]] || it_skip "/usr/bin/python3 not found (apt-get install python3)"
+"$PY" -c 'import kubernetes, jsonpatch' 2>/dev/null ||
+  it_skip "python3-kubernetes and python3-jsonpatch are needed (scripts/install-deps installs them)"
+
+bin_dir=${GPU_RUN_BIN_DIR:-}
+[[ -z $bin_dir && -n ${1:-} ]] && bin_dir=$(dirname "$1")
+[[ -z $bin_dir ]] && bin_dir=$here/../../build/release/bin
+WEBHOOK=$bin_dir/gpu-run-webhook
+[[ -x $WEBHOOK ]] || it_skip "gpu-run-webhook not found in $bin_dir (build it, or set GPU_RUN_BIN_DIR)"
+it_log "testing $WEBHOOK"
+
+work=$(it_tmpdir)
+it_on_exit rm -rf "$work"
+unset GPU_RUN_PROFILE_PATH || true
+
+make_cert() {  # make_cert DIR CN
+  mkdir -p "$1"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$1/tls.key" -out "$1/tls.crt" -days 1 \
+    -subj "/CN=$2" -addext "subjectAltName=IP:127.0.0.1" >/dev/null 2>&1 || it_die "openssl req failed"
+}
+make_cert "$work/a" gpu-run-webhook-a
+make_cert "$work/b" gpu-run-webhook-b
+cp "$work/a/tls.crt" "$work/tls.crt"
+cp "$work/a/tls.key" "$work/tls.key"
+
+# The profile the sizes are worked out for (tests/unit/webhook/review_test.cpp): 4 MiB
+# batches, 2 workers per GPU, NCCL 64 MiB: 8 GPUs -> 8 * (2*2) * 4 MiB + 64 MiB = 192 MiB.
+mkdir -p "$work/profiles"
+cat >"$work/profiles/webtest.json" <<'EOF'
+{"name": "webtest", "extends": null,
+ "fields": [{"name": "x", "shape": [1048576], "dtype": "uint8"}],
+ "batch_size": 4, "workers_per_gpu": 2, "prefetch_factor": 2, "pin_memory": true,
+ "headroom": 1.0, "nccl_reserve": "64m", "min_shm": "1m", "max_shm": "1g"}
+EOF
+printf '{"policy": "raise"}\n' >"$work/config.json"
+
+"$WEBHOOK" --listen 127.0.0.1:0 --tls-cert "$work/tls.crt" --tls-key "$work/tls.key" \
+  --profile-dir "$work/profiles" --config "$work/config.json" --io-timeout 2 --request-timeout 3 \
+  --tls-reload-interval 1 2>"$work/stderr" &
+pid=$!
+stop_webhook() { kill -9 "$pid" 2>/dev/null || true; }
+it_on_exit stop_webhook
+port=
+for _ in $(seq 50); do
+  port=$(sed -n 's/.*event=listening .* port=\([0-9]*\).*/\1/p' "$work/stderr")
+  [[ -n $port ]] && break
+  sleep 0.1
+done
+[[ -n $port ]] || it_die "the webhook did not start: $(cat "$work/stderr")"
+it_log "listening on 127.0.0.1:$port"
+
+cat >"$work/client.py" <<'EOF'
+import base64, http.client, json, socket, ssl, sys, time
+import jsonpatch
+from kubernetes import client as k
+
+port, cafile, phase = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+api = k.ApiClient()
+failed = 0
+
+
+def check(ok, what):
+    global failed
+    print(("ok - " if ok else "FAIL - ") + what)
+    if not ok:
+        failed += 1
+
+
+def conn():
+    ctx = ssl.create_default_context(cafile=cafile)
+    return http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=20)
+
+
+def request(method, path, body=None):
+    c = conn()
+    c.request(method, path, body=body, headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data
+
+
+def review(pod, uid):
+    obj = api.sanitize_for_serialization(pod)
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                        "resource": {"group": "", "version": "v1", "resource": "pods"},
+                        "namespace": "ml", "operation": "CREATE", "object": obj}}
+    status, data = request("POST", "/mutate", json.dumps(body))
+    return obj, status, json.loads(data)
+
+
+class Response:
+    def __init__(self, data):
+        self.data = json.dumps(data)
+
+
+def apply(obj, resp):
+    if "patch" not in resp:
+        return obj
+    ops = json.loads(base64.b64decode(resp["patch"]))
+    return jsonpatch.apply_patch(obj, ops)
+
+
+def ddp_pod():
+    return k.V1Pod(
+        api_version="v1", kind="Pod",
+        metadata=k.V1ObjectMeta(name="ddp-worker-0", namespace="ml", annotations={"gpu-run.profile": "webtest"}),
+        spec=k.V1PodSpec(containers=[
+            k.V1Container(name="pytorch", image="pytorch/pytorch",
+                          env=[k.V1EnvVar(name="MASTER_ADDR", value="ddp-master-0")],
+                          resources=k.V1ResourceRequirements(
+                              limits={"nvidia.com/gpu": "8", "memory": "64Gi", "cpu": "32"},
+                              requests={"nvidia.com/gpu": "8", "memory": "32Gi"})),
+            k.V1Container(name="sidecar", image="busybox")]))
+
+
+if phase == "main":
+    status, data = request("GET", "/healthz")
+    check(status == 200 and data == b"ok\n", "/healthz answers 200 ok")
+    status, data = request("GET", "/readyz")
+    check(status == 200, "/readyz answers 200")
+
+    obj, status, out = review(ddp_pod(), "uid-ddp")
+    resp = out.get("response", {})
+    check(status == 200 and out.get("kind") == "AdmissionReview", "POST /mutate answers an AdmissionReview")
+    check(resp.get("uid") == "uid-ddp" and resp.get("allowed") is True, "uid echoed, allowed")
+    check(resp.get("patchType") == "JSONPatch", "a JSONPatch")
+    patched = apply(obj, resp)
+    pod = api.deserialize(Response(patched), "V1Pod")
+    check(isinstance(pod, k.V1Pod), "the patched pod deserializes as a V1Pod")
+    vols = [v for v in pod.spec.volumes or [] if v.empty_dir and v.empty_dir.medium == "Memory"]
+    check(len(vols) == 1 and vols[0].empty_dir.size_limit == "192Mi",
+          "emptyDir medium Memory sizeLimit 192Mi (8 * 16 MiB + 64 MiB)")
+    main = pod.spec.containers[0]
+    mounts = [m for m in main.volume_mounts or [] if m.mount_path == "/dev/shm"]
+    check(len(mounts) == 1 and mounts[0].name == vols[0].name, "the GPU container mounts it at /dev/shm")
+    check(not pod.spec.containers[1].volume_mounts, "the sidecar is left alone")
+    env = {e.name: e.value for e in main.env}
+    check(env.get("MASTER_ADDR") == "ddp-master-0" and env.get("GPU_RUN_SHM_SIZE") == "192m"
+          and env.get("GPU_RUN_NUM_WORKERS") == "2" and env.get("GPU_RUN_PROFILE") == "webtest",
+          "GPU_RUN_* env added, the pod's env kept")
+    check(main.resources.limits["memory"] == "65728Mi" and main.resources.requests["memory"] == "32960Mi",
+          "memory limit and request raised by 192Mi: " + str(main.resources.limits["memory"]))
+
+    _, _, again = review(pod, "uid-again")
+    check("patch" not in again["response"] and again["response"]["uid"] == "uid-again",
+          "re-admission of the patched pod: no patch")
+
+    hostile = ddp_pod()
+    hostile.metadata.annotations = {"gpu-run.profile": "../../etc/passwd"}
+    _, status, out = review(hostile, "uid-hostile")
+    check(status == 200 and out["response"]["allowed"] is False
+          and "profile" in out["response"]["status"]["message"], "a profile path is denied with a reason")
+
+    status, data = request("POST", "/mutate", "{not json")
+    check(status == 200 and json.loads(data)["response"]["allowed"] is True, "malformed JSON: allowed, no crash")
+
+    try:
+        status, data = request("POST", "/mutate", b"x" * (10 << 20))
+        check(status == 413, "a 10 MiB body: 413 (got %d)" % status)
+    except (ConnectionError, OSError) as e:
+        check(True, "a 10 MiB body: connection closed by the server (%s)" % type(e).__name__)
+
+    # A client that sends a request a byte a second: the server closes it (request timeout 3s).
+    ctx = ssl.create_default_context(cafile=cafile)
+    raw = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="127.0.0.1")
+    raw.settimeout(30)
+    start = time.monotonic()
+    closed = False
+    try:
+        for ch in b"POST /mutate HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n" + b"{" * 100000:
+            raw.send(bytes([ch]))
+            time.sleep(1)
+            if time.monotonic() - start > 20:
+                break
+    except (ConnectionError, OSError, ssl.SSLError):
+        closed = True
+    elapsed = time.monotonic() - start
+    check(closed and elapsed < 15, "a byte-a-second client is cut off after %.1fs" % elapsed)
+    status, _ = request("GET", "/healthz")
+    check(status == 200, "the server still answers after the slow client")
+
+    # One kept-alive connection used longer than the request timeout (3s): each handled
+    # request restarts its clock, so the connection is not cut between requests.
+    c = conn()
+    kept, socks = 0, set()
+    for _ in range(3):
+        c.request("GET", "/healthz")
+        r = c.getresponse()
+        r.read()
+        kept += r.status == 200
+        socks.add(id(c.sock))
+        time.sleep(1.6)
+    sock_still_same = len(socks) == 1 and c.sock is not None
+    c.close()
+    check(kept == 3 and sock_still_same, "a kept-alive connection serves 3 requests over 4.8s")
+
+    status, data = request("GET", "/metrics")
+    text = data.decode()
+    check(status == 200 and "gpu_run_webhook_reviews_total 4" in text and "gpu_run_webhook_patches_total 1" in text
+          and "gpu_run_webhook_denials_total 1" in text and "gpu_run_webhook_errors_total 1" in text,
+          "/metrics counts 4 reviews, 1 patch, 1 denial, 1 error")
+    check('gpu_run_webhook_review_duration_seconds_bucket{le="+Inf"} 4' in text, "/metrics latency histogram")
+
+elif phase == "manifest":
+    # packaging/kubernetes/gpu-run-webhook.yaml with its placeholders filled in as an admin
+    # would, deserialized document by document with the models.
+    import yaml
+    text = open(sys.argv[4]).read().replace("CA_BUNDLE", base64.b64encode(open(cafile, "rb").read()).decode())
+    text = text.replace("IMAGE", "registry.example/gpu-run-webhook:test")
+    models = {"Namespace": "V1Namespace", "ConfigMap": "V1ConfigMap", "Deployment": "V1Deployment",
+              "Service": "V1Service", "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration"}
+    objs = {}
+    for doc in yaml.safe_load_all(text):
+        try:
+            objs[doc["kind"]] = api.deserialize(Response(doc), models[doc["kind"]])
+            check(True, "manifest: the %s deserializes" % doc["kind"])
+        except (KeyError, ValueError) as e:
+            check(False, "manifest: %s: %s" % (doc.get("kind"), e))
+    hook = objs["MutatingWebhookConfiguration"].webhooks[0]
+    check(hook.client_config.service.path == "/mutate" and hook.rules[0].resources == ["pods"]
+          and hook.rules[0].operations == ["CREATE"] and hook.admission_review_versions == ["v1"],
+          "manifest: the webhook gets Pod CREATEs at /mutate, AdmissionReview v1")
+    args = objs["Deployment"].spec.template.spec.containers[0].args
+    check(all(a in args for a in ("--listen", "--tls-cert", "--tls-key", "--config")), "manifest: the container's args")
+    json.loads(objs["ConfigMap"].data["webhook.json"])
+
+elif phase == "cert":
+    # The served certificate's subject, after the files were replaced.
+    ctx = ssl.create_default_context(cafile=cafile)
+    with ctx.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="127.0.0.1") as s:
+        cn = dict(x[0] for x in s.getpeercert()["subject"])["commonName"]
+    print(cn)
+    sys.exit(0)
+
+sys.exit(1 if failed else 0)
+EOF
+
+"$PY" "$work/client.py" "$port" "$work/a/tls.crt" main >"$work/client.out" 2>&1
+rc=$?
+cat "$work/client.out"
+IT_PASSED=$((IT_PASSED + $(grep -c '^ok - ' "$work/client.out")))
+IT_FAILED=$((IT_FAILED + $(grep -c '^FAIL - ' "$work/client.out")))
+assert_eq 0 "$rc" "the TLS client's checks pass"
+
+"$PY" "$work/client.py" "$port" "$work/a/tls.crt" manifest "$here/../../packaging/kubernetes/gpu-run-webhook.yaml" \
+  >"$work/manifest.out" 2>&1
+rc=$?
+cat "$work/manifest.out"
+IT_PASSED=$((IT_PASSED + $(grep -c '^ok - ' "$work/manifest.out")))
+IT_FAILED=$((IT_FAILED + $(grep -c '^FAIL - ' "$work/manifest.out")))
+assert_eq 0 "$rc" "the manifest's checks pass"
+
+logs=$(cat "$work/stderr")
+assert_contains "$logs" 'event=review uid=uid-ddp pod=ml/ddp-worker-0 outcome=patched size=192Mi' \
+  "one structured log line per review"
+assert_eq 4 "$(grep -c 'event=review ' "$work/stderr")" "4 log lines for 4 reviews (the 413 and the slow client never reached /mutate)"
+
+# The certificate replaced while running: new handshakes get the new one.
+cp "$work/b/tls.key" "$work/tls.key.new" && cp "$work/b/tls.crt" "$work/tls.crt.new"
+mv "$work/tls.key.new" "$work/tls.key" && mv "$work/tls.crt.new" "$work/tls.crt"
+cn=
+for _ in $(seq 30); do
+  sleep 0.5
+  cn=$("$PY" "$work/client.py" "$port" "$work/b/tls.crt" cert 2>/dev/null) && break
+done
+assert_eq gpu-run-webhook-b "$cn" "the replaced certificate is served without a restart"
+assert_contains "$(cat "$work/stderr")" "event=tls-reload" "the reload is logged"
+
+kill -TERM "$pid"
+rc=0
+for _ in $(seq 50); do
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+wait "$pid" || rc=$?
+assert_eq 0 "$rc" "SIGTERM: exit 0"
+assert_contains "$(cat "$work/stderr")" "event=shutdown signal=SIGTERM" "SIGTERM is logged"
+
+it_done

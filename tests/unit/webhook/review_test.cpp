@@ -1,0 +1,468 @@
+#include "review.hpp"
+
+#include <gtest/gtest.h>
+
+#include "metrics.hpp"
+#include "profile_store.hpp"
+#include "test_files.hpp"
+#include "test_fixtures.hpp"
+#include "test_util.hpp"
+
+namespace gpurun {
+namespace {
+
+using nlohmann::json;
+
+// A profile whose sizes are worked out by hand: 4 samples of 1 MiB per batch (4 MiB, page
+// aligned), 2 workers per GPU, prefetch 2, pin_memory, headroom 1.0, NCCL reserve 64 MiB.
+//   per_rank(gpus > 0) = (2 * 2 + 0) * 4 MiB = 16 MiB      (hold 0: pin thread)
+//   per_rank(gpus = 0) = (2 * 2 + 2) * 4 MiB = 24 MiB      (hold 2: no pin thread without CUDA)
+//   shm(8 GPUs) = 8 * 16 + 64 = 192 MiB; shm(2) = 2 * 16 + 64 = 96 MiB; shm(1) = 16 MiB
+// (cross-checked: gpu-run-ctl plan --profile-dir DIR --profile webtest --gpus 8 -> 192m).
+constexpr const char* kWebtest = R"({
+  "name": "webtest", "extends": null,
+  "fields": [{"name": "x", "shape": [1048576], "dtype": "uint8"}],
+  "batch_size": 4, "workers_per_gpu": 2, "prefetch_factor": 2, "pin_memory": true,
+  "headroom": 1.0, "nccl_reserve": "64m", "min_shm": "1m", "max_shm": "1g"})";
+
+// The same with workers from the CPUs: max(1, cpus / ranks), bounded by 4 / 8 + 4 = 4.
+constexpr const char* kWebauto = R"({
+  "name": "webauto", "extends": "webtest", "workers_per_gpu": "auto"})";
+
+// The same with max_shm 100 MiB: 8 GPUs (192 MiB) are refused.
+constexpr const char* kWebsmall = R"({
+  "name": "websmall", "extends": "webtest", "max_shm": "100m"})";
+
+class ReviewTest : public ::testing::Test {
+ protected:
+  ReviewTest() {
+    dir_.write("webtest.json", kWebtest);
+    dir_.write("webauto.json", kWebauto);
+    dir_.write("websmall.json", kWebsmall);
+  }
+
+  ProfileStore store() const { return ProfileStore({dir_.path(), builtin_profile_dir(test::builtin_only_env)}); }
+
+  static json review_of(const json& pod, const std::string& uid = "uid-1") {
+    return {{"apiVersion", "admission.k8s.io/v1"},
+            {"kind", "AdmissionReview"},
+            {"request",
+             {{"uid", uid},
+              {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+              {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+              {"namespace", "ml"},
+              {"operation", "CREATE"},
+              {"object", pod}}}};
+  }
+
+  ReviewResult run(const json& review) const { return review_admission(review.dump(), config_, store()); }
+
+  static std::string decode64(const std::string& in) {
+    const std::string abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    unsigned v = 0;
+    int bits = 0;
+    for (char c : in) {
+      if (c == '=') break;
+      v = (v << 6) | static_cast<unsigned>(abc.find(c));
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        out += static_cast<char>((v >> bits) & 0xff);
+      }
+    }
+    return out;
+  }
+
+  // The pod after the review's patch (the pod itself when there is none).
+  static json patched(const json& pod, const ReviewResult& r) {
+    const json& resp = r.review.at("response");
+    if (!resp.contains("patch")) return pod;
+    EXPECT_EQ(resp.at("patchType"), "JSONPatch");
+    return pod.patch(json::parse(decode64(resp.at("patch").get<std::string>())));
+  }
+
+  static std::string env_of(const json& c, const std::string& name) {
+    for (const json& e : c.value("env", json::array()))
+      if (e.value("name", "") == name) return e.value("value", "");
+    return "";
+  }
+
+  static std::string shm_volume_size(const json& pod) {
+    for (const json& v : pod["spec"].value("volumes", json::array()))
+      if (v.contains("emptyDir") && v["emptyDir"].value("medium", "") == "Memory")
+        return v["emptyDir"].value("sizeLimit", "");
+    return "";
+  }
+
+  static bool mounts_shm(const json& c) {
+    for (const json& m : c.value("volumeMounts", json::array()))
+      if (m.value("mountPath", "") == "/dev/shm") return true;
+    return false;
+  }
+
+  static json container(const std::string& name, const json& limits = json::object(),
+                        const json& requests = json::object()) {
+    json c = {{"name", name}, {"image", "pytorch/pytorch"}};
+    if (!limits.empty() || !requests.empty()) c["resources"] = json::object();
+    if (!limits.empty()) c["resources"]["limits"] = limits;
+    if (!requests.empty()) c["resources"]["requests"] = requests;
+    return c;
+  }
+
+  // `containers`: an array, or one container (a braced single element is that element).
+  static json pod(const json& annotations, const json& containers) {
+    const json cs = containers.is_array() ? containers : json::array({containers});
+    return {{"apiVersion", "v1"},
+            {"kind", "Pod"},
+            {"metadata", {{"name", "p"}, {"namespace", "ml"}, {"annotations", annotations}}},
+            {"spec", {{"containers", cs}}}};
+  }
+
+  test::TempDir dir_;
+  WebhookConfig config_;
+};
+
+TEST_F(ReviewTest, PyTorchJobDdpWorkerWithEightGpus) {
+  // 8 GPUs, 2 workers each: 8 * (2*2+0) * 4 MiB + 64 MiB NCCL = 192 MiB. The memory limit
+  // 64Gi and request 32Gi are raised by 192Mi: 65728Mi and 32960Mi.
+  json p = pod({{"gpu-run.profile", "webtest"}},
+               {container("pytorch", {{"nvidia.com/gpu", "8"}, {"memory", "64Gi"}, {"cpu", "32"}},
+                          {{"nvidia.com/gpu", "8"}, {"memory", "32Gi"}})});
+  p["spec"]["containers"][0]["env"] = json::array({{{"name", "MASTER_ADDR"}, {"value", "job-master-0"}}});
+  const ReviewResult r = run(review_of(p));
+  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  EXPECT_EQ(r.review["response"]["uid"], "uid-1");
+  EXPECT_EQ(r.review["response"]["allowed"], true);
+  EXPECT_EQ(r.review["apiVersion"], "admission.k8s.io/v1");
+  const json out = patched(p, r);
+  EXPECT_EQ(shm_volume_size(out), "192Mi");
+  const json& c = out["spec"]["containers"][0];
+  EXPECT_TRUE(mounts_shm(c));
+  EXPECT_EQ(c["resources"]["limits"]["memory"], "65728Mi");
+  EXPECT_EQ(c["resources"]["requests"]["memory"], "32960Mi");
+  EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], "8");
+  EXPECT_EQ(env_of(c, "MASTER_ADDR"), "job-master-0");
+  EXPECT_EQ(env_of(c, "GPU_RUN_PROFILE"), "webtest");
+  EXPECT_EQ(env_of(c, "GPU_RUN_NUM_WORKERS"), "2");
+  EXPECT_EQ(env_of(c, "GPU_RUN_BATCH_SIZE"), "4");
+  EXPECT_EQ(env_of(c, "GPU_RUN_SHM_SIZE"), "192m");
+  EXPECT_CONTAINS(r.fields, "outcome=patched");
+  EXPECT_CONTAINS(r.fields, "size=192Mi");
+}
+
+TEST_F(ReviewTest, BuiltInImagenetWithEightGpusMatchesCtlPlan) {
+  // imagenet: batch 64 of 3x224x224 float32 (38535168 B) + 64 int64 (512 B -> 4096) =
+  // 38539264 B; workers auto on 16 CPUs / 8 ranks = 2 (bound 64/8+4 = 12); per_rank =
+  // (2*2+0) * 38539264 = 154157056; need = 1.25 * (8 * 154157056 + 1 GiB) = 2883737600 B ->
+  // 2751 MiB rounded up (gpu-run-ctl plan --profile imagenet --gpus 8 --cpus 16: 2751m).
+  const json p = pod({{"gpu-run.profile", "imagenet"}}, {container("trainer", {{"nvidia.com/gpu", 8}, {"cpu", "16"}})});
+  const ReviewResult r = run(review_of(p));
+  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  EXPECT_EQ(shm_volume_size(patched(p, r)), "2751Mi");
+}
+
+TEST_F(ReviewTest, RayWorkerGetsWorkersFromItsCpuLimit) {
+  // 1 GPU, cpu 3500m -> 3 CPUs; workers auto = min(max(1, 3 / 1), 4/8 + 4 = 4) = 3;
+  // shm = (2*3+0) * 4 MiB = 24 MiB. No memory limit: none is added.
+  const json p =
+      pod({{"gpu-run.profile", "webauto"}}, {container("ray-worker", {{"nvidia.com/gpu", "1"}, {"cpu", "3500m"}})});
+  const ReviewResult r = run(review_of(p));
+  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  const json out = patched(p, r);
+  EXPECT_EQ(shm_volume_size(out), "24Mi");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "3");
+  EXPECT_FALSE(out["spec"]["containers"][0]["resources"]["limits"].contains("memory"));
+}
+
+TEST_F(ReviewTest, NotebookWithoutGpus) {
+  // No GPU anywhere: every container, sized for one loader without a pin thread:
+  // (2*2+2) * 4 MiB = 24 MiB. Memory limit 8Gi -> 8216Mi.
+  const json p = pod({{"gpu-run.profile", "webtest"}}, {container("notebook", {{"memory", "8Gi"}})});
+  const ReviewResult r = run(review_of(p));
+  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  const json out = patched(p, r);
+  EXPECT_EQ(shm_volume_size(out), "24Mi");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "8216Mi");
+  EXPECT_TRUE(mounts_shm(out["spec"]["containers"][0]));
+}
+
+TEST_F(ReviewTest, TwoGpuContainersAndASidecar) {
+  // trainer-a 2 GPUs: 2*16 + 64 = 96 MiB; trainer-b 1 GPU: 16 MiB. One shared volume of
+  // 96 + 16 = 112 MiB; each container's limit raised by its own plan; the sidecar untouched.
+  const json p = pod({{"gpu-run.profile", "webtest"}},
+                     {container("trainer-a", {{"nvidia.com/gpu", "2"}, {"memory", "16Gi"}}), container("log-shipper"),
+                      container("trainer-b", {{"nvidia.com/gpu", "1"}, {"memory", "16Gi"}})});
+  const ReviewResult r = run(review_of(p));
+  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  const json out = patched(p, r);
+  EXPECT_EQ(shm_volume_size(out), "112Mi");
+  const json& cs = out["spec"]["containers"];
+  EXPECT_EQ(cs[0]["resources"]["limits"]["memory"], "16480Mi");
+  EXPECT_EQ(env_of(cs[0], "GPU_RUN_SHM_SIZE"), "96m");
+  EXPECT_FALSE(mounts_shm(cs[1]));
+  EXPECT_FALSE(cs[1].contains("env"));
+  EXPECT_EQ(cs[2]["resources"]["limits"]["memory"], "16400Mi");
+  EXPECT_EQ(env_of(cs[2], "GPU_RUN_SHM_SIZE"), "16m");
+  EXPECT_CONTAINS(r.fields, "containers=trainer-a,trainer-b");
+}
+
+TEST_F(ReviewTest, ContainersAnnotationNamesInitContainersToo) {
+  json p = pod({{"gpu-run.profile", "webtest"}, {"gpu-run.containers", "prep, main"}},
+               {container("main", {{"nvidia.com/gpu", "1"}}), container("gpu-other", {{"nvidia.com/gpu", "1"}})});
+  p["spec"]["initContainers"] = json::array({container("prep"), container("untouched-init")});
+  const ReviewResult r = run(review_of(p));
+  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  const json out = patched(p, r);
+  EXPECT_TRUE(mounts_shm(out["spec"]["containers"][0]));
+  EXPECT_FALSE(mounts_shm(out["spec"]["containers"][1]));
+  EXPECT_TRUE(mounts_shm(out["spec"]["initContainers"][0]));
+  EXPECT_FALSE(mounts_shm(out["spec"]["initContainers"][1]));
+  // main 16 MiB + prep (no GPU: 24 MiB) = 40 MiB.
+  EXPECT_EQ(shm_volume_size(out), "40Mi");
+}
+
+TEST_F(ReviewTest, InitContainersAreNotMountedUnlessNamed) {
+  json p = pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "1"}})});
+  p["spec"]["initContainers"] = json::array({container("prep", {{"nvidia.com/gpu", "1"}})});
+  const json out = patched(p, run(review_of(p)));
+  EXPECT_TRUE(mounts_shm(out["spec"]["containers"][0]));
+  EXPECT_FALSE(mounts_shm(out["spec"]["initContainers"][0]));
+}
+
+TEST_F(ReviewTest, UnknownContainerNameIsDenied) {
+  const json p = pod({{"gpu-run.profile", "webtest"}, {"gpu-run.containers", "nope"}}, {container("main")});
+  const ReviewResult r = run(review_of(p));
+  EXPECT_EQ(r.outcome, "denied");
+  EXPECT_CONTAINS(r.review["response"]["status"]["message"].get<std::string>(), "no container 'nope'");
+}
+
+TEST_F(ReviewTest, ReAdmissionOfAPatchedPodChangesNothing) {
+  const json p =
+      pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "2"}, {"memory", "8Gi"}})});
+  const json once = patched(p, run(review_of(p)));
+  const ReviewResult again = run(review_of(once, "uid-2"));
+  EXPECT_EQ(again.outcome, "allowed") << again.review.dump();
+  EXPECT_FALSE(again.review["response"].contains("patch"));
+  EXPECT_FALSE(again.review["response"].contains("warnings"));
+  EXPECT_EQ(again.review["response"]["uid"], "uid-2");
+  EXPECT_EQ(patched(once, again), once);
+}
+
+TEST_F(ReviewTest, ExistingDevShmMountIsLeftAloneWithAWarning) {
+  json p = pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "1"}})});
+  p["spec"]["volumes"] = json::array({{{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}}});
+  p["spec"]["containers"][0]["volumeMounts"] = json::array({{{"name", "dshm"}, {"mountPath", "/dev/shm/"}}});
+  const ReviewResult r = run(review_of(p));
+  EXPECT_EQ(r.outcome, "warned");
+  EXPECT_EQ(r.review["response"]["allowed"], true);
+  EXPECT_FALSE(r.review["response"].contains("patch"));
+  EXPECT_CONTAINS(r.review["response"]["warnings"][0].get<std::string>(), "already mounts volume 'dshm' at /dev/shm");
+}
+
+TEST_F(ReviewTest, HostIpcPodIsNeverPatched) {
+  json p = pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "1"}})});
+  p["spec"]["hostIPC"] = true;
+  const ReviewResult r = run(review_of(p));
+  EXPECT_EQ(r.outcome, "warned");
+  EXPECT_FALSE(r.review["response"].contains("patch"));
+  EXPECT_CONTAINS(r.review["response"]["warnings"][0].get<std::string>(), "hostIPC");
+}
+
+TEST_F(ReviewTest, CollidingVolumeNameIsAvoided) {
+  json p = pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "1"}})});
+  p["spec"]["volumes"] = json::array({{{"name", "gpu-run-shm"}, {"emptyDir", json::object()}},
+                                      {{"name", "gpu-run-shm-2"}, {"configMap", {{"name", "x"}}}}});
+  p["spec"]["containers"][0]["volumeMounts"] = json::array({{{"name", "gpu-run-shm"}, {"mountPath", "/scratch"}}});
+  const json out = patched(p, run(review_of(p)));
+  ASSERT_EQ(out["spec"]["volumes"].size(), 3u);
+  EXPECT_EQ(out["spec"]["volumes"][2]["name"], "gpu-run-shm-3");
+  EXPECT_EQ(out["spec"]["containers"][0]["volumeMounts"][1]["name"], "gpu-run-shm-3");
+}
+
+TEST_F(ReviewTest, ExistingGpuRunEnvIsReplacedNotDuplicated) {
+  json p = pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "1"}})});
+  p["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_RUN_NUM_WORKERS"}, {"value", "9"}}});
+  const json out = patched(p, run(review_of(p)));
+  const json& env = out["spec"]["containers"][0]["env"];
+  EXPECT_EQ(env.size(), 4u);
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "2");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "16m");
+}
+
+TEST_F(ReviewTest, ContainerEnvIsARequestAsTheContractSays) {
+  // GPU_RUN_SHM_SIZE in the container's env asks for that size (core/contract.hpp).
+  json p = pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "1"}})});
+  p["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_RUN_SHM_SIZE"}, {"value", "2g"}}});
+  const json out = patched(p, run(review_of(p)));
+  EXPECT_EQ(shm_volume_size(out), "2Gi");
+  EXPECT_EQ(out["spec"]["containers"][0]["env"].size(), 1u);
+}
+
+TEST_F(ReviewTest, GpusAnnotationAndExplicitShmSize) {
+  const json gpus = pod({{"gpu-run.profile", "webtest"}, {"gpu-run.gpus", "2"}}, {container("main")});
+  EXPECT_EQ(shm_volume_size(patched(gpus, run(review_of(gpus)))), "96Mi");
+  const json sized = pod({{"gpu-run.shm-size", "3g"}}, {container("main", {{"memory", "10Gi"}})});
+  const ReviewResult r = run(review_of(sized));
+  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  const json out = patched(sized, r);
+  EXPECT_EQ(shm_volume_size(out), "3Gi");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "13Gi");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "3072m");
+}
+
+TEST_F(ReviewTest, PolicyForAPlanOverTheMemoryBudget) {
+  // 192 MiB of shm under a 256Mi limit: the budget is 50% = 128 MiB.
+  const json p =
+      pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "8"}, {"memory", "256Mi"}})});
+  // raise: 256 + 192 = 448Mi (budget 224 MiB holds 192).
+  EXPECT_EQ(patched(p, run(review_of(p)))["spec"]["containers"][0]["resources"]["limits"]["memory"], "448Mi");
+  config_.policy = WebhookPolicy::kDeny;
+  const ReviewResult denied = run(review_of(p));
+  EXPECT_EQ(denied.outcome, "denied");
+  EXPECT_EQ(denied.review["response"]["allowed"], false);
+  EXPECT_EQ(denied.review["response"]["status"]["code"], 403);
+  EXPECT_EQ(denied.review["response"]["status"]["message"],
+            "gpu-run: container 'main': planned /dev/shm of 192MiB does not fit the memory limit 256MiB (shm pages "
+            "count against it; at most 50% = 128MiB may be shm): raise resources.limits.memory to at least 384Mi, or "
+            "lower the annotation gpu-run.workers (now 2) or gpu-run.batch-size (now 4)");
+  config_.policy = WebhookPolicy::kWarn;
+  const ReviewResult warned = run(review_of(p));
+  EXPECT_EQ(warned.outcome, "warned");
+  EXPECT_EQ(warned.review["response"]["allowed"], true);
+  EXPECT_FALSE(warned.review["response"].contains("patch"));
+  EXPECT_CONTAINS(warned.review["response"]["warnings"][0].get<std::string>(), "does not fit the memory limit");
+}
+
+TEST_F(ReviewTest, RaiseKeepsTheBudgetWithASmallFraction) {
+  // fraction 0.25: 8Gi + 192Mi = 8384Mi holds 2096 MiB, enough; 256Mi + 192Mi = 448Mi holds
+  // 112 MiB, not enough: the limit becomes limit_for(192 MiB) = 768Mi.
+  config_.memory_fraction_max = 0.25;
+  const json p =
+      pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "8"}, {"memory", "256Mi"}})});
+  EXPECT_EQ(patched(p, run(review_of(p)))["spec"]["containers"][0]["resources"]["limits"]["memory"], "768Mi");
+}
+
+TEST_F(ReviewTest, OverMaxShmIsDeniedUnderRaiseAndDeny) {
+  const json p = pod({{"gpu-run.profile", "websmall"}}, {container("main", {{"nvidia.com/gpu", "8"}})});
+  const ReviewResult r = run(review_of(p));
+  EXPECT_EQ(r.outcome, "denied");
+  EXPECT_CONTAINS(r.review["response"]["status"]["message"].get<std::string>(),
+                  "above the profile's max_shm 100MiB: lower gpu-run.workers or gpu-run.batch-size");
+  config_.policy = WebhookPolicy::kWarn;
+  EXPECT_EQ(run(review_of(p)).outcome, "warned");
+}
+
+TEST_F(ReviewTest, PodsWithoutAGpuRunAnnotationAndOtherKindsAreAllowedUnchanged) {
+  const json plain = pod({{"team", "ml"}}, {container("main", {{"nvidia.com/gpu", "1"}})});
+  ReviewResult r = run(review_of(plain));
+  EXPECT_EQ(r.outcome, "allowed");
+  EXPECT_FALSE(r.review["response"].contains("patch"));
+  const json only_where = pod({{"gpu-run.containers", "main"}}, {container("main")});
+  EXPECT_EQ(run(review_of(only_where)).outcome, "allowed");
+  json deployment = review_of(plain);
+  deployment["request"]["kind"] = {{"group", "apps"}, {"version", "v1"}, {"kind", "Deployment"}};
+  r = run(deployment);
+  EXPECT_EQ(r.outcome, "allowed");
+  EXPECT_EQ(r.review["response"]["uid"], "uid-1");
+  json update = review_of(pod({{"gpu-run.profile", "webtest"}}, {container("main")}));
+  update["request"]["operation"] = "UPDATE";
+  EXPECT_EQ(run(update).outcome, "allowed");
+}
+
+TEST_F(ReviewTest, HostileInputNeverCrashes) {
+  EXPECT_EQ(review_admission("{not json", config_, store()).outcome, "error");
+  EXPECT_EQ(review_admission("", config_, store()).outcome, "error");
+  EXPECT_EQ(review_admission("[]", config_, store()).outcome, "error");
+  EXPECT_EQ(review_admission(R"({"request": 7})", config_, store()).outcome, "error");
+  EXPECT_EQ(review_admission(std::string(100000, '[') + std::string(100000, ']'), config_, store()).outcome, "error");
+  const ReviewResult malformed = review_admission("{oops", config_, store());
+  EXPECT_EQ(malformed.review["response"]["allowed"], true);
+  EXPECT_EQ(malformed.review["response"]["uid"], "");
+
+  auto outcome_of = [&](const json& annotations, const json& containers = json::array({container("main")})) {
+    const ReviewResult r = run(review_of(pod(annotations, containers)));
+    EXPECT_EQ(r.review["response"]["uid"], "uid-1");
+    if (r.outcome == "denied") {
+      EXPECT_FALSE(r.review["response"]["status"]["message"].get<std::string>().empty());
+    }
+    return r.outcome;
+  };
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", "../../etc/passwd"}}), "denied");
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", "/etc/gpu-run/x"}}), "denied");
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", std::string("webtest\0x", 9)}}), "denied");
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", std::string(1 << 20, 'a')}}), "denied");
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", "webtest"},
+                        {"gpu-run.gpus", std::string("1\0"
+                                                     "0",
+                                                     3)}}),
+            "denied");
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", "webtest"}, {"gpu-run.workers", "-1"}}), "denied");
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", "webtest"}, {"gpu-run.batch-size", "0"}}), "denied");
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", "webtest"}, {"gpu-run.shm-size", "1e99"}}), "denied");
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", 7}}), "denied");
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", "no-such-profile"}}), "denied");
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", "webtest"}}, json::array()), "warned");
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", "webtest"}}, json::array({container("m", {{"nvidia.com/gpu", "many"}})})),
+            "denied");
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", "webtest"}}, json::array({container("m", {{"memory", "16g"}})})), "denied");
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", "webtest"}}, json::array({container("m", {{"cpu", "lots"}})})), "denied");
+  EXPECT_EQ(outcome_of({{"gpu-run.profile", "webtest"}}, json::array({7, "x"})), "warned");
+
+  json no_spec = review_of(pod({{"gpu-run.profile", "webtest"}}, json::array()));
+  no_spec["request"]["object"].erase("spec");
+  EXPECT_EQ(run(no_spec).outcome, "warned");
+  json bad_object = review_of(pod({}, json::array()));
+  bad_object["request"]["object"] = "pod";
+  EXPECT_EQ(run(bad_object).outcome, "error");
+  json long_uid = review_of(pod({}, json::array()), std::string(1000, 'u'));
+  EXPECT_EQ(run(long_uid).outcome, "error");
+}
+
+TEST_F(ReviewTest, V1beta1IsAnsweredInKind) {
+  json r = review_of(pod({{"team", "x"}}, json::array({container("main")})));
+  r["apiVersion"] = "admission.k8s.io/v1beta1";
+  EXPECT_EQ(run(r).review["apiVersion"], "admission.k8s.io/v1beta1");
+}
+
+TEST(WebhookConfigTest, ParsesAndRefuses) {
+  const WebhookConfig c = parse_webhook_config(
+      R"({"policy": "deny", "memory_fraction_max": 0.4, "profile_dirs": ["/p"], "default_cpus": 4})", "c.json");
+  EXPECT_EQ(c.policy, WebhookPolicy::kDeny);
+  EXPECT_DOUBLE_EQ(c.memory_fraction_max, 0.4);
+  ASSERT_EQ(c.profile_dirs.size(), 1u);
+  EXPECT_EQ(c.default_cpus, 4u);
+  EXPECT_CONTAINS(expect_error([] { parse_webhook_config(R"({"policy": "maybe"})", "c.json"); }).what(),
+                  "c.json: policy");
+  EXPECT_CONTAINS(expect_error([] { parse_webhook_config(R"({"polcy": "deny"})", "c.json"); }).what(), "unknown key");
+  EXPECT_CONTAINS(expect_error([] { parse_webhook_config("{", "c.json"); }).what(), "JSON object");
+}
+
+TEST(Base64Test, Rfc4648Vectors) {
+  EXPECT_EQ(base64_encode(""), "");
+  EXPECT_EQ(base64_encode("f"), "Zg==");
+  EXPECT_EQ(base64_encode("fo"), "Zm8=");
+  EXPECT_EQ(base64_encode("foo"), "Zm9v");
+  EXPECT_EQ(base64_encode("foob"), "Zm9vYg==");
+  EXPECT_EQ(base64_encode("fooba"), "Zm9vYmE=");
+  EXPECT_EQ(base64_encode("foobar"), "Zm9vYmFy");
+}
+
+TEST(WebhookMetricsTest, CountersAndHistogram) {
+  WebhookMetrics m;
+  m.record("patched", 0.0004);
+  m.record("denied", 0.003);
+  m.record("error", 2.0);
+  const std::string text = m.render();
+  EXPECT_CONTAINS(text, "gpu_run_webhook_reviews_total 3\n");
+  EXPECT_CONTAINS(text, "gpu_run_webhook_patches_total 1\n");
+  EXPECT_CONTAINS(text, "gpu_run_webhook_denials_total 1\n");
+  EXPECT_CONTAINS(text, "gpu_run_webhook_errors_total 1\n");
+  EXPECT_CONTAINS(text, "gpu_run_webhook_review_duration_seconds_bucket{le=\"0.0005\"} 1\n");
+  EXPECT_CONTAINS(text, "gpu_run_webhook_review_duration_seconds_bucket{le=\"0.005\"} 2\n");
+  EXPECT_CONTAINS(text, "gpu_run_webhook_review_duration_seconds_bucket{le=\"+Inf\"} 3\n");
+  EXPECT_CONTAINS(text, "gpu_run_webhook_review_duration_seconds_count 3\n");
+}
+
+}  // namespace
+}  // namespace gpurun

@@ -1,0 +1,219 @@
+// gpu-run-webhook: a mutating admission webhook that gives pods a /dev/shm of the planned size.
+// The HTTPS server only; the review is review.cpp (pure), the TLS pieces tls.cpp.
+
+#include <httplib.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <ctime>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "error.hpp"
+#include "file_io.hpp"
+#include "log.hpp"
+#include "metrics.hpp"
+#include "profile_store.hpp"
+#include "program.hpp"
+#include "review.hpp"
+#include "tls.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+constexpr const char* kProgram = "gpu-run-webhook";
+
+struct Options {
+  std::string listen = "0.0.0.0:8443";
+  std::string tls_cert;
+  std::string tls_key;
+  std::vector<std::string> profile_dirs;
+  std::optional<std::string> config;
+  std::string max_body = "3MiB";
+  unsigned io_timeout = 10;
+  unsigned request_timeout = 15;
+  unsigned reload_interval = 2;
+};
+
+// One line on stderr in one write: "<UTC time> gpu-run-webhook level=L <fields>".
+void log_line(const char* level, const std::string& fields) {
+  char when[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  const std::string line = std::string(when) + " " + kProgram + " level=" + level + " " + fields + "\n";
+  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+}
+
+std::pair<std::string, int> split_listen(const std::string& listen) {
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos || colon + 1 == listen.size())
+    throw usage_error("--listen '" + listen + "': expected ADDR:PORT, e.g. 0.0.0.0:8443 or [::]:8443");
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.empty()) host = "0.0.0.0";
+  const auto port = parse_count(listen.substr(colon + 1), "--listen port", 65535);
+  return {host, static_cast<int>(port)};
+}
+
+int serve(const Options& o) {
+  WebhookConfig config;
+  if (o.config) config = parse_webhook_config(read_small_file(*o.config, 1 << 20, "--config"), *o.config);
+  Config dirs_config;
+  dirs_config.profile_dirs = config.profile_dirs;
+  std::vector<fs::path> cli_dirs(o.profile_dirs.begin(), o.profile_dirs.end());
+  const ProfileStore store(profile_search_path(cli_dirs, dirs_config, /*include_user=*/false));
+  const std::uint64_t max_body = parse_size(o.max_body, "--max-body");
+  const auto [host, port] = split_listen(o.listen);
+
+  // SIGTERM and SIGINT are taken by sigtimedwait below, in every thread started after this.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  TlsCredentials credentials(o.tls_cert, o.tls_key);
+  ConnectionDeadlines deadlines(std::chrono::seconds(o.request_timeout));
+  httplib::SSLServer server([&](SSL_CTX& ctx) {
+    deadlines.attach(ctx);
+    return credentials.setup(ctx);
+  });
+  if (!server.is_valid()) throw Error("cannot set up TLS");
+  server.set_payload_max_length(max_body);
+  server.set_read_timeout(o.io_timeout, 0);
+  server.set_write_timeout(o.io_timeout, 0);
+  server.set_keep_alive_timeout(5);
+
+  WebhookMetrics metrics;
+  std::atomic<bool> ready{false};
+  // Every handled request restarts its connection's deadline (keep-alive: the next request
+  // gets the whole --request-timeout).
+  server.set_post_routing_handler(
+      [&](const httplib::Request& req, httplib::Response&) { deadlines.handled(req.remote_addr, req.remote_port); });
+  server.Post("/mutate", [&](const httplib::Request& req, httplib::Response& res) {
+    const auto start = std::chrono::steady_clock::now();
+    const ReviewResult r = review_admission(req.body, config, store);
+    res.set_content(r.review.dump(), "application/json");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    metrics.record(r.outcome, seconds);
+    const char* level = r.outcome == "error"                               ? "error"
+                        : (r.outcome == "denied" || r.outcome == "warned") ? "warn"
+                                                                           : "info";
+    char took[32];
+    std::snprintf(took, sizeof took, "%.6f", seconds);
+    log_line(level, "event=review " + r.fields + " seconds=" + took);
+  });
+  server.Get("/healthz",
+             [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+  server.Get("/readyz", [&](const httplib::Request&, httplib::Response& res) {
+    res.status = ready ? 200 : 503;
+    res.set_content(ready ? "ok\n" : "not ready\n", "text/plain");
+  });
+  server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics.render(), "text/plain; version=0.0.4");
+  });
+
+  int bound = port;
+  if (port == 0)
+    bound = server.bind_to_any_port(host);
+  else if (!server.bind_to_port(host, port))
+    bound = -1;
+  if (bound <= 0) throw Error("cannot listen on " + o.listen);
+
+  // Signals and certificate reloads, in one thread: SIGTERM stops the server (in-flight
+  // reviews finish), the TLS files are checked every --tls-reload-interval seconds.
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> signalled{false};
+  std::thread control([&] {
+    while (!stopping) {
+      const timespec wait{static_cast<time_t>(o.reload_interval), 0};
+      const int sig = sigtimedwait(&signals, nullptr, &wait);
+      if (sig == SIGTERM || sig == SIGINT) {
+        log_line("info", std::string("event=shutdown signal=") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+        ready = false;
+        signalled = true;
+        server.stop();
+        return;
+      }
+      const std::string reload = credentials.reload_if_changed();
+      if (reload == "reloaded")
+        log_line("info", "event=tls-reload cert=" + log_quote(o.tls_cert));
+      else if (!reload.empty())
+        log_line("warn", "event=tls-reload-failed error=" + log_quote(reload) + " keeping=previous");
+    }
+  });
+  log_line("info", "event=listening address=" + log_quote(host) + " port=" + std::to_string(bound) +
+                       " profile_dirs=" + std::to_string(store.dirs().size()));
+  ready = true;
+  const bool ok = server.listen_after_bind();
+  stopping = true;
+  if (!signalled) pthread_kill(control.native_handle(), SIGTERM);  // the listener failed: wake the thread
+  control.join();
+  log_line("info", "event=stopped expired_connections=" + std::to_string(deadlines.expired()));
+  return ok ? static_cast<int>(kExitOk) : static_cast<int>(kExitFailure);
+}
+
+}  // namespace
+}  // namespace gpurun
+
+int main(int argc, char** argv) {
+  using gpurun::Options;
+  Options o;
+  CLI::App app(
+      "gpu-run-webhook: a mutating admission webhook (admission.k8s.io/v1) that gives pods annotated "
+      "gpu-run.profile a memory-backed /dev/shm of the planned size",
+      "gpu-run-webhook");
+  app.set_version_flag("--version", std::string("gpu-run-webhook ") + GPU_RUN_VERSION);
+  app.add_option("--listen", o.listen, "Address and port to serve HTTPS on (port 0: any free port)")
+      ->type_name("ADDR:PORT")
+      ->capture_default_str();
+  app.add_option("--tls-cert", o.tls_cert, "PEM certificate (chain), reloaded when the file changes")
+      ->type_name("FILE")
+      ->required();
+  app.add_option("--tls-key", o.tls_key, "PEM private key, reloaded when the file changes")
+      ->type_name("FILE")
+      ->required();
+  app.add_option("--profile-dir", o.profile_dirs, "Look up profiles here first (repeatable; names only)")
+      ->type_name("DIR");
+  app.add_option("--config", o.config, "Webhook config (JSON: policy, memory_fraction_max, profile_dirs, default_cpus)")
+      ->type_name("FILE");
+  app.add_option("--max-body", o.max_body, "Largest request body; larger ones get 413")
+      ->type_name("SIZE")
+      ->capture_default_str();
+  app.add_option("--io-timeout", o.io_timeout, "Seconds one read or write may wait")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(1, 600))
+      ->capture_default_str();
+  app.add_option("--request-timeout", o.request_timeout,
+                 "Seconds a connection may spend on one request before it is closed")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(1, 600))
+      ->capture_default_str();
+  app.add_option("--tls-reload-interval", o.reload_interval, "Seconds between checks of the TLS files")
+      ->type_name("SECONDS")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  app.footer(
+      "POST /mutate answers AdmissionReviews for Pods; GET /healthz, /readyz and /metrics (Prometheus).\n"
+      "Policy (config \"policy\"): raise (default) raises memory limits and requests by the shm size;\n"
+      "deny refuses a pod whose plan does not fit; warn admits it unchanged with a warning.\n"
+      "One log line per review on stderr; SIGTERM stops after the reviews in flight.");
+  return gpurun::run_program("gpu-run-webhook", [&] {
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+      if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+      gpurun::print_error("gpu-run-webhook", std::string(e.what()) + " (see gpu-run-webhook --help)");
+      return static_cast<int>(gpurun::kExitUsage);
+    }
+    return gpurun::serve(o);
+  });
+}
