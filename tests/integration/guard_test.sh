@@ -78,6 +78,7 @@ assert_contains "$IT_ERR" "gpu-run: --guard: /dev/shm 64MiB -> " "guard: the fir
 assert_contains "$IT_ERR" "the next allocations need 110.3MiB" "guard: headroom = 2 workers x one 55 MiB batch"
 assert_contains "$IT_ERR" "gpu-run: --guard: peak /dev/shm" "guard: the summary line"
 assert_not_contains "$IT_ERR" "ran out of /dev/shm" "guard: no exhaustion report"
+it_log "guard stdout: $IT_OUT"
 it_log "guard stderr:"$'\n'"$IT_ERR"
 grew=$(grep -c 'action=resized by=guard' "$hostlog" || true)
 [[ $grew -ge 1 ]] && it_pass "guard: $grew growth line(s) in the host log" || it_fail "guard: no growth in $hostlog"
