@@ -31,6 +31,27 @@ std::string one_of(const std::string& source, const std::string& key, const json
   throw bad(source, key, list + ", got \"" + s.substr(0, 40) + "\"");
 }
 
+// A number in (0, 1].
+double fraction(const std::string& source, const std::string& key, const json& v) {
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0 || v.get<double>() > 1)
+    throw bad(source, key, "a number in (0, 1]");
+  return v.get<double>();
+}
+
+GuardPolicy parse_guard(const std::string& source, const json& v) {
+  if (!v.is_object()) throw bad(source, "guard", "an object with min_free_fraction and step_fraction");
+  GuardPolicy g;
+  for (const auto& [key, value] : v.items()) {
+    if (key == "min_free_fraction")
+      g.min_free_fraction = fraction(source, "guard." + key, value);
+    else if (key == "step_fraction")
+      g.step_fraction = fraction(source, "guard." + key, value);
+    else
+      throw usage_error(source + ": key 'guard." + key + "': unknown key (known: min_free_fraction, step_fraction)");
+  }
+  return g;
+}
+
 fs::path absolute_path(const std::string& source, const std::string& key, const json& v) {
   if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>()[0] != '/')
     throw bad(source, key, "an absolute path");
@@ -89,16 +110,16 @@ Config parse_config(const std::string& text, const std::string& source) {
     } else if (key == "on_error") {
       c.on_error = one_of(source, key, v, {"fail", "warn"});
     } else if (key == "memory_fraction_max") {
-      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0 || v.get<double>() > 1)
-        throw bad(source, key, "a number in (0, 1]");
-      c.memory_fraction_max = v.get<double>();
+      c.memory_fraction_max = fraction(source, key, v);
+    } else if (key == "guard") {
+      c.guard = parse_guard(source, v);
     } else if (key == "$schema" || key == "comment") {
       continue;
     } else {
       throw usage_error(
           source + ": key '" + key +
           "': unknown key (known: default_profile, engine, gpu_request, "
-          "profile_dirs, runtimes, hook_path, log_file, log_level, on_error, memory_fraction_max, perf_log)");
+          "profile_dirs, runtimes, hook_path, log_file, log_level, on_error, memory_fraction_max, perf_log, guard)");
     }
   }
   return c;

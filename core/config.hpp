@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "shm_guard.hpp"
+
 namespace gpurun {
 
 namespace fs = std::filesystem;
@@ -24,6 +26,7 @@ struct Config {
   std::string on_error = "warn";     // fail | warn, for host-default sizing
   double memory_fraction_max = 0.5;  // shm may take at most this share of a memory limit
   fs::path perf_log;                 // empty: $XDG_STATE_HOME/gpu-run/perf.jsonl
+  GuardPolicy guard;                 // gpu-run --guard: {"min_free_fraction", "step_fraction"}
   fs::path source;                   // the file read, empty when defaults
 };
 

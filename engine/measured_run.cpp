@@ -186,8 +186,8 @@ MeasuredRun run_measured(const std::vector<std::string>& argv, const std::string
     SamplerOptions so;
     so.interval = o.interval;
     so.stop = engine_exited;
-    if (o.timeline)
-      so.on_sample = [&o](const ShmUsage& u, const ShmSampleStats& s) { o.timeline->add(s.seconds, u.size, u.used); };
+    if (o.on_sample)
+      so.on_sample = [&](const ShmUsage& u, const ShmSampleStats& s) { o.on_sample(pid, run.container_id, u, s); };
     try {
       run.shm = sample_shm_of_pid(pid, so);
     } catch (const Error& e) {

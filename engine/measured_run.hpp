@@ -2,12 +2,12 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "shm_sampler.hpp"
-#include "timeline.hpp"
 
 namespace gpurun {
 
@@ -19,8 +19,9 @@ struct MeasureOptions {
   std::optional<fs::path> output;
   // A --cidfile the user already gave the engine; else one in a private temp directory is added.
   std::optional<std::string> user_cidfile;
-  // When set, every sample is added to it (--timeline).
-  Timeline* timeline = nullptr;
+  // Called after every sample with the container's init pid and id, the reading and the
+  // running totals (--timeline draws them, --guard grows /dev/shm).
+  std::function<void(int pid, const std::string& container_id, const ShmUsage&, const ShmSampleStats&)> on_sample;
 };
 
 // One engine run with its /dev/shm sampled.

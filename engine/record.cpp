@@ -1,9 +1,12 @@
 #include "record.hpp"
 
 #include <iostream>
+#include <optional>
 
 #include "clock.hpp"
 #include "error.hpp"
+#include "guard.hpp"
+#include "shm_guard.hpp"
 #include "timeline.hpp"
 #include "units.hpp"
 
@@ -32,27 +35,47 @@ PerfRecord make_perf_record(const EngineInvocation& inv, const WrapperOptions& o
 }
 
 int run_recorded(const EngineInvocation& inv, const WrapperOptions& o, const Config& config) {
+  const std::string flag = o.guard ? "--guard" : "--record";
   if (detaches(o.engine_options))
+    throw usage_error(flag +
+                      ": the container would run detached (-d), so gpu-run could not see it end; drop -d "
+                      "(or follow a detached container with gpu-run-ctl watch)");
+  if (o.guard && !inv.sized)
     throw usage_error(
-        "--record: the container would run detached (-d), so gpu-run could not see it end; drop -d "
-        "(or follow a detached container with gpu-run-ctl watch)");
+        "--guard: the container does not get a /dev/shm of its own (--ipc host|none|container:X, or the "
+        "host's bound in), so there is nothing to grow");
   const fs::path log_path = perf_log_path(config);
   // Opened before the job starts: a log that cannot be written fails now, not after hours.
-  const UniqueFd log = open_perf_log(log_path);
+  UniqueFd log;
+  if (o.record) log = open_perf_log(log_path);
+  std::optional<ShmGuard> guard;
+  if (o.guard) guard.emplace(config.guard, guard_limits(inv.plan), config);
+  Timeline timeline;
   MeasureOptions mo;
   mo.user_cidfile = find_cidfile_option(o.engine_options);
-  Timeline timeline;
-  if (o.timeline) mo.timeline = &timeline;
+  mo.on_sample = [&](int pid, const std::string& id, const ShmUsage& u, const ShmSampleStats& s) {
+    if (o.timeline) timeline.add(s.seconds, u.size, u.used);
+    if (guard) guard->on_sample(pid, id, u);
+  };
   std::cout.flush();
   const std::time_t started = std::time(nullptr);
   const MeasuredRun run = run_measured(inv.argv, inv.engine, mo);
   if (!run.sample_error.empty())
-    std::cerr << "gpu-run: warning: --record: " << run.sample_error << "\n";
+    std::cerr << "gpu-run: warning: " << flag << ": " << run.sample_error << "\n";
   else if (!run.container_seen)
-    std::cerr << "gpu-run: warning: --record: the container was never seen running; recording a peak of 0\n";
-  append_perf_line(log.get(), perf_record_line(make_perf_record(inv, o, run, started)), log_path);
-  std::cerr << "gpu-run: recorded peak /dev/shm " << format_size(run.shm.peak) << " of " << format_size(inv.applied_shm)
-            << " (" << run.shm.samples << " samples, exit " << run.exit_code << ") in " << log_path.string() << "\n";
+    std::cerr << "gpu-run: warning: " << flag << ": the container was never seen running; recording a peak of 0\n";
+  if (o.record) {
+    append_perf_line(log.get(), perf_record_line(make_perf_record(inv, o, run, started)), log_path);
+    std::cerr << "gpu-run: recorded peak /dev/shm " << format_size(run.shm.peak) << " of "
+              << format_size(run.shm.size ? run.shm.size : inv.applied_shm) << " (" << run.shm.samples
+              << " samples, exit " << run.exit_code << ") in " << log_path.string() << "\n";
+  }
+  if (guard)
+    std::cerr << "gpu-run: --guard: peak /dev/shm " << format_size(run.shm.peak) << " of " << format_size(run.shm.size)
+              << " (" << guard->growths() << (guard->growths() == 1 ? " growth" : " growths") << " from "
+              << format_size(inv.applied_shm) << ", exit " << run.exit_code << ")\n";
+  std::cerr << shm_exhaustion_report({run.exit_code, run.shm.peak, run.shm.size, run.shm.last_used},
+                                     guard_headroom(inv.plan), inv.plan.profile);
   if (o.timeline) {
     write_timeline_svg(
         *o.timeline, timeline.points(),

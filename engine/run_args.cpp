@@ -18,7 +18,7 @@ constexpr OwnOption kOwnOptions[] = {
     {"--profile", true},         {"--gpus", true},        {"--workers", true},  {"--batch-size", true},
     {"--prefetch-factor", true}, {"--profile-dir", true}, {"--engine", true},   {"--gpu-request", true},
     {"--dry-run", false},        {"--explain", false},    {"--json", false},    {"--help", false},
-    {"--version", false},        {"--record", false},     {"--timeline", true},
+    {"--version", false},        {"--record", false},     {"--timeline", true}, {"--guard", false},
 };
 
 // Where each of gpu-run's own options lands in WrapperOptions (--profile-dir, repeatable, is
@@ -26,7 +26,8 @@ constexpr OwnOption kOwnOptions[] = {
 constexpr std::pair<const char*, bool WrapperOptions::*> kFlagFields[] = {
     {"--dry-run", &WrapperOptions::dry_run}, {"--explain", &WrapperOptions::explain},
     {"--json", &WrapperOptions::json},       {"--help", &WrapperOptions::help},
-    {"--version", &WrapperOptions::version}, {"--record", &WrapperOptions::record}};
+    {"--version", &WrapperOptions::version}, {"--record", &WrapperOptions::record},
+    {"--guard", &WrapperOptions::guard}};
 constexpr std::pair<const char*, std::optional<std::string> SizingFlags::*> kSizingFields[] = {
     {"--profile", &SizingFlags::profile},
     {"--gpus", &SizingFlags::gpus},
@@ -138,9 +139,9 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args) {
     break;
   }
   if (opts.help || opts.version) return opts;
-  if (opts.timeline && !opts.record)
+  if (opts.timeline && !opts.record && !opts.guard)
     throw usage_error("--timeline " + opts.timeline->substr(0, 80) +
-                      ": the timeline is drawn from --record's samples: add --record (or follow a running "
+                      ": the timeline is drawn from --record's samples: add --record or --guard (or follow a running "
                       "container with gpu-run-ctl watch --timeline FILE)");
   if (opts.timeline && opts.timeline->empty()) throw usage_error("--timeline: empty path: give FILE.svg");
   if (i >= args.size())

@@ -19,7 +19,8 @@ struct WrapperOptions {
   bool help = false;
   bool version = false;
   bool record = false;
-  std::optional<std::string> timeline;      // --timeline FILE.svg (with --record)
+  bool guard = false;                       // --guard: grow /dev/shm while the job runs
+  std::optional<std::string> timeline;      // --timeline FILE.svg (with --record or --guard)
   std::vector<std::string> engine_options;  // the engine's own run options, untouched
   std::string image;
   std::vector<std::string> command;

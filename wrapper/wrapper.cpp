@@ -47,7 +47,12 @@ gpu-run options:
   --record                  run the engine as a child, sample the container's peak /dev/shm use
                             and append a record to the performance log (config perf_log,
                             default $XDG_STATE_HOME/gpu-run/perf.jsonl); exits with the engine's code
-  --timeline FILE.svg       with --record: also draw /dev/shm size and use over time, the peak marked
+  --guard                   run the engine as a child, sample its /dev/shm at 100 Hz and grow it
+                            in place before it fills (one batch per worker kept free, up to the
+                            profile's max_shm and the memory budget); needs root, not with -d
+  --timeline FILE.svg       with --record or --guard: also draw /dev/shm size and use over time
+With --record or --guard, a job that exits 135 (SIGBUS) or fills /dev/shm is told the
+peak, the size, a size that would have fitted and the command to rerun with.
   --help, --version
 
 The container gets GPU_RUN_PROFILE, GPU_RUN_NUM_WORKERS, GPU_RUN_BATCH_SIZE and
@@ -81,7 +86,7 @@ int run_wrapper(const WrapperOptions& o) {
     std::cout << line << "\n";
     return kExitOk;
   }
-  if (o.record) return run_recorded(inv, o, config);
+  if (o.record || o.guard) return run_recorded(inv, o, config);
   std::vector<char*> argv;
   for (auto& arg : inv.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);

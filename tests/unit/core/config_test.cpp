@@ -29,6 +29,8 @@ void expect_defaults(const Config& c) {
   EXPECT_EQ(c.on_error, "warn");
   EXPECT_DOUBLE_EQ(c.memory_fraction_max, 0.5);
   EXPECT_EQ(c.perf_log, fs::path());
+  EXPECT_DOUBLE_EQ(c.guard.min_free_fraction, 0.25);
+  EXPECT_DOUBLE_EQ(c.guard.step_fraction, 0.5);
 }
 
 TEST(Config, MissingFileGivesDefaults) {
@@ -61,7 +63,8 @@ TEST(Config, EveryKeyParsed) {
     "log_level": "debug",
     "on_error": "fail",
     "memory_fraction_max": 0.75,
-    "perf_log": "/var/lib/gpu-run/perf.jsonl"
+    "perf_log": "/var/lib/gpu-run/perf.jsonl",
+    "guard": {"min_free_fraction": 0.1, "step_fraction": 1}
   })");
   Config c = load_config(p);
   EXPECT_EQ(c.default_profile, std::optional<std::string>("vision/resnet50"));
@@ -75,7 +78,13 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.on_error, "fail");
   EXPECT_DOUBLE_EQ(c.memory_fraction_max, 0.75);
   EXPECT_EQ(c.perf_log, fs::path("/var/lib/gpu-run/perf.jsonl"));
+  EXPECT_DOUBLE_EQ(c.guard.min_free_fraction, 0.1);
+  EXPECT_DOUBLE_EQ(c.guard.step_fraction, 1.0);
   EXPECT_EQ(c.source, p);
+}
+
+TEST(Config, UnknownGuardKeyNamed) {
+  EXPECT_CONTAINS(error_of([] { parse_config(R"({"guard": {"step": 0.5}})", "c.json"); }), "key 'guard.step'");
 }
 
 TEST(Config, OtherAllowedValues) {
@@ -125,6 +134,10 @@ TEST(Config, BadValuesNameFileAndKey) {
       {R"({"memory_fraction_max": 1.5})", "memory_fraction_max"},
       {R"({"memory_fraction_max": "0.5"})", "memory_fraction_max"},
       {R"({"memory_fraction_max": true})", "memory_fraction_max"},
+      {R"({"guard": 0.5})", "guard"},
+      {R"({"guard": {"min_free_fraction": 0}})", "guard.min_free_fraction"},
+      {R"({"guard": {"step_fraction": 2}})", "guard.step_fraction"},
+      {R"({"guard": {"step_fraction": "0.5"}})", "guard.step_fraction"},
   };
   for (const auto& c : cases) {
     std::string m = error_of([&] { parse_config(c.text, "/etc/gpu-run/config.json"); });

@@ -52,6 +52,16 @@ TEST(RunArgsTest, TimelineGoesWithRecord) {
   EXPECT_CONTAINS(error_of([] { split_wrapper_args({"--record", "--timeline="}); }), "--timeline: empty path");
 }
 
+TEST(RunArgsTest, GuardIsOursAndTakesATimeline) {
+  const WrapperOptions o = split_wrapper_args({"--guard", "--shm-size", "64m", "--timeline", "/tmp/t.svg", "img"});
+  EXPECT_TRUE(o.guard);
+  EXPECT_FALSE(o.record);
+  EXPECT_EQ(o.timeline, "/tmp/t.svg");
+  EXPECT_EQ(o.engine_options, (Args{"--shm-size", "64m"}));
+  EXPECT_EQ(o.image, "img");
+  EXPECT_CONTAINS(error_of([] { split_wrapper_args({"--timeline=/tmp/t.svg", "img"}); }), "add --record or --guard");
+}
+
 TEST(RunArgsTest, Errors) {
   EXPECT_THROW(split_wrapper_args({"--profile"}), Error);
   EXPECT_THROW(split_wrapper_args({"--rm", "-v"}), Error);

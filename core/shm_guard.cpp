@@ -1,0 +1,91 @@
+#include "shm_guard.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+std::uint64_t fraction_of(std::uint64_t bytes, double fraction) {
+  return static_cast<std::uint64_t>(std::ceil(static_cast<double>(bytes) * fraction));
+}
+
+// SIGBUS as a shell reports it: 128 + 7.
+constexpr int kExitSigbus = 135;
+
+}  // namespace
+
+std::uint64_t guard_headroom(const ShmPlan& plan) {
+  if (plan.workers == 0 || plan.batch_bytes == 0) return 0;
+  return plan.workers * std::max(1u, plan.ranks) * plan.batch_bytes;
+}
+
+GuardLimits guard_limits(const ShmPlan& plan) {
+  GuardLimits l;
+  l.headroom = guard_headroom(plan);
+  l.max_shm = plan.max_shm;
+  if (plan.memory_limit && *plan.memory_limit > 0)
+    l.budget_bytes = MemoryBudget{*plan.memory_limit, plan.memory_fraction_max}.bytes();
+  return l;
+}
+
+GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size, std::uint64_t used) {
+  GuardStep step;
+  step.headroom = limits.headroom ? limits.headroom : fraction_of(size, policy.min_free_fraction);
+  const std::uint64_t free = size > used ? size - used : 0;
+  if (free >= step.headroom) return step;
+
+  std::uint64_t cap = UINT64_MAX;
+  std::string cap_by;
+  if (limits.max_shm) {
+    cap = limits.max_shm;
+    cap_by = "the profile's max_shm " + format_size(limits.max_shm);
+  }
+  if (limits.budget_bytes && *limits.budget_bytes < cap) {
+    cap = *limits.budget_bytes;
+    cap_by = "the memory budget " + format_size(*limits.budget_bytes);
+  }
+  const std::uint64_t want =
+      round_up(std::max(used + 2 * step.headroom, size + fraction_of(size, policy.step_fraction)), kMiB);
+  const std::string numbers =
+      format_size(free) + " free of " + format_size(size) + ", the next allocations need " + format_size(step.headroom);
+  // Whole MiB below the cap: a remount never lands between pages.
+  const std::uint64_t top = cap == UINT64_MAX ? cap : cap / kMiB * kMiB;
+  if (top <= size) {
+    step.action = GuardAction::kBlocked;
+    step.reason = "/dev/shm cannot grow: " + numbers + ", and it is at " + cap_by;
+    return step;
+  }
+  step.action = GuardAction::kGrow;
+  step.size = std::min(want, top);
+  if (want > top) {
+    step.capped = true;
+    step.reason = "wanted " + format_size(want) + ", capped by " + cap_by;
+  }
+  return step;
+}
+
+std::string shm_exhaustion_report(const ShmEnding& e, std::uint64_t headroom, const std::string& profile) {
+  if (e.size == 0) return "";
+  const bool sigbus = e.exit_code == kExitSigbus;
+  const bool full_at_end = e.last_used >= e.size;
+  const bool full_at_peak = e.exit_code != 0 && e.peak >= e.size;
+  if (!sigbus && !full_at_end && !full_at_peak) return "";
+  const bool full = full_at_end || e.peak >= e.size;
+  // It ran out, so it needed more than it had: one batch per worker more, else twice as much.
+  const std::uint64_t base = std::max(e.peak, e.size);
+  const std::uint64_t fits = round_up(base + (headroom ? headroom : base), kMiB);
+  std::string out = "gpu-run: the job ran out of /dev/shm: ";
+  if (sigbus) out += "it exited 135 (SIGBUS: a page of /dev/shm could not be had), ";
+  out += "peak " + format_size(e.peak) + " of " + format_size(e.size) + (full ? " (100%)" : "") + "\n";
+  out += "gpu-run: a size that would have fitted: at least " + format_size(fits) + " (the size plus " +
+         (headroom ? "one batch per worker" : std::string("as much again")) + ")\n";
+  out += "gpu-run: rerun with: gpu-run --shm-size " + engine_size(fits) + " ...";
+  out += profile.empty() ? "" : " (or raise the profile " + profile + "'s min_shm)";
+  out += ", or gpu-run --guard ... to grow /dev/shm while it runs\n";
+  return out;
+}
+
+}  // namespace gpurun

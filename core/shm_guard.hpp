@@ -1,0 +1,80 @@
+#pragma once
+
+// gpu-run --guard: when to grow a running container's /dev/shm and to what size, and what to
+// say when a job ran out of it. Pure; the sampling and the remount are the engine's
+// (measured_run.hpp) and core's (shm_remount.hpp).
+//
+// Measured (tests/integration/guard_test.sh, README "--guard"): a real DataLoader (2 workers,
+// 55 MiB batches of 96 x 3x224x224 float32) filled /dev/shm by at most 23-45 MiB per 10 ms
+// sample and at most 1000-2542 MiB/s over 100 ms (two runs). Keeping one batch per worker
+// (110 MiB) free leaves at least 43 ms, four samples at 100 Hz, to grow before an allocation
+// can fail; each growth adds twice that headroom, so the job took three growths, not one per batch.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "sizing.hpp"
+
+namespace gpurun {
+
+// The host config's "guard" knobs.
+struct GuardPolicy {
+  // Without a plan, the free space to keep: this share of the current size.
+  double min_free_fraction = 0.25;
+  // Every growth adds at least this share of the current size.
+  double step_fraction = 0.5;
+};
+
+// What bounds the growth of one container's /dev/shm.
+struct GuardLimits {
+  // The next allocations, when the plan knows them (guard_headroom); 0: unknown.
+  std::uint64_t headroom = 0;
+  std::uint64_t max_shm = 0;                  // the profile's; 0: none
+  std::optional<std::uint64_t> budget_bytes;  // MemoryBudget of the memory limit, when one is set
+};
+
+// The free space the next allocations need: every worker of every rank collates a whole batch
+// into /dev/shm at once, so workers x ranks x batch_bytes; 0 when the plan has no workers or
+// no batch size (then the policy's fraction is used).
+std::uint64_t guard_headroom(const ShmPlan& plan);
+
+// The limits of a plan: its headroom, max_shm and memory budget.
+GuardLimits guard_limits(const ShmPlan& plan);
+
+enum class GuardAction {
+  kNone,     // enough free space
+  kGrow,     // remount at `size`
+  kBlocked,  // it should grow but may not (`reason` says why, with the numbers)
+};
+
+struct GuardStep {
+  GuardAction action = GuardAction::kNone;
+  std::uint64_t size = 0;      // the new size (kGrow)
+  std::uint64_t headroom = 0;  // the free space wanted
+  bool capped = false;         // kGrow: smaller than wanted, stopped by max_shm or the budget
+  std::string reason;          // kBlocked, and kGrow when capped
+};
+
+// Grows when the free space (size - used) falls below the headroom (the limits', else
+// min_free_fraction x size): to used + 2 x headroom, at least size x (1 + step_fraction),
+// rounded up to MiB, never above max_shm nor the budget. Blocked when those leave no room.
+GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size, std::uint64_t used);
+
+// How a guarded or recorded job ended.
+struct ShmEnding {
+  int exit_code = 0;
+  std::uint64_t peak = 0;       // highest use sampled
+  std::uint64_t size = 0;       // /dev/shm's size at the last sample
+  std::uint64_t last_used = 0;  // use at the last sample
+};
+
+// The lines gpu-run prints on stderr when the job ran out of /dev/shm: it exited 135
+// (SIGBUS: a page of /dev/shm could not be had), it failed with /dev/shm full at its peak, or
+// /dev/shm was full at the end. Says the peak, the size, a size that would have fitted (the
+// larger of peak and size, plus `headroom` (one batch per worker), else twice it, rounded up
+// to MiB: what it had was not enough) and the command to rerun with. Empty when the job did
+// not run out.
+std::string shm_exhaustion_report(const ShmEnding& ending, std::uint64_t headroom, const std::string& profile);
+
+}  // namespace gpurun

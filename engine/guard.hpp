@@ -1,0 +1,39 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
+#include "config.hpp"
+#include "container.hpp"
+#include "log.hpp"
+#include "shm_guard.hpp"
+
+namespace gpurun {
+
+// gpu-run --guard's act step, fed every sample of a running container's /dev/shm: asks the
+// policy (shm_guard.hpp) and remounts /dev/shm bigger in a sandboxed child (shm_remount.hpp).
+// Each growth is one host log line and one line on stderr; the first time /dev/shm cannot
+// grow (or a remount fails) it logs why and warns once on stderr, then keeps quiet.
+class ShmGuard {
+ public:
+  ShmGuard(const GuardPolicy& policy, const GuardLimits& limits, const Config& config);
+
+  void on_sample(int pid, const std::string& container_id, const ShmUsage& usage);
+
+  unsigned growths() const { return growths_; }
+
+ private:
+  void warn_once(const std::string& who, const std::string& why);
+
+  GuardPolicy policy_;
+  GuardLimits limits_;
+  Logger log_;
+  std::optional<dev_t> host_dev_;
+  unsigned growths_ = 0;
+  bool warned_ = false;
+  bool failed_ = false;  // a remount failed: no more tries
+};
+
+}  // namespace gpurun

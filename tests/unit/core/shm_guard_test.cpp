@@ -1,0 +1,142 @@
+#include "shm_guard.hpp"
+
+#include <gtest/gtest.h>
+
+#include "test_util.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+// ImageNet's batch of 96 at 3x224x224 float32 (what the integration test runs): 55.1 MiB.
+constexpr std::uint64_t kBatch = 96ull * 3 * 224 * 224 * 4 + 96 * 8;
+
+ShmPlan plan(std::uint64_t workers, unsigned ranks, std::uint64_t batch_bytes) {
+  ShmPlan p;
+  p.workers = workers;
+  p.ranks = ranks;
+  p.batch_bytes = batch_bytes;
+  p.max_shm = 256 * kGiB;
+  return p;
+}
+
+TEST(GuardHeadroom, OneBatchPerWorkerOfEveryRank) {
+  EXPECT_EQ(guard_headroom(plan(2, 1, kBatch)), 2 * kBatch);
+  EXPECT_EQ(guard_headroom(plan(4, 8, 100)), 3200u);
+  EXPECT_EQ(guard_headroom(plan(0, 1, kBatch)), 0u) << "no workers: nothing collates into /dev/shm";
+  EXPECT_EQ(guard_headroom(plan(2, 1, 0)), 0u) << "no batch size known";
+}
+
+TEST(GuardLimits, MaxShmAndTheBudgetOfTheMemoryLimit) {
+  ShmPlan p = plan(2, 1, kBatch);
+  EXPECT_FALSE(guard_limits(p).budget_bytes.has_value());
+  p.memory_limit = 2 * kGiB;
+  p.memory_fraction_max = 0.5;
+  const GuardLimits l = guard_limits(p);
+  EXPECT_EQ(l.budget_bytes, std::optional<std::uint64_t>(kGiB));
+  EXPECT_EQ(l.max_shm, 256 * kGiB);
+  EXPECT_EQ(l.headroom, 2 * kBatch);
+}
+
+TEST(DecideGuard, NothingWhileTheNextAllocationsFit) {
+  GuardLimits l;
+  l.headroom = 2 * kBatch;
+  EXPECT_EQ(decide_guard({}, l, kGiB, 0).action, GuardAction::kNone);
+  EXPECT_EQ(decide_guard({}, l, kGiB, kGiB - 2 * kBatch).action, GuardAction::kNone) << "exactly enough free";
+}
+
+TEST(DecideGuard, GrowsToUsedPlusTwiceTheHeadroomInMiB) {
+  GuardLimits l;
+  l.headroom = 2 * kBatch;
+  // Docker's 64 MiB with nothing used yet: two workers need 110 MiB at once.
+  const GuardStep s = decide_guard({}, l, 64 * kMiB, 0);
+  EXPECT_EQ(s.action, GuardAction::kGrow);
+  EXPECT_EQ(s.headroom, 2 * kBatch);
+  EXPECT_EQ(s.size, round_up(4 * kBatch, kMiB));
+  EXPECT_EQ(s.size % kMiB, 0u);
+  EXPECT_FALSE(s.capped);
+  // Later: 3 batches held in 221 MiB, one more would not fit.
+  const GuardStep later = decide_guard({}, l, s.size, 3 * kBatch);
+  EXPECT_EQ(later.action, GuardAction::kGrow);
+  EXPECT_EQ(later.size, round_up(7 * kBatch, kMiB));
+}
+
+TEST(DecideGuard, AtLeastTheStepFraction) {
+  GuardLimits l;
+  l.headroom = 10 * kMiB;
+  // used + 2 x headroom = 95 MiB, but a step adds at least half of 100 MiB.
+  const GuardStep s = decide_guard({}, l, 100 * kMiB, 95 * kMiB);
+  EXPECT_EQ(s.size, 150 * kMiB);
+  GuardPolicy small;
+  small.step_fraction = 0.1;
+  EXPECT_EQ(decide_guard(small, l, 100 * kMiB, 95 * kMiB).size, 115 * kMiB);
+}
+
+TEST(DecideGuard, WithoutAPlanAFractionOfTheSize) {
+  const GuardLimits none;
+  EXPECT_EQ(decide_guard({}, none, 64 * kMiB, 40 * kMiB).action, GuardAction::kNone) << "24 MiB free >= 16 MiB";
+  const GuardStep s = decide_guard({}, none, 64 * kMiB, 50 * kMiB);
+  EXPECT_EQ(s.action, GuardAction::kGrow);
+  EXPECT_EQ(s.headroom, 16 * kMiB);
+  EXPECT_EQ(s.size, 96 * kMiB) << "max(50 + 32, 64 x 1.5)";
+  GuardPolicy half;
+  half.min_free_fraction = 0.5;
+  EXPECT_EQ(decide_guard(half, none, 64 * kMiB, 40 * kMiB).action, GuardAction::kGrow);
+}
+
+TEST(DecideGuard, CappedByMaxShmThenBlocked) {
+  GuardLimits l;
+  l.headroom = 2 * kBatch;
+  l.max_shm = 300 * kMiB;
+  const GuardStep s = decide_guard({}, l, 200 * kMiB, 150 * kMiB);
+  EXPECT_EQ(s.action, GuardAction::kGrow);
+  EXPECT_EQ(s.size, 300 * kMiB);
+  EXPECT_TRUE(s.capped);
+  EXPECT_CONTAINS(s.reason, "the profile's max_shm 300MiB");
+  const GuardStep b = decide_guard({}, l, 300 * kMiB, 250 * kMiB);
+  EXPECT_EQ(b.action, GuardAction::kBlocked);
+  EXPECT_CONTAINS(b.reason, "50MiB free of 300MiB");
+  EXPECT_CONTAINS(b.reason, "need 110.3MiB");
+  EXPECT_CONTAINS(b.reason, "max_shm 300MiB");
+}
+
+TEST(DecideGuard, TheBudgetWinsWhenSmaller) {
+  GuardLimits l;
+  l.headroom = 2 * kBatch;
+  l.max_shm = 256 * kGiB;
+  l.budget_bytes = 200 * kMiB + 12345;
+  const GuardStep s = decide_guard({}, l, 64 * kMiB, 0);
+  EXPECT_EQ(s.size, 200 * kMiB) << "whole MiB below the budget";
+  EXPECT_CONTAINS(s.reason, "the memory budget");
+  EXPECT_EQ(decide_guard({}, l, 200 * kMiB, 150 * kMiB).action, GuardAction::kBlocked);
+}
+
+TEST(ShmExhaustionReport, SilentWhenTheJobDidNotRunOut) {
+  EXPECT_EQ(shm_exhaustion_report({0, 200 * kMiB, kGiB, 0}, 0, ""), "");
+  EXPECT_EQ(shm_exhaustion_report({1, 200 * kMiB, kGiB, 10 * kMiB}, 0, ""), "") << "failed for another reason";
+  EXPECT_EQ(shm_exhaustion_report({135, 0, 0, 0}, 0, ""), "") << "never sampled";
+}
+
+TEST(ShmExhaustionReport, Sigbus) {
+  const std::string r = shm_exhaustion_report({135, 40 * kMiB, 64 * kMiB, 30 * kMiB}, 0, "imagenet");
+  EXPECT_CONTAINS(r, "exited 135 (SIGBUS");
+  EXPECT_CONTAINS(r, "peak 40MiB of 64MiB\n");
+  EXPECT_CONTAINS(r, "would have fitted: at least 128MiB (the size plus as much again)");
+  EXPECT_CONTAINS(r, "gpu-run --shm-size 128m ...");
+  EXPECT_CONTAINS(r, "the profile imagenet's min_shm");
+  EXPECT_CONTAINS(r, "gpu-run --guard");
+}
+
+TEST(ShmExhaustionReport, FullAtTheEndOrAtThePeakOfAFailedJob) {
+  const std::string full = shm_exhaustion_report({1, 64 * kMiB, 64 * kMiB, 64 * kMiB}, 2 * kBatch, "");
+  EXPECT_CONTAINS(full, "peak 64MiB of 64MiB (100%)");
+  EXPECT_CONTAINS(full, "at least " + format_size(round_up(64 * kMiB + 2 * kBatch, kMiB)));
+  EXPECT_CONTAINS(full, "one batch per worker");
+  EXPECT_NOT_CONTAINS(full, "SIGBUS");
+  EXPECT_NOT_CONTAINS(full, "profile");
+  EXPECT_NE(shm_exhaustion_report({1, 64 * kMiB, 64 * kMiB, 0}, 0, ""), "") << "full at its peak, then failed";
+  EXPECT_NE(shm_exhaustion_report({0, 64 * kMiB, 64 * kMiB, 64 * kMiB}, 0, ""), "") << "full at the end";
+}
+
+}  // namespace
+}  // namespace gpurun
