@@ -13,7 +13,28 @@ namespace gpurun {
 
 namespace {
 constexpr std::size_t kMaxEditedFile = 4 << 20;
+
+volatile sig_atomic_t g_stop = 0;
+
+void on_stop_signal(int) { g_stop = 1; }
 }  // namespace
+
+StopOnSignal::StopOnSignal() {
+  g_stop = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  // No SA_RESTART: a sleep returns at once.
+  ::sigaction(SIGINT, &sa, &old_int_);
+  ::sigaction(SIGTERM, &sa, &old_term_);
+}
+
+StopOnSignal::~StopOnSignal() {
+  ::sigaction(SIGINT, &old_int_, nullptr);
+  ::sigaction(SIGTERM, &old_term_, nullptr);
+}
+
+bool stop_requested() { return g_stop != 0; }
 
 Config load_ctl_config() { return load_config(config_path(std::nullopt)); }
 

@@ -18,34 +18,6 @@
 namespace gpurun {
 namespace {
 
-volatile sig_atomic_t g_stop = 0;
-
-void on_stop_signal(int) { g_stop = 1; }
-
-// SIGINT and SIGTERM end the watch (with its summary) instead of the process.
-class StopOnSignal {
- public:
-  StopOnSignal() {
-    g_stop = 0;
-    struct sigaction sa {};
-    sa.sa_handler = on_stop_signal;
-    sigemptyset(&sa.sa_mask);
-    // No SA_RESTART: the sampler's sleep returns at once.
-    ::sigaction(SIGINT, &sa, &old_int_);
-    ::sigaction(SIGTERM, &sa, &old_term_);
-  }
-  StopOnSignal(const StopOnSignal&) = delete;
-  StopOnSignal& operator=(const StopOnSignal&) = delete;
-  ~StopOnSignal() {
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-  }
-
- private:
-  struct sigaction old_int_ {
-  }, old_term_{};
-};
-
 double rounded(double v, int digits) {
   const double f = std::pow(10.0, digits);
   return std::round(v * f) / f;
@@ -115,7 +87,7 @@ void run_watch(const WatchOptions& o) {
   StopOnSignal stop_guard;
   SamplerOptions so;
   so.interval = std::chrono::milliseconds(interval);
-  so.stop = [] { return g_stop != 0; };
+  so.stop = [] { return stop_requested(); };
   double last_draw = -1;
   std::uint64_t drawn_peak = 0;
   Timeline timeline;

@@ -1,6 +1,7 @@
 #include "guard.hpp"
 
 #include <iostream>
+#include <utility>
 
 #include "error.hpp"
 #include "shm_remount.hpp"
@@ -8,17 +9,25 @@
 
 namespace gpurun {
 
-ShmGuard::ShmGuard(const GuardPolicy& policy, const GuardLimits& limits, const Config& config)
+ShmGuard::ShmGuard(const GuardPolicy& policy, const GuardLimits& limits, const Config& config, std::string speaker)
     : policy_(policy),
       limits_(limits),
       log_(config.log_file.string(), parse_log_level(config.log_level), "gpu-run"),
+      speaker_(std::move(speaker)),
       host_dev_(host_shm_device()) {}
+
+// "gpu-run: --guard" -> "gpu-run: warning: --guard: ": the program's name, then the warning.
+std::string ShmGuard::warning() const {
+  const auto colon = speaker_.find(": ");
+  if (colon == std::string::npos) return speaker_ + ": warning: ";
+  return speaker_.substr(0, colon) + ": warning: " + speaker_.substr(colon + 2) + ": ";
+}
 
 void ShmGuard::warn_once(const std::string& who, const std::string& why) {
   if (warned_) return;
   warned_ = true;
   log_.warn(who + " action=guard-blocked reason=" + log_quote(why));
-  std::cerr << "gpu-run: warning: --guard: " << why << "\n";
+  std::cerr << warning() << why << "\n";
 }
 
 void ShmGuard::on_sample(int pid, const std::string& container_id, const ShmUsage& usage) {
@@ -37,21 +46,20 @@ void ShmGuard::on_sample(int pid, const std::string& container_id, const ShmUsag
     // Gone meanwhile, or the system refused: the job is not ours to stop.
     failed_ = true;
     log_.error(who + " action=fail by=guard size=" + engine_size(step.size) + " error=" + log_quote(e.what()));
-    std::cerr << "gpu-run: warning: --guard: cannot grow /dev/shm to " << format_size(step.size) << ": " << e.what()
-              << "\n";
+    std::cerr << warning() << "cannot grow /dev/shm to " << format_size(step.size) << ": " << e.what() << "\n";
     return;
   }
   if (r.outcome != ShmOutcome::kResized) {
     failed_ = true;
     log_.warn(who + " action=" + outcome_name(r.outcome) + " by=guard size=" + engine_size(step.size));
-    std::cerr << "gpu-run: warning: --guard: /dev/shm not grown (" << outcome_name(r.outcome) << ")\n";
+    std::cerr << warning() << "/dev/shm not grown (" << outcome_name(r.outcome) << ")\n";
     return;
   }
   ++growths_;
   log_.info(who + " action=resized by=guard size=" + engine_size(step.size) + " before=" + engine_size(r.before) +
             " after=" + engine_size(r.after) + " used=" + engine_size(round_up(usage.used, kMiB)) +
             " headroom=" + engine_size(round_up(step.headroom, kMiB)) + (step.capped ? " capped=1" : ""));
-  std::cerr << "gpu-run: --guard: /dev/shm " << format_size(r.before) << " -> " << format_size(r.after) << " ("
+  std::cerr << speaker_ << ": /dev/shm " << format_size(r.before) << " -> " << format_size(r.after) << " ("
             << format_size(usage.used) << " used, the next allocations need " << format_size(step.headroom)
             << (step.capped ? "; " + step.reason : std::string()) << ")\n";
 }

@@ -16,20 +16,26 @@ namespace gpurun {
 // policy (shm_guard.hpp) and remounts /dev/shm bigger in a sandboxed child (shm_remount.hpp).
 // Each growth is one host log line and one line on stderr; the first time /dev/shm cannot
 // grow (or a remount fails) it logs why and warns once on stderr, then keeps quiet.
+// One per container: `gpu-run --guard` has one, `gpu-run-ctl guard` one per guarded container.
+// `speaker` starts its stderr lines ("gpu-run: --guard" for gpu-run; the host log lines are
+// the same whoever drives it).
 class ShmGuard {
  public:
-  ShmGuard(const GuardPolicy& policy, const GuardLimits& limits, const Config& config);
+  ShmGuard(const GuardPolicy& policy, const GuardLimits& limits, const Config& config,
+           std::string speaker = "gpu-run: --guard");
 
   void on_sample(int pid, const std::string& container_id, const ShmUsage& usage);
 
   unsigned growths() const { return growths_; }
 
  private:
+  std::string warning() const;
   void warn_once(const std::string& who, const std::string& why);
 
   GuardPolicy policy_;
   GuardLimits limits_;
   Logger log_;
+  std::string speaker_;
   std::optional<dev_t> host_dev_;
   unsigned growths_ = 0;
   bool warned_ = false;
