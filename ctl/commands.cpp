@@ -9,6 +9,7 @@
 #include "doctor.hpp"
 #include "error.hpp"
 #include "k8s.hpp"
+#include "node_guard.hpp"
 #include "plan.hpp"
 #include "profiles.hpp"
 #include "resize.hpp"
@@ -46,6 +47,7 @@ void add_ctl_commands(CLI::App& app) {
   add_k8s_command(app);
   add_watch_command(app);
   add_resize_command(app);
+  add_guard_command(app);
   add_calibrate_command(app);
   add_tune_command(app);
   add_doctor_command(app);

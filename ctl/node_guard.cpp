@@ -1,0 +1,296 @@
+#include "node_guard.hpp"
+
+#include <time.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "config.hpp"
+#include "contract.hpp"
+#include "ctl_common.hpp"
+#include "error.hpp"
+#include "guard.hpp"
+#include "process.hpp"
+#include "profile_store.hpp"
+#include "shm_resize.hpp"
+#include "sizing.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+// How often the engine is asked which containers run.
+constexpr auto kPollEvery = std::chrono::seconds(2);
+
+std::string short_id(const ContainerInfo& c) { return c.id.substr(0, 12); }
+std::string display_name(const ContainerInfo& c) { return c.name.empty() ? short_id(c) : c.name; }
+
+// A value of the container's environment, else of its labels, else "".
+std::string env_or_label(const ContainerInfo& c, const char* env, const char* label) {
+  if (auto it = c.env.find(env); it != c.env.end() && !it->second.empty()) return it->second;
+  if (label)
+    if (auto it = c.labels.find(label); it != c.labels.end()) return it->second;
+  return "";
+}
+
+std::optional<std::uint64_t> count_of(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  try {
+    return parse_count(text, "count");
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+void sleep_for(std::chrono::nanoseconds d) {
+  struct timespec ts {};
+  ts.tv_sec = static_cast<time_t>(d.count() / 1000000000);
+  ts.tv_nsec = static_cast<long>(d.count() % 1000000000);
+  ::nanosleep(&ts, nullptr);  // EINTR (SIGTERM) returns early: the caller checks stop_requested()
+}
+
+// A running container the poller found worth guarding.
+struct Found {
+  ContainerInfo info;
+  GuardLimits limits;
+  std::string note;
+};
+
+// What the poller hands the sampler: the new containers, and every id the engine lists.
+class Roster {
+ public:
+  void publish(std::vector<Found> found, std::set<std::string> running) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& f : found) new_.push_back(std::move(f));
+    running_ = std::move(running);
+    ++generation_;
+  }
+  // True when something was published since the last take.
+  bool take(unsigned& seen, std::vector<Found>& found, std::set<std::string>& running) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (generation_ == seen) return false;
+    seen = generation_;
+    found = std::move(new_);
+    new_.clear();
+    running = running_;
+    return true;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<Found> new_;
+  std::set<std::string> running_;
+  unsigned generation_ = 0;
+};
+
+// Lists the candidates every kPollEvery, inspects the new ones (once each) and publishes them.
+void poll_engine(const std::string& engine, const GuardOptions& o, const Config& config, Roster& roster) {
+  const auto commands = guard_ps_commands(engine, o.all);
+  ProfileStore store(profile_search_path({}, config, /*include_user=*/false));
+  const auto load = [&store](const std::string& name) { return store.load(name, /*allow_path=*/false); };
+  std::set<std::string> known;  // inspected already (guarded or skipped)
+  bool failing = false;
+  while (!stop_requested()) {
+    std::set<std::string> running;
+    std::string failure;
+    for (const auto& argv : commands) {
+      try {
+        const Captured r = run_capture(argv);
+        if (r.exit_code != 0) {
+          failure = r.err.substr(0, r.err.find('\n'));
+          continue;
+        }
+        std::istringstream lines(r.out);
+        for (std::string id; std::getline(lines, id);)
+          if (!id.empty()) running.insert(id);
+      } catch (const Error& e) {
+        failure = e.what();
+      }
+    }
+    if (!failure.empty()) {
+      if (!failing) std::cerr << "gpu-run-ctl: warning: guard: " << engine << " ps failed: " << failure << "\n";
+      failing = true;
+    } else {
+      failing = false;
+      std::vector<Found> found;
+      for (const std::string& id : running) {
+        if (known.count(id)) continue;
+        try {
+          Found f{inspect_container(engine, id), {}, {}};
+          known.insert(id);
+          const std::string skip = guard_skip_reason(f.info, o.all);
+          if (!skip.empty()) {
+            std::cerr << "gpu-run-ctl: guard: not guarding container " << display_name(f.info) << " ("
+                      << short_id(f.info) << "): " << skip << "\n";
+            continue;
+          }
+          f.limits = container_guard_limits(f.info, config, load, &f.note);
+          found.push_back(std::move(f));
+        } catch (const std::exception& e) {
+          // Gone between ps and inspect: the next poll decides.
+          std::cerr << "gpu-run-ctl: warning: guard: container " << id.substr(0, 12) << ": " << e.what() << "\n";
+        }
+      }
+      for (auto it = known.begin(); it != known.end();) it = running.count(*it) ? std::next(it) : known.erase(it);
+      roster.publish(std::move(found), running);
+    }
+    for (auto waited = std::chrono::milliseconds(0); waited < kPollEvery && !stop_requested();
+         waited += std::chrono::milliseconds(100))
+      sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+struct Guarded {
+  ContainerInfo info;
+  std::unique_ptr<ShmGuard> guard;
+};
+
+}  // namespace
+
+std::vector<std::vector<std::string>> guard_ps_commands(const std::string& engine, bool all) {
+  if (all) return {{engine, "ps", "-q", "--no-trunc"}};
+  std::vector<std::vector<std::string>> out;
+  for (const char* label : {kLabelProfile, kLabelShmSize})
+    out.push_back({engine, "ps", "-q", "--no-trunc", "--filter", std::string("label=") + label});
+  return out;
+}
+
+std::string guard_skip_reason(const ContainerInfo& c, bool all) {
+  if (!c.running || c.pid <= 0) return "not running";
+  if (!all && !c.labels.count(kLabelProfile) && !c.labels.count(kLabelShmSize))
+    return std::string("no ") + kLabelProfile + " or " + kLabelShmSize + " label (--all guards it)";
+  const IpcKind ipc = parse_ipc_mode(c.ipc_mode).kind;
+  if (ipc != IpcKind::kPrivate && ipc != IpcKind::kShareable)
+    return "--ipc " + c.ipc_mode.substr(0, 80) + ": no /dev/shm of its own to grow";
+  return "";
+}
+
+std::optional<GuardPlanInputs> guard_plan_inputs(const ContainerInfo& c) {
+  GuardPlanInputs in;
+  in.profile = env_or_label(c, kEnvProfile, kLabelProfile);
+  const auto workers = count_of(env_or_label(c, kEnvNumWorkers, nullptr));
+  const auto batch = count_of(env_or_label(c, kEnvBatchSize, nullptr));
+  if (in.profile.empty() || !workers || !batch || *workers == 0 || *batch == 0) return std::nullopt;
+  in.workers = *workers;
+  in.batch_size = *batch;
+  return in;
+}
+
+GuardLimits container_guard_limits(const ContainerInfo& c, const Config& config,
+                                   const std::function<Profile(const std::string&)>& load_profile, std::string* note) {
+  std::string why_not;
+  if (const auto in = guard_plan_inputs(c)) {
+    try {
+      SizingRequest request;
+      request.workers = in->workers;
+      request.batch_size = in->batch_size;
+      request.memory_limit = c.memory_limit;
+      request.memory_fraction_max = config.memory_fraction_max;
+      const ShmPlan plan = plan_shm(load_profile(in->profile), request);
+      const GuardLimits limits = guard_limits(plan);
+      if (limits.headroom) {
+        if (note)
+          *note = "keeps " + format_size(limits.headroom) + " free (profile " + in->profile + ", " +
+                  std::to_string(in->workers) + " workers x a batch of " + std::to_string(in->batch_size) + ")";
+        return limits;
+      }
+      why_not = "the plan has no batch bytes";
+    } catch (const Error& e) {
+      why_not = e.what();
+    }
+  } else {
+    why_not = "no profile, workers and batch size in its environment";
+  }
+  GuardLimits limits;
+  if (c.memory_limit && *c.memory_limit > 0)
+    limits.budget_bytes = MemoryBudget{*c.memory_limit, config.memory_fraction_max}.bytes();
+  if (note)
+    *note = "keeps " + std::to_string(static_cast<int>(config.guard.min_free_fraction * 100 + 0.5)) +
+            "% free (" + why_not + ")";
+  return limits;
+}
+
+void run_guard(const GuardOptions& o) {
+  const std::uint64_t interval = parse_count(o.interval_ms, "--interval", 60000);
+  if (interval == 0) throw usage_error("--interval 0: expected milliseconds between samples, 1 to 60000");
+  const Config config = load_ctl_config();
+  const std::string engine = o.engine.value_or(config.engine);
+  if (engine != "docker" && engine != "podman")
+    throw usage_error("--engine '" + engine.substr(0, 40) + "': expected docker or podman");
+
+  StopOnSignal stop;
+  std::cerr << "gpu-run-ctl: guard: guarding " << (o.all ? "every running container" : "containers gpu-run sized")
+            << " of " << engine << ", /dev/shm sampled every " << interval << " ms\n";
+  Roster roster;
+  std::thread poller([&] { poll_engine(engine, o, config, roster); });
+
+  std::map<std::string, Guarded> guarded;
+  unsigned seen = 0;
+  std::vector<Found> found;
+  std::set<std::string> running;
+  const auto stop_guarding = [&](std::map<std::string, Guarded>::iterator it, const char* why) {
+    std::cerr << "gpu-run-ctl: guard: stopped guarding container " << display_name(it->second.info) << " ("
+              << short_id(it->second.info) << "): " << why << ", " << it->second.guard->growths()
+              << (it->second.guard->growths() == 1 ? " growth" : " growths") << "\n";
+    return guarded.erase(it);
+  };
+  while (!stop_requested()) {
+    if (roster.take(seen, found, running)) {
+      for (auto it = guarded.begin(); it != guarded.end();)
+        it = running.count(it->first) ? std::next(it) : stop_guarding(it, "exited");
+      for (Found& f : found) {
+        if (guarded.count(f.info.id)) continue;
+        std::cerr << "gpu-run-ctl: guard: guarding container " << display_name(f.info) << " (" << short_id(f.info)
+                  << "): " << f.note << "\n";
+        auto guard = std::make_unique<ShmGuard>(config.guard, f.limits, config,
+                                                "gpu-run-ctl: guard: container " + display_name(f.info));
+        const std::string id = f.info.id;
+        guarded.emplace(id, Guarded{std::move(f.info), std::move(guard)});
+      }
+    }
+    for (auto it = guarded.begin(); it != guarded.end();) {
+      const std::optional<ShmUsage> usage = shm_usage_of_pid(it->second.info.pid);
+      if (!usage) {
+        it = stop_guarding(it, "its /dev/shm is gone");
+        continue;
+      }
+      try {
+        it->second.guard->on_sample(it->second.info.pid, it->second.info.id, *usage);
+      } catch (const std::exception& e) {
+        std::cerr << "gpu-run-ctl: warning: guard: container " << display_name(it->second.info) << ": " << e.what()
+                  << "\n";
+      }
+      ++it;
+    }
+    sleep_for(std::chrono::milliseconds(interval));
+  }
+  poller.join();
+  for (auto it = guarded.begin(); it != guarded.end();) it = stop_guarding(it, "guard stopped");
+  std::cerr << "gpu-run-ctl: guard: stopped\n";
+}
+
+void add_guard_command(CLI::App& app) {
+  auto o = std::make_shared<GuardOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "guard", "Grow the /dev/shm of every running container gpu-run sized before it fills, until SIGTERM");
+  cmd->footer(
+      "The node-wide gpu-run --guard (the same policy, the config's \"guard\" knobs, and the same host log\n"
+      "lines): lists the engine's running containers with a gpu-run.profile or gpu-run.shm-size label\n"
+      "(every one with --all) every 2 s, and samples each one's /dev/shm. A container whose GPU_RUN_PROFILE,\n"
+      "GPU_RUN_NUM_WORKERS and GPU_RUN_BATCH_SIZE are set keeps one batch per worker free; any other keeps\n"
+      "the config's min_free_fraction. Never beyond the profile's max_shm nor the memory budget of --memory.\n"
+      "Runs until SIGTERM or SIGINT (exit 0). Needs root. Packaged as gpu-run-guard.service (not enabled).");
+  cmd->add_option("--engine", o->engine, "docker or podman (default: the config's engine)")->type_name("ENGINE");
+  cmd->add_flag("--all", o->all, "Guard every running container, not only those gpu-run sized");
+  cmd->add_option("--interval", o->interval_ms, "Milliseconds between samples of each container (default 10)")
+      ->type_name("MS");
+  cmd->callback([o] { run_guard(*o); });
+}
+
+}  // namespace gpurun
