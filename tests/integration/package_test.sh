@@ -64,7 +64,8 @@ for f in /usr/bin/gpu-run /usr/bin/gpu-run-hook /usr/bin/gpu-run-runtime /usr/bi
   /usr/share/gpu-run/profiles/imagenet.json /etc/gpu-run/config.json /etc/gpu-run/profiles.d \
   /usr/share/gpu-run/hooks.d/gpu-run.json /usr/share/doc/gpu-run/README.md \
   /usr/share/doc/gpu-run/daemon.json.example /usr/share/man/man1/gpu-run.1.gz \
-  /usr/share/man/man5/gpu-run-profile.5.gz /usr/share/bash-completion/completions/gpu-run-ctl; do
+  /usr/share/man/man5/gpu-run-profile.5.gz /usr/share/bash-completion/completions/gpu-run-ctl \
+  /usr/lib/systemd/system/gpu-run-guard.service; do
   assert_contains "$rpm_files" "$f" "rpm holds $f"
 done
 assert_eq Apache-2.0 "$(rpm -qp --queryformat '%{LICENSE}' "$rpmf" 2>/dev/null)" "rpm: License is Apache-2.0"
@@ -75,6 +76,7 @@ assert_contains "$(rpm -qp --queryformat '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' 
 rpm_scripts=$(rpm -qp --scripts "$rpmf" 2>/dev/null)
 assert_contains "$rpm_scripts" "postinstall scriptlet" "rpm: %post installs the hooks.d entry"
 assert_contains "$rpm_scripts" "/usr/share/containers/oci/hooks.d" "rpm: scripts name the hooks.d directory"
+assert_not_contains "$rpm_scripts" "systemctl" "rpm: no script enables or starts gpu-run-guard.service"
 
 # ------------------------------------------------------------------------------ clean root
 # The machine's own Debian mirror, from its apt sources (never a host of our choosing).
@@ -120,6 +122,17 @@ for f in /usr/share/gpu-run/profiles/{default,imagenet,multi-gpu}.json /etc/gpu-
   /usr/share/fish/vendor_completions.d/{gpu-run,gpu-run-ctl}.fish /usr/share/doc/gpu-run/copyright; do
   [[ -f $root$f ]] && it_pass "$f installed" || it_fail "$f missing"
 done
+# The node guard's unit: installed, naming the installed gpu-run-ctl, and not enabled.
+unit=$root/usr/lib/systemd/system/gpu-run-guard.service
+[[ -f $unit ]] && it_pass "gpu-run-guard.service installed" || it_fail "$unit missing"
+unit_text=$(cat "$unit" 2>/dev/null)
+assert_contains "$unit_text" "ExecStart=/usr/bin/gpu-run-ctl guard" "the unit runs the installed gpu-run-ctl guard"
+assert_contains "$unit_text" "Type=simple" "the unit is Type=simple"
+assert_contains "$unit_text" "Restart=on-failure" "the unit restarts on failure"
+enabled=$(find "$root/etc/systemd/system" "$root/usr/lib/systemd/system" -path '*.wants/*' -name 'gpu-run-guard*' \
+  2>/dev/null)
+assert_eq "" "$enabled" "installing does not enable gpu-run-guard.service (no .wants symlink)"
+assert_not_contains "$(dpkg-deb -I "$deb" postinst 2>/dev/null)" "systemctl" "the postinst does not enable the unit"
 [[ -d $root/etc/gpu-run/profiles.d ]] && it_pass "/etc/gpu-run/profiles.d exists" || it_fail "/etc/gpu-run/profiles.d missing"
 assert_contains "$(in_root dpkg-query -W -f '${Conffiles}' gpu-run)" "/etc/gpu-run/config.json" \
   "config.json is a dpkg conffile"
