@@ -211,8 +211,8 @@ GuardLimits container_guard_limits(const ContainerInfo& c, const Config& config,
   if (c.memory_limit && *c.memory_limit > 0)
     limits.budget_bytes = MemoryBudget{*c.memory_limit, config.memory_fraction_max}.bytes();
   if (note)
-    *note = "keeps " + std::to_string(static_cast<int>(config.guard.min_free_fraction * 100 + 0.5)) +
-            "% free (" + why_not + ")";
+    *note = "keeps " + std::to_string(static_cast<int>(config.guard.min_free_fraction * 100 + 0.5)) + "% free (" +
+            why_not + ")";
   return limits;
 }
 

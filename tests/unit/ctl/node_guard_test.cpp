@@ -38,11 +38,11 @@ Profile small_profile(const std::string& name) {
 TEST(NodeGuardTest, ListsByEachGpuRunLabelOrEverythingWithAll) {
   const auto labelled = guard_ps_commands("docker", false);
   ASSERT_EQ(labelled.size(), 2u);
-  EXPECT_EQ(labelled[0], (std::vector<std::string>{"docker", "ps", "-q", "--no-trunc", "--filter",
-                                                   "label=gpu-run.profile"}));
+  EXPECT_EQ(labelled[0],
+            (std::vector<std::string>{"docker", "ps", "-q", "--no-trunc", "--filter", "label=gpu-run.profile"}));
   EXPECT_EQ(labelled[1].back(), "label=gpu-run.shm-size");
-  EXPECT_EQ(guard_ps_commands("podman", true), (std::vector<std::vector<std::string>>{
-                                                   {"podman", "ps", "-q", "--no-trunc"}}));
+  EXPECT_EQ(guard_ps_commands("podman", true),
+            (std::vector<std::vector<std::string>>{{"podman", "ps", "-q", "--no-trunc"}}));
 }
 
 TEST(NodeGuardTest, GuardsLabelledContainersOrAnyWithAll) {
@@ -75,11 +75,11 @@ TEST(NodeGuardTest, PlanInputsNeedProfileWorkersAndBatchSize) {
   EXPECT_EQ(in->workers, 2u);
   EXPECT_EQ(in->batch_size, 96u);
   // The environment's profile wins over the label.
-  EXPECT_EQ(guard_plan_inputs(running({{"gpu-run.profile", "a"}}, {{"GPU_RUN_PROFILE", "b"},
-                                                                    {"GPU_RUN_NUM_WORKERS", "2"},
-                                                                    {"GPU_RUN_BATCH_SIZE", "8"}}))
-                ->profile,
-            "b");
+  EXPECT_EQ(
+      guard_plan_inputs(running({{"gpu-run.profile", "a"}},
+                                {{"GPU_RUN_PROFILE", "b"}, {"GPU_RUN_NUM_WORKERS", "2"}, {"GPU_RUN_BATCH_SIZE", "8"}}))
+          ->profile,
+      "b");
   EXPECT_FALSE(guard_plan_inputs(running({{"gpu-run.profile", "a"}}, {{"GPU_RUN_NUM_WORKERS", "2"}})));
   EXPECT_FALSE(guard_plan_inputs(running({{"gpu-run.shm-size", "64m"}})));
   EXPECT_FALSE(guard_plan_inputs(
