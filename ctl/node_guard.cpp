@@ -23,6 +23,15 @@
 #include "units.hpp"
 
 namespace gpurun {
+
+// What guard watches and the policy it applies.
+constexpr const char* kGuardFooter =
+    "The node-wide gpu-run --guard (the same policy, the config's \"guard\" knobs, and the same host log\n"
+    "lines): lists the engine's running containers with a gpu-run.profile or gpu-run.shm-size label\n"
+    "(every one with --all) every 2 s, and samples each one's /dev/shm. A container whose GPU_RUN_PROFILE,\n"
+    "GPU_RUN_NUM_WORKERS and GPU_RUN_BATCH_SIZE are set keeps one batch per worker free; any other keeps\n"
+    "the config's min_free_fraction. Never beyond the profile's max_shm nor the memory budget of --memory.\n"
+    "Runs until SIGTERM or SIGINT (exit 0). Needs root. Packaged as gpu-run-guard.service (not enabled).";
 namespace {
 
 // How often the engine is asked which containers run.
@@ -279,13 +288,7 @@ void add_guard_command(CLI::App& app) {
   auto o = std::make_shared<GuardOptions>();
   CLI::App* cmd = app.add_subcommand(
       "guard", "Grow the /dev/shm of every running container gpu-run sized before it fills, until SIGTERM");
-  cmd->footer(
-      "The node-wide gpu-run --guard (the same policy, the config's \"guard\" knobs, and the same host log\n"
-      "lines): lists the engine's running containers with a gpu-run.profile or gpu-run.shm-size label\n"
-      "(every one with --all) every 2 s, and samples each one's /dev/shm. A container whose GPU_RUN_PROFILE,\n"
-      "GPU_RUN_NUM_WORKERS and GPU_RUN_BATCH_SIZE are set keeps one batch per worker free; any other keeps\n"
-      "the config's min_free_fraction. Never beyond the profile's max_shm nor the memory budget of --memory.\n"
-      "Runs until SIGTERM or SIGINT (exit 0). Needs root. Packaged as gpu-run-guard.service (not enabled).");
+  cmd->footer(kGuardFooter);
   cmd->add_option("--engine", o->engine, "docker or podman (default: the config's engine)")->type_name("ENGINE");
   cmd->add_flag("--all", o->all, "Guard every running container, not only those gpu-run sized");
   cmd->add_option("--interval", o->interval_ms, "Milliseconds between samples of each container (default 10)")
