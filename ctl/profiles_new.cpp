@@ -21,10 +21,6 @@ constexpr std::size_t kMaxFields = 64;
 
 std::string shown(const std::string& s) { return s.size() > 80 ? s.substr(0, 80) + "..." : s; }
 
-std::uint64_t count_flag(const std::string& flag, const std::string& value, std::uint64_t max) {
-  return parse_count(value, flag, max);
-}
-
 }  // namespace
 
 std::string profile_text(const nlohmann::ordered_json& doc) {
@@ -69,7 +65,7 @@ nlohmann::ordered_json parse_fields_flag(const std::string& text) {
     while (!dims.empty() && d <= dims.size()) {
       const std::size_t x = dims.find('x', d);
       const std::string dim = dims.substr(d, x == std::string::npos ? std::string::npos : x - d);
-      shape.push_back(count_flag("--fields: entry " + std::to_string(n) + " dimension", dim, 1ull << 32));
+      shape.push_back(parse_count(dim, "--fields: entry " + std::to_string(n) + " dimension", 1ull << 32));
       if (x == std::string::npos) break;
       d = x + 1;
     }
@@ -90,11 +86,11 @@ nlohmann::ordered_json new_profile_document(const NewProfileOptions& o) {
   if (o.extends)
     doc["extends"] = *o.extends == "none" ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(*o.extends);
   doc["fields"] = parse_fields_flag(o.fields);
-  if (o.batch_size) doc["batch_size"] = count_flag("--batch-size", *o.batch_size, 1u << 20);
+  if (o.batch_size) doc["batch_size"] = parse_count(*o.batch_size, "--batch-size", 1u << 20);
   if (o.workers)
     doc["workers_per_gpu"] = *o.workers == "auto" ? nlohmann::ordered_json("auto")
-                                                  : nlohmann::ordered_json(count_flag("--workers", *o.workers, 1024));
-  if (o.prefetch_factor) doc["prefetch_factor"] = count_flag("--prefetch-factor", *o.prefetch_factor, 1024);
+                                                  : nlohmann::ordered_json(parse_count(*o.workers, "--workers", 1024));
+  if (o.prefetch_factor) doc["prefetch_factor"] = parse_count(*o.prefetch_factor, "--prefetch-factor", 1024);
   // The loader's own checks, with the flags' names where they came from.
   parse_profile_document(doc.dump(), "profiles new " + o.name);
   return doc;
