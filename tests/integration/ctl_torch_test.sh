@@ -15,11 +15,8 @@ CTL=$(dirname "$GPU_RUN")/gpu-run-ctl
 [[ -x $CTL ]] || it_skip "gpu-run-ctl not found next to $GPU_RUN"
 it_log "testing $GPU_RUN and $CTL"
 
-tarball=${GPU_RUN_TORCH_TARBALL:-}
-if [[ -z $tarball ]]; then
-  tarball=$("$here/../../scripts/torch-rootfs") || it_skip "no PyTorch rootfs (scripts/torch-rootfs failed)"
-fi
-[[ -s $tarball ]] || it_skip "PyTorch rootfs tarball $tarball missing"
+it_torch_tarball
+tarball=$IT_TORCH_TARBALL
 
 work=$(it_tmpdir)
 it_on_exit rm -rf "$work"

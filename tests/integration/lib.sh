@@ -27,6 +27,17 @@ IT_ROOTFS=${IT_ROOTFS:-}
 # forwarding is disabled" on hosts with net.ipv4.ip_forward=0 (the test daemons need no network).
 it_drop_engine_warnings() { grep -v '^WARNING: IPv4 forwarding is disabled' || true; }
 
+# Sets IT_TORCH_TARBALL to the PyTorch rootfs tarball ($GPU_RUN_TORCH_TARBALL, else the one
+# scripts/torch-rootfs builds once and caches); skips without it. Call it outside $(...).
+it_torch_tarball() {
+  IT_TORCH_TARBALL=${GPU_RUN_TORCH_TARBALL:-}
+  if [[ -z $IT_TORCH_TARBALL ]]; then
+    IT_TORCH_TARBALL=$("$(dirname "${BASH_SOURCE[0]}")/../../scripts/torch-rootfs") ||
+      it_skip "no PyTorch rootfs (scripts/torch-rootfs failed)"
+  fi
+  [[ -s $IT_TORCH_TARBALL ]] || it_skip "PyTorch rootfs tarball $IT_TORCH_TARBALL missing"
+}
+
 it_log() { printf '[%s] %s\n' "$IT_NAME" "$*" >&2; }
 
 # Exits 77 (ctest's SKIP_RETURN_CODE) with REASON, or fails with it when
