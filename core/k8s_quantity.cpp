@@ -62,4 +62,11 @@ unsigned parse_k8s_cpus(const std::string& text, const std::string& what) {
   return static_cast<unsigned>(std::min<std::uint64_t>(std::max<std::uint64_t>(cpus, 1), 1u << 16));
 }
 
+bool is_k8s_dns_label(const std::string& name) {
+  if (name.empty() || name.size() > 63 || name.front() == '-' || name.back() == '-') return false;
+  for (const char ch : name)
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-')) return false;
+  return true;
+}
+
 }  // namespace gpurun

@@ -20,6 +20,10 @@ std::string k8s_quantity(std::uint64_t bytes);
 // Throws Error (exit 2) naming `what` on anything else.
 unsigned parse_k8s_cpus(const std::string& text, const std::string& what);
 
+// True for an RFC 1123 label, as Kubernetes requires of a namespace's or a container's name:
+// lowercase letters, digits and '-', at most 63, starting and ending alphanumeric.
+bool is_k8s_dns_label(const std::string& name);
+
 // A value as a message shows it: at most 40 characters, then "...".
 std::string k8s_shown(const std::string& s);
 

@@ -11,6 +11,7 @@
 #include "k8s_quantity.hpp"
 #include "log.hpp"
 #include "oci.hpp"
+#include "profile.hpp"
 #include "shm_decision.hpp"
 #include "sizing.hpp"
 #include "units.hpp"
@@ -112,8 +113,10 @@ struct CannotMeet {
 
 class PodReview {
  public:
-  PodReview(const json& pod, const WebhookConfig& config, const ProfileStore& store)
-      : pod_(pod), config_(config), store_(store) {}
+  // `namespace_profile`: the config's default profile for the pod's namespace, or null.
+  PodReview(const json& pod, const WebhookConfig& config, const ProfileStore& store,
+            const std::string* namespace_profile)
+      : pod_(pod), config_(config), store_(store), namespace_profile_(namespace_profile) {}
 
   // The JSONPatch; throws LeaveAlone or CannotMeet.
   json patch() {
@@ -125,6 +128,13 @@ class PodReview {
   }
 
   std::uint64_t total() const { return total_; }
+  // The pod asked nothing itself: only its namespace's default profile applies.
+  bool by_namespace_default() const { return by_default_; }
+  // The namespace's default profile when the pod names no profile (for the log), else "".
+  std::string default_profile_used() const {
+    return namespace_profile_ && !annotations_.count(request_key(RequestKey::kProfile).annotation) ? *namespace_profile_
+                                                                                                   : "";
+  }
   std::string target_names() const {
     std::string out;
     for (const Target& t : targets_) out += (out.empty() ? "" : ",") + container_name(*t.container);
@@ -135,7 +145,10 @@ class PodReview {
   json make_patch() {
     read_annotations();
     // gpu-run.containers alone says where, not what: nothing is asked.
-    if (!has_request_annotation(annotations_)) throw LeaveAlone{"no gpu-run request annotation"};
+    if (!has_request_annotation(annotations_)) {
+      if (!namespace_profile_) throw LeaveAlone{"no gpu-run request annotation"};
+      by_default_ = true;
+    }
     const json* spec = member(pod_, "spec");
     if (!spec || !spec->is_object()) throw LeaveAlone{"the pod has no spec", true};
     spec_ = spec;
@@ -219,6 +232,9 @@ class PodReview {
     const json& cs = array_at(*spec_, "containers");
     for (std::size_t i = 0; i < cs.size(); ++i)
       if (container_gpus(cs[i]) > 0) targets_.push_back({"containers", i, &cs[i], {}});
+    // A namespace's default sizes its training pods, not every pod that runs there.
+    if (targets_.empty() && by_default_)
+      throw LeaveAlone{"no container requests nvidia.com/gpu and the pod names no gpu-run request"};
     if (targets_.empty())
       for (std::size_t i = 0; i < cs.size(); ++i) targets_.push_back({"containers", i, &cs[i], {}});
   }
@@ -236,6 +252,7 @@ class PodReview {
       facts.has_ipc_namespace = true;
       Config host_config;
       host_config.memory_fraction_max = config_.memory_fraction_max;
+      if (namespace_profile_) host_config.default_profile = *namespace_profile_;
       HostFacts host;
       host.cpus = container_cpus(c, config_.default_cpus);
       t.decision = decide_shm(container_request({}, facts), facts, host_config, store_, host);
@@ -342,6 +359,8 @@ class PodReview {
   const json& pod_;
   const WebhookConfig& config_;
   const ProfileStore& store_;
+  const std::string* namespace_profile_;
+  bool by_default_ = false;
   const json* spec_ = nullptr;
   std::map<std::string, std::string> annotations_;
   std::vector<Target> targets_;
@@ -409,8 +428,20 @@ WebhookConfig parse_webhook_config(const std::string& text, const std::string& s
       if (!value.is_number_unsigned() || value.get<std::uint64_t>() == 0 || value.get<std::uint64_t>() > 65536)
         throw usage_error(where + ": expected a whole number of CPUs, at least 1");
       c.default_cpus = value.get<unsigned>();
+    } else if (key == "namespace_profiles") {
+      if (!value.is_object()) throw usage_error(where + ": expected an object of namespace: profile name");
+      for (const auto& [ns, profile] : value.items()) {
+        if (!is_k8s_dns_label(ns))
+          throw usage_error(where + ": '" + k8s_shown(ns) +
+                            "' is not a namespace name (lowercase letters, digits and '-', at most 63)");
+        if (!profile.is_string() || !is_valid_profile_name(profile.get<std::string>()))
+          throw usage_error(where + "." + ns + ": expected a profile name ([team/]name, lowercase), not a path");
+        c.namespace_profiles[ns] = profile.get<std::string>();
+      }
     } else {
-      throw usage_error(where + ": unknown key (known: policy, memory_fraction_max, profile_dirs, default_cpus)");
+      throw usage_error(where +
+                        ": unknown key (known: policy, memory_fraction_max, profile_dirs, default_cpus, "
+                        "namespace_profiles)");
     }
   }
   return c;
@@ -461,19 +492,25 @@ ReviewResult review_admission(const std::string& body, const WebhookConfig& conf
       warn("malformed AdmissionReview: request.object is not a Pod");
       return finish("error", "no object");
     }
+    const auto ns_default = config.namespace_profiles.find(where);
     where += "/" + pod_label(*pod);
-    PodReview review(*pod, config, store);
+    PodReview review(*pod, config, store,
+                     ns_default == config.namespace_profiles.end() ? nullptr : &ns_default->second);
     try {
       const json ops = review.patch();
       response["patchType"] = "JSONPatch";
       response["patch"] = base64_encode(ops.dump());
       r.fields = " size=" + k8s_quantity(review.total()) + " containers=" + log_quote(review.target_names());
+      if (const std::string used = review.default_profile_used(); !used.empty())
+        r.fields += " namespace_profile=" + log_quote(used);
       return finish("patched", "");
     } catch (const LeaveAlone& leave) {
       if (leave.warn) warn(leave.reason);
       return finish(leave.warn ? "warned" : "allowed", leave.reason);
     } catch (const CannotMeet& cannot) {
-      if (config.policy == WebhookPolicy::kWarn) {
+      // A pod that asked nothing is never denied for its namespace's default (as a host's
+      // default_profile is skipped with a warning, never failed, by default).
+      if (config.policy == WebhookPolicy::kWarn || review.by_namespace_default()) {
         warn(cannot.reason + "; the pod was admitted without a /dev/shm change");
         return finish("warned", cannot.reason);
       }

@@ -47,7 +47,8 @@ cat >"$work/profiles/webtest.json" <<'EOF'
  "batch_size": 4, "workers_per_gpu": 2, "prefetch_factor": 2, "pin_memory": true,
  "headroom": 1.0, "nccl_reserve": "64m", "min_shm": "1m", "max_shm": "1g"}
 EOF
-printf '{"policy": "raise"}\n' >"$work/config.json"
+# Namespace ml's default profile is webtest (a pod there that names none is sized with it).
+printf '{"policy": "raise", "namespace_profiles": {"ml": "webtest"}}\n' >"$work/config.json"
 
 "$WEBHOOK" --listen 127.0.0.1:0 --tls-cert "$work/tls.crt" --tls-key "$work/tls.key" \
   --profile-dir "$work/profiles" --config "$work/config.json" --io-timeout 2 --request-timeout 3 \
@@ -95,12 +96,12 @@ def request(method, path, body=None):
     return r.status, data
 
 
-def review(pod, uid):
+def review(pod, uid, namespace="ml"):
     obj = api.sanitize_for_serialization(pod)
     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "request": {"uid": uid, "kind": {"group": "", "version": "v1", "kind": "Pod"},
                         "resource": {"group": "", "version": "v1", "resource": "pods"},
-                        "namespace": "ml", "operation": "CREATE", "object": obj}}
+                        "namespace": namespace, "operation": "CREATE", "object": obj}}
     status, data = request("POST", "/mutate", json.dumps(body))
     return obj, status, json.loads(data)
 
@@ -162,6 +163,25 @@ if phase == "main":
     check("patch" not in again["response"] and again["response"]["uid"] == "uid-again",
           "re-admission of the patched pod: no patch")
 
+    # No annotation: in ml the config's default profile webtest sizes the GPU container
+    # (2 GPUs: 2 * 16 MiB + 64 MiB = 96 MiB); in namespace web nothing is changed.
+    plain = k.V1Pod(
+        api_version="v1", kind="Pod", metadata=k.V1ObjectMeta(name="trainer", namespace="ml"),
+        spec=k.V1PodSpec(containers=[
+            k.V1Container(name="train", image="pytorch/pytorch",
+                          resources=k.V1ResourceRequirements(limits={"nvidia.com/gpu": "2", "memory": "16Gi"}))]))
+    obj, _, out = review(plain, "uid-ns-default")
+    pod = api.deserialize(Response(apply(obj, out["response"])), "V1Pod")
+    vols = [v for v in pod.spec.volumes or [] if v.empty_dir and v.empty_dir.medium == "Memory"]
+    env = {e.name: e.value for e in pod.spec.containers[0].env or []}
+    check(len(vols) == 1 and vols[0].empty_dir.size_limit == "96Mi" and env.get("GPU_RUN_PROFILE") == "webtest"
+          and pod.spec.containers[0].resources.limits["memory"] == "16480Mi",
+          "namespace ml's default profile: a pod naming none gets 96Mi, limit 16480Mi")
+    plain.metadata.namespace = "web"
+    _, _, out = review(plain, "uid-other-ns", namespace="web")
+    check(out["response"]["allowed"] is True and "patch" not in out["response"],
+          "the same pod in namespace web (no default): unchanged")
+
     hostile = ddp_pod()
     hostile.metadata.annotations = {"gpu-run.profile": "../../etc/passwd"}
     _, status, out = review(hostile, "uid-hostile")
@@ -213,10 +233,10 @@ if phase == "main":
 
     status, data = request("GET", "/metrics")
     text = data.decode()
-    check(status == 200 and "gpu_run_webhook_reviews_total 4" in text and "gpu_run_webhook_patches_total 1" in text
+    check(status == 200 and "gpu_run_webhook_reviews_total 6" in text and "gpu_run_webhook_patches_total 2" in text
           and "gpu_run_webhook_denials_total 1" in text and "gpu_run_webhook_errors_total 1" in text,
-          "/metrics counts 4 reviews, 1 patch, 1 denial, 1 error")
-    check('gpu_run_webhook_review_duration_seconds_bucket{le="+Inf"} 4' in text, "/metrics latency histogram")
+          "/metrics counts 6 reviews, 2 patches, 1 denial, 1 error")
+    check('gpu_run_webhook_review_duration_seconds_bucket{le="+Inf"} 6' in text, "/metrics latency histogram")
 
 elif phase == "manifest":
     # packaging/kubernetes/gpu-run-webhook.yaml with its placeholders filled in as an admin
@@ -270,7 +290,9 @@ assert_eq 0 "$rc" "the manifest's checks pass"
 logs=$(cat "$work/stderr")
 assert_contains "$logs" 'event=review uid=uid-ddp pod=ml/ddp-worker-0 outcome=patched size=192Mi' \
   "one structured log line per review"
-assert_eq 4 "$(grep -c 'event=review ' "$work/stderr")" "4 log lines for 4 reviews (the 413 and the slow client never reached /mutate)"
+assert_contains "$logs" 'event=review uid=uid-ns-default pod=ml/trainer outcome=patched size=96Mi containers=train namespace_profile=webtest' \
+  "the log names the namespace's default profile"
+assert_eq 6 "$(grep -c 'event=review ' "$work/stderr")" "6 log lines for 6 reviews (the 413 and the slow client never reached /mutate)"
 
 # The certificate replaced while running: new handshakes get the new one.
 cp "$work/b/tls.key" "$work/tls.key.new" && cp "$work/b/tls.crt" "$work/tls.crt.new"

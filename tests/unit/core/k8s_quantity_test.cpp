@@ -27,5 +27,19 @@ TEST(K8sQuantity, LongInputIsRefusedBeforeTheRegex) {
                   "expected a Kubernetes memory quantity");
 }
 
+TEST(K8sDnsLabelTest, Rfc1123Labels) {
+  EXPECT_TRUE(is_k8s_dns_label("ml"));
+  EXPECT_TRUE(is_k8s_dns_label("team-a-2"));
+  EXPECT_TRUE(is_k8s_dns_label("0abc"));
+  EXPECT_TRUE(is_k8s_dns_label(std::string(63, 'a')));
+  EXPECT_FALSE(is_k8s_dns_label(std::string(64, 'a')));
+  EXPECT_FALSE(is_k8s_dns_label(""));
+  EXPECT_FALSE(is_k8s_dns_label("-ml"));
+  EXPECT_FALSE(is_k8s_dns_label("ml-"));
+  EXPECT_FALSE(is_k8s_dns_label("ML"));
+  EXPECT_FALSE(is_k8s_dns_label("a.b"));
+  EXPECT_FALSE(is_k8s_dns_label(std::string("a\0b", 3)));
+}
+
 }  // namespace
 }  // namespace gpurun

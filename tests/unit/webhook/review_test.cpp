@@ -370,6 +370,80 @@ TEST_F(ReviewTest, PodsWithoutAGpuRunAnnotationAndOtherKindsAreAllowedUnchanged)
   EXPECT_EQ(run(update).outcome, "allowed");
 }
 
+TEST_F(ReviewTest, NamespaceDefaultProfilePlansAPodThatNamesNone) {
+  // ml's default is webtest: 8 GPUs -> 192 MiB, as if the pod said gpu-run.profile: webtest.
+  config_.namespace_profiles["ml"] = "webtest";
+  const json p = pod({{"team", "x"}}, {container("pytorch", {{"nvidia.com/gpu", "8"}, {"memory", "64Gi"}}),
+                                       container("log-shipper", {{"memory", "1Gi"}})});
+  const ReviewResult r = run(review_of(p));
+  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  const json out = patched(p, r);
+  EXPECT_EQ(shm_volume_size(out), "192Mi");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_PROFILE"), "webtest");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "65728Mi");
+  EXPECT_FALSE(mounts_shm(out["spec"]["containers"][1]));
+  EXPECT_EQ(out["spec"]["containers"][1]["resources"]["limits"]["memory"], "1Gi");
+  EXPECT_CONTAINS(r.fields, "namespace_profile=webtest");
+  // Re-admission of the patched pod changes nothing.
+  const ReviewResult again = run(review_of(out, "uid-2"));
+  EXPECT_EQ(again.outcome, "allowed") << again.review.dump();
+  EXPECT_FALSE(again.review["response"].contains("patch"));
+}
+
+TEST_F(ReviewTest, NamespaceDefaultIsOnlyForItsNamespaceAndLosesToThePod) {
+  config_.namespace_profiles["ml"] = "webtest";
+  const json plain = pod(json::object(), {container("main", {{"nvidia.com/gpu", "1"}, {"cpu", "3"}})});
+  json elsewhere = review_of(plain);
+  elsewhere["request"]["namespace"] = "web";
+  EXPECT_EQ(run(elsewhere).outcome, "allowed");
+  EXPECT_FALSE(run(elsewhere).review["response"].contains("patch"));
+  // The pod's own profile wins: webauto on 3 CPUs -> 3 workers, (2*3+0) * 4 MiB = 24 MiB.
+  const json own = pod({{"gpu-run.profile", "webauto"}}, {container("main", {{"nvidia.com/gpu", "1"}, {"cpu", "3"}})});
+  const ReviewResult r = run(review_of(own));
+  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  EXPECT_EQ(shm_volume_size(patched(own, r)), "24Mi");
+  EXPECT_EQ(r.fields.find("namespace_profile="), std::string::npos);
+  // Another annotation without a profile takes the namespace's: webtest with 2 GPUs -> 96 MiB.
+  const json gpus = pod({{"gpu-run.gpus", "2"}}, {container("main")});
+  const ReviewResult g = run(review_of(gpus));
+  ASSERT_EQ(g.outcome, "patched") << g.review.dump();
+  EXPECT_EQ(shm_volume_size(patched(gpus, g)), "96Mi");
+  EXPECT_EQ(env_of(patched(gpus, g)["spec"]["containers"][0], "GPU_RUN_PROFILE"), "webtest");
+}
+
+TEST_F(ReviewTest, NamespaceDefaultLeavesPodsWithoutGpusAlone) {
+  config_.namespace_profiles["ml"] = "webtest";
+  const ReviewResult r = run(review_of(pod(json::object(), {container("redis", {{"memory", "1Gi"}})})));
+  EXPECT_EQ(r.outcome, "allowed");
+  EXPECT_FALSE(r.review["response"].contains("patch"));
+  EXPECT_FALSE(r.review["response"].contains("warnings"));
+  // ...unless gpu-run.containers names them.
+  const json named = pod({{"gpu-run.containers", "notebook"}}, {container("notebook")});
+  const ReviewResult n = run(review_of(named));
+  ASSERT_EQ(n.outcome, "patched") << n.review.dump();
+  EXPECT_EQ(shm_volume_size(patched(named, n)), "24Mi");
+}
+
+TEST_F(ReviewTest, NamespaceDefaultThatCannotBeMetWarnsInsteadOfDenying) {
+  // websmall refuses 8 GPUs (192 MiB > max_shm 100 MiB): the pod asked nothing, so it is
+  // admitted unchanged with a warning under every policy; naming the profile is denied.
+  config_.namespace_profiles["ml"] = "websmall";
+  const json p = pod(json::object(), {container("main", {{"nvidia.com/gpu", "8"}})});
+  for (WebhookPolicy policy : {WebhookPolicy::kRaise, WebhookPolicy::kDeny}) {
+    config_.policy = policy;
+    const ReviewResult r = run(review_of(p));
+    EXPECT_EQ(r.outcome, "warned") << r.review.dump();
+    EXPECT_EQ(r.review["response"]["allowed"], true);
+    EXPECT_FALSE(r.review["response"].contains("patch"));
+    EXPECT_CONTAINS(r.review["response"]["warnings"][0].get<std::string>(), "max_shm");
+  }
+  EXPECT_EQ(
+      run(review_of(pod({{"gpu-run.profile", "websmall"}}, {container("main", {{"nvidia.com/gpu", "8"}})}))).outcome,
+      "denied");
+  config_.namespace_profiles["ml"] = "no-such-profile";
+  EXPECT_EQ(run(review_of(p)).outcome, "warned");
+}
+
 TEST_F(ReviewTest, HostileInputNeverCrashes) {
   EXPECT_EQ(review_admission("{not json", config_, store()).outcome, "error");
   EXPECT_EQ(review_admission("", config_, store()).outcome, "error");
@@ -436,6 +510,27 @@ TEST(WebhookConfigTest, ParsesAndRefuses) {
                   "c.json: policy");
   EXPECT_CONTAINS(expect_error([] { parse_webhook_config(R"({"polcy": "deny"})", "c.json"); }).what(), "unknown key");
   EXPECT_CONTAINS(expect_error([] { parse_webhook_config("{", "c.json"); }).what(), "JSON object");
+}
+
+TEST(WebhookConfigTest, NamespaceProfiles) {
+  const WebhookConfig c =
+      parse_webhook_config(R"({"namespace_profiles": {"ml-team": "imagenet", "vision": "team-a/detector"}})", "c.json");
+  ASSERT_EQ(c.namespace_profiles.size(), 2u);
+  EXPECT_EQ(c.namespace_profiles.at("ml-team"), "imagenet");
+  EXPECT_EQ(c.namespace_profiles.at("vision"), "team-a/detector");
+  EXPECT_TRUE(parse_webhook_config("{}", "c.json").namespace_profiles.empty());
+  EXPECT_CONTAINS(expect_error([] { parse_webhook_config(R"({"namespace_profiles": ["ml"]})", "c.json"); }).what(),
+                  "c.json: namespace_profiles: expected an object");
+  EXPECT_CONTAINS(
+      expect_error([] { parse_webhook_config(R"({"namespace_profiles": {"ML_Team": "imagenet"}})", "c.json"); }).what(),
+      "'ML_Team' is not a namespace name");
+  EXPECT_CONTAINS(
+      expect_error([] { parse_webhook_config(R"({"namespace_profiles": {"ml": "../etc/passwd"}})", "c.json"); }).what(),
+      "c.json: namespace_profiles.ml: expected a profile name");
+  EXPECT_CONTAINS(expect_error([] { parse_webhook_config(R"({"namespace_profiles": {"ml": 3}})", "c.json"); }).what(),
+                  "expected a profile name");
+  EXPECT_EQ(expect_error([] { parse_webhook_config(R"({"namespace_profiles": {"ml": ""}})", "c.json"); }).exit_code(),
+            kExitUsage);
 }
 
 TEST(Base64Test, Rfc4648Vectors) {
