@@ -9,6 +9,7 @@
 #include "ctl_common.hpp"
 #include "error.hpp"
 #include "k8s_quantity.hpp"
+#include "k8s_webhook.hpp"
 #include "plan.hpp"
 #include "profile.hpp"
 #include "run_options.hpp"
@@ -93,8 +94,9 @@ void add_k8s_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("k8s", "Print a pod spec patch giving a container a /dev/shm of the planned size");
   // The pod is described, not this machine: no default profile, a GPU count, CPUs from --cpus.
   const SizingFlagOptions sizing = add_sizing_flags(*cmd, o->sizing);
-  sizing.profile->description("Profile name or path to a .json file")->required();
-  sizing.gpus->description("GPUs of the container (nvidia.com/gpu; 0 for none)")->required();
+  // Required unless a subcommand is given (checked in the callback: CLI11 would ask for them then too).
+  sizing.profile->description("Profile name or path to a .json file (required)");
+  sizing.gpus->description("GPUs of the container (nvidia.com/gpu; 0 for none) (required)");
   sizing.workers->description("DataLoader workers per GPU (default: the profile's, or from --cpus)");
   cmd->add_option("--memory", o->memory,
                   "Memory the job needs besides /dev/shm, a Kubernetes quantity (e.g. 16Gi); requests and limits "
@@ -119,7 +121,13 @@ void add_k8s_command(CLI::App& app) {
       "For a Deployment, Job or StatefulSet wrap it in the pod template:\n"
       "  kubectl patch deployment NAME -p \"{\\\"spec\\\":{\\\"template\\\":$(gpu-run-ctl k8s ... --format json)}}\"\n"
       "(a running Pod's volumes cannot be changed: patch its template, or the manifest before creating it).");
-  cmd->callback([o] { run_k8s(*o); });
+  add_k8s_webhook_command(*cmd);
+  cmd->callback([o, cmd] {
+    if (!cmd->get_subcommands().empty()) return;
+    for (const auto& [flag, value] : {std::pair{"--profile", &o->sizing.profile}, std::pair{"--gpus", &o->sizing.gpus}})
+      if (!*value) throw usage_error(std::string("k8s: ") + flag + " is required (see gpu-run-ctl k8s --help)");
+    run_k8s(*o);
+  });
 }
 
 }  // namespace gpurun

@@ -10,23 +10,10 @@
 #include <cstdint>
 
 #include "error.hpp"
+#include "openssl_util.hpp"
 
 namespace gpurun {
 namespace {
-
-std::string openssl_error() {
-  const unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return "unknown OpenSSL error";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
-
-struct BioCloser {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-using BioPtr = std::unique_ptr<BIO, BioCloser>;
 
 BioPtr open_pem(const std::filesystem::path& file) {
   BioPtr bio(BIO_new_file(file.c_str(), "r"));

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-run-webhook over real TLS on 127.0.0.1: AdmissionReviews for Pods built with the
 # Kubernetes Python client's models, the returned JSONPatch applied with python3-jsonpatch and
-# the patched pod deserialized with the same models; /healthz, /readyz, /metrics; a 10 MiB
+# the patched pod deserialized with the same models; a namespace default profile; /healthz, /readyz, /metrics; a 10 MiB
 # body, malformed JSON, a client sending a byte a second (closed by the server), a certificate
 # replaced while running (reloaded), SIGTERM (clean exit).
 # Usage: webhook_test.sh [PATH/TO/gpu-run]   (gpu-run-webhook is looked up next to it, or in
@@ -238,29 +238,6 @@ if phase == "main":
           "/metrics counts 6 reviews, 2 patches, 1 denial, 1 error")
     check('gpu_run_webhook_review_duration_seconds_bucket{le="+Inf"} 6' in text, "/metrics latency histogram")
 
-elif phase == "manifest":
-    # packaging/kubernetes/gpu-run-webhook.yaml with its placeholders filled in as an admin
-    # would, deserialized document by document with the models.
-    import yaml
-    text = open(sys.argv[4]).read().replace("CA_BUNDLE", base64.b64encode(open(cafile, "rb").read()).decode())
-    text = text.replace("IMAGE", "registry.example/gpu-run-webhook:test")
-    models = {"Namespace": "V1Namespace", "ConfigMap": "V1ConfigMap", "Deployment": "V1Deployment",
-              "Service": "V1Service", "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration"}
-    objs = {}
-    for doc in yaml.safe_load_all(text):
-        try:
-            objs[doc["kind"]] = api.deserialize(Response(doc), models[doc["kind"]])
-            check(True, "manifest: the %s deserializes" % doc["kind"])
-        except (KeyError, ValueError) as e:
-            check(False, "manifest: %s: %s" % (doc.get("kind"), e))
-    hook = objs["MutatingWebhookConfiguration"].webhooks[0]
-    check(hook.client_config.service.path == "/mutate" and hook.rules[0].resources == ["pods"]
-          and hook.rules[0].operations == ["CREATE"] and hook.admission_review_versions == ["v1"],
-          "manifest: the webhook gets Pod CREATEs at /mutate, AdmissionReview v1")
-    args = objs["Deployment"].spec.template.spec.containers[0].args
-    check(all(a in args for a in ("--listen", "--tls-cert", "--tls-key", "--config")), "manifest: the container's args")
-    json.loads(objs["ConfigMap"].data["webhook.json"])
-
 elif phase == "cert":
     # The served certificate's subject, after the files were replaced.
     ctx = ssl.create_default_context(cafile=cafile)
@@ -278,14 +255,6 @@ cat "$work/client.out"
 IT_PASSED=$((IT_PASSED + $(grep -c '^ok - ' "$work/client.out")))
 IT_FAILED=$((IT_FAILED + $(grep -c '^FAIL - ' "$work/client.out")))
 assert_eq 0 "$rc" "the TLS client's checks pass"
-
-"$PY" "$work/client.py" "$port" "$work/a/tls.crt" manifest "$here/../../packaging/kubernetes/gpu-run-webhook.yaml" \
-  >"$work/manifest.out" 2>&1
-rc=$?
-cat "$work/manifest.out"
-IT_PASSED=$((IT_PASSED + $(grep -c '^ok - ' "$work/manifest.out")))
-IT_FAILED=$((IT_FAILED + $(grep -c '^FAIL - ' "$work/manifest.out")))
-assert_eq 0 "$rc" "the manifest's checks pass"
 
 logs=$(cat "$work/stderr")
 assert_contains "$logs" 'event=review uid=uid-ddp pod=ml/ddp-worker-0 outcome=patched size=192Mi' \

@@ -1,0 +1,54 @@
+#include "k8s_webhook_cert.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <string>
+
+#include "error.hpp"
+#include "test_files.hpp"
+#include "test_util.hpp"
+
+namespace gpurun {
+namespace {
+
+const std::vector<std::string> kNames = {"gpu-run-webhook.ns.svc", "gpu-run-webhook.ns"};
+
+TEST(WebhookCertTest, MakesACaAndAServingCertificateForTheNames) {
+  const WebhookTlsPair pair = make_webhook_tls_pair("test CA", kNames);
+  EXPECT_EQ(pair.ca_cert.rfind("-----BEGIN CERTIFICATE-----", 0), 0u);
+  EXPECT_EQ(pair.cert.rfind("-----BEGIN CERTIFICATE-----", 0), 0u);
+  EXPECT_EQ(pair.key.rfind("-----BEGIN PRIVATE KEY-----", 0), 0u);
+  EXPECT_EQ(check_webhook_tls_pair(pair, kNames), "");
+  EXPECT_EQ(check_webhook_tls_pair(pair, {"gpu-run-webhook.other.svc"}),
+            "tls.crt is not for gpu-run-webhook.other.svc");
+  // Another pair's CA did not sign it, and another key is not its key.
+  const WebhookTlsPair other = make_webhook_tls_pair("test CA", kNames);
+  EXPECT_EQ(check_webhook_tls_pair({other.ca_cert, pair.cert, pair.key}, kNames), "tls.crt is not signed by ca.crt");
+  EXPECT_EQ(check_webhook_tls_pair({pair.ca_cert, pair.cert, other.key}, kNames), "tls.key is not the key of tls.crt");
+  EXPECT_EQ(check_webhook_tls_pair({"x", pair.cert, pair.key}, kNames), "ca.crt holds no PEM certificate");
+}
+
+TEST(WebhookCertTest, WritesThePairOnceAndReusesIt) {
+  test::TempDir dir;
+  const auto sub = dir.path() / "tls";
+  const WebhookTlsPair made = webhook_tls_pair_in(sub, "test CA", kNames);
+  struct stat st {};
+  ASSERT_EQ(stat((sub / "tls.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  const WebhookTlsPair again = webhook_tls_pair_in(sub, "test CA", kNames);
+  EXPECT_EQ(again.cert, made.cert);
+  EXPECT_EQ(again.ca_cert, made.ca_cert);
+  // For another namespace's names the pair does not fit: the message says what to remove.
+  Error e = expect_error([&] { webhook_tls_pair_in(sub, "test CA", {"gpu-run-webhook.other.svc"}); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "remove ca.crt, tls.crt and tls.key");
+  // A partial set is refused and left as it is.
+  std::filesystem::remove(sub / "ca.crt");
+  EXPECT_CONTAINS(expect_error([&] { webhook_tls_pair_in(sub, "test CA", kNames); }).what(), "holds only some");
+  EXPECT_FALSE(std::filesystem::exists(sub / "ca.crt"));
+}
+
+}  // namespace
+}  // namespace gpurun

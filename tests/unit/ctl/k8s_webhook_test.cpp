@@ -1,0 +1,134 @@
+#include "k8s_webhook.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "error.hpp"
+#include "test_util.hpp"
+
+namespace gpurun {
+namespace {
+
+using nlohmann::ordered_json;
+
+const ordered_json& find(const std::vector<ordered_json>& objects, const std::string& kind) {
+  for (const ordered_json& o : objects)
+    if (o["kind"] == kind) return o;
+  static const ordered_json none;
+  ADD_FAILURE() << "no " << kind;
+  return none;
+}
+
+std::vector<std::string> kinds(const std::vector<ordered_json>& objects) {
+  std::vector<std::string> out;
+  for (const ordered_json& o : objects) out.push_back(o["kind"]);
+  return out;
+}
+
+TEST(WebhookManifestsTest, CertManagerSetUp) {
+  WebhookManifestOptions o;
+  o.namespace_name = "shm";
+  o.cert_manager = true;
+  const auto objects = webhook_manifests(o, std::nullopt);
+  EXPECT_EQ(kinds(objects),
+            (std::vector<std::string>{"Namespace", "ConfigMap", "Issuer", "Certificate", "Deployment", "Service",
+                                      "PodDisruptionBudget", "MutatingWebhookConfiguration"}));
+  const ordered_json& cert = find(objects, "Certificate");
+  EXPECT_EQ(cert["metadata"]["namespace"], "shm");
+  EXPECT_EQ(cert["spec"]["secretName"], "gpu-run-webhook-tls");
+  EXPECT_EQ(cert["spec"]["dnsNames"][0], "gpu-run-webhook.shm.svc");
+  EXPECT_EQ(cert["spec"]["issuerRef"]["name"], "gpu-run-webhook");
+  EXPECT_TRUE(find(objects, "Issuer")["spec"].contains("selfSigned"));
+  const ordered_json& hooks = find(objects, "MutatingWebhookConfiguration");
+  EXPECT_EQ(hooks["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "shm/gpu-run-webhook");
+  const ordered_json& hook = hooks["webhooks"][0];
+  EXPECT_FALSE(hook["clientConfig"].contains("caBundle"));
+  EXPECT_EQ(hook["clientConfig"]["service"]["namespace"], "shm");
+  EXPECT_EQ(hook["admissionReviewVersions"], ordered_json::array({"v1"}));
+  EXPECT_EQ(hook["sideEffects"], "None");
+  EXPECT_EQ(hook["failurePolicy"], "Ignore");
+  EXPECT_EQ(hook["timeoutSeconds"], 5);
+  EXPECT_EQ(hook["rules"][0]["operations"], ordered_json::array({"CREATE"}));
+  EXPECT_EQ(hook["rules"][0]["resources"], ordered_json::array({"pods"}));
+  EXPECT_EQ(hook["namespaceSelector"]["matchLabels"]["gpu-run.io/webhook"], "enabled");
+  EXPECT_EQ(hook["namespaceSelector"]["matchExpressions"][0]["values"], ordered_json::array({"shm"}));
+}
+
+TEST(WebhookManifestsTest, DeploymentIsHardened) {
+  WebhookManifestOptions o;
+  o.image = "registry.example/gpu-run-webhook:1";
+  const auto objects = webhook_manifests(o, std::nullopt);
+  const ordered_json& d = find(objects, "Deployment");
+  EXPECT_EQ(d["metadata"]["namespace"], "gpu-run");
+  EXPECT_EQ(d["spec"]["replicas"], 2);
+  const ordered_json& pod = d["spec"]["template"]["spec"];
+  EXPECT_EQ(pod["securityContext"]["runAsNonRoot"], true);
+  EXPECT_EQ(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+  EXPECT_EQ(pod["automountServiceAccountToken"], false);
+  const ordered_json& c = pod["containers"][0];
+  EXPECT_EQ(c["image"], "registry.example/gpu-run-webhook:1");
+  EXPECT_EQ(c["securityContext"]["readOnlyRootFilesystem"], true);
+  EXPECT_EQ(c["securityContext"]["allowPrivilegeEscalation"], false);
+  EXPECT_EQ(c["securityContext"]["capabilities"]["drop"], ordered_json::array({"ALL"}));
+  EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+  EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+  EXPECT_EQ(c["resources"]["limits"]["memory"], "128Mi");
+  EXPECT_EQ(c["resources"]["requests"]["cpu"], "50m");
+  EXPECT_EQ(pod["volumes"][2]["configMap"]["name"], "gpu-run-profiles");
+  EXPECT_EQ(c["volumeMounts"][2]["mountPath"], "/profiles");
+  EXPECT_EQ(find(objects, "PodDisruptionBudget")["spec"]["minAvailable"], 1);
+  EXPECT_EQ(find(objects, "Service")["spec"]["ports"][0]["port"], 443);
+  // The image default is the version's tag.
+  EXPECT_EQ(find(webhook_manifests(WebhookManifestOptions{}, std::nullopt),
+                 "Deployment")["spec"]["template"]["spec"]["containers"][0]["image"],
+            std::string("gpu-run-webhook:") + GPU_RUN_VERSION);
+}
+
+TEST(WebhookManifestsTest, SelfSignedGivesTheSecretAndCaBundle) {
+  const WebhookTlsPair tls{"CA PEM\n", "CERT PEM\n", "KEY PEM\n"};
+  const auto objects = webhook_manifests(WebhookManifestOptions{}, tls);
+  EXPECT_EQ(kinds(objects), (std::vector<std::string>{"Namespace", "ConfigMap", "Secret", "Deployment", "Service",
+                                                      "PodDisruptionBudget", "MutatingWebhookConfiguration"}));
+  const ordered_json& secret = find(objects, "Secret");
+  EXPECT_EQ(secret["type"], "kubernetes.io/tls");
+  EXPECT_EQ(secret["data"]["tls.crt"], "Q0VSVCBQRU0K");  // base64 of "CERT PEM\n"
+  EXPECT_EQ(secret["data"]["tls.key"], "S0VZIFBFTQo=");
+  const ordered_json& hooks = find(objects, "MutatingWebhookConfiguration");
+  EXPECT_EQ(hooks["webhooks"][0]["clientConfig"]["caBundle"], "Q0EgUEVNCg==");
+  EXPECT_FALSE(hooks["metadata"].contains("annotations"));
+}
+
+TEST(WebhookManifestsTest, RenderedAsOneYamlStream) {
+  WebhookManifestOptions o;
+  o.cert_manager = true;
+  const std::string text = render_webhook_manifests(o, std::nullopt);
+  EXPECT_EQ(text.rfind("# gpu-run-webhook in namespace gpu-run", 0), 0u);
+  std::size_t documents = 0;
+  for (std::size_t at = text.find("\n---\n"); at != std::string::npos; at = text.find("\n---\n", at + 1)) ++documents;
+  EXPECT_EQ(documents, 8u);
+  EXPECT_CONTAINS(text, "kubectl label namespace NS gpu-run.io/webhook=enabled");
+}
+
+TEST(WebhookManifestsTest, BadInputIsAUsageError) {
+  WebhookManifestOptions o;
+  o.namespace_name = "Bad_NS";
+  Error e = expect_error([&] { webhook_manifests(o, std::nullopt); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "--namespace 'Bad_NS'");
+  o.namespace_name = "ok";
+  o.image = "two words";
+  EXPECT_CONTAINS(expect_error([&] { webhook_manifests(o, std::nullopt); }).what(), "--image 'two words'");
+  // Neither or both certificate set-ups.
+  EXPECT_CONTAINS(expect_error([] { run_webhook_manifests(WebhookManifestOptions{}); }).what(),
+                  "--cert-manager or --self-signed DIR");
+}
+
+TEST(WebhookManifestsTest, DnsNamesOfTheService) {
+  EXPECT_EQ(webhook_dns_names("x"), (std::vector<std::string>{"gpu-run-webhook.x.svc", "gpu-run-webhook.x",
+                                                              "gpu-run-webhook.x.svc.cluster.local"}));
+}
+
+}  // namespace
+}  // namespace gpurun
