@@ -192,7 +192,8 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--profile-dir", o.profile_dirs, "Look up profiles here first (repeatable; names only)")
       ->type_name("DIR");
-  app.add_option("--config", o.config, "Webhook config (JSON: policy, memory_fraction_max, profile_dirs, default_cpus)")
+  app.add_option("--config", o.config,
+                 "Webhook config (JSON: policy, memory_fraction_max, profile_dirs, default_cpus, namespace_profiles)")
       ->type_name("FILE");
   app.add_option("--max-body", o.max_body, "Largest request body; larger ones get 413")
       ->type_name("SIZE")
