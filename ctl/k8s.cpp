@@ -94,7 +94,8 @@ void add_k8s_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("k8s", "Print a pod spec patch giving a container a /dev/shm of the planned size");
   // The pod is described, not this machine: no default profile, a GPU count, CPUs from --cpus.
   const SizingFlagOptions sizing = add_sizing_flags(*cmd, o->sizing);
-  // Required unless a subcommand is given (checked in the callback: CLI11 would ask for them then too).
+  // Required unless a subcommand is given (checked in the callback, as CLI11 reports it: CLI11's
+  // required() would ask for them with a subcommand too).
   sizing.profile->description("Profile name or path to a .json file (required)");
   sizing.gpus->description("GPUs of the container (nvidia.com/gpu; 0 for none) (required)");
   sizing.workers->description("DataLoader workers per GPU (default: the profile's, or from --cpus)");
@@ -125,7 +126,7 @@ void add_k8s_command(CLI::App& app) {
   cmd->callback([o, cmd] {
     if (!cmd->get_subcommands().empty()) return;
     for (const auto& [flag, value] : {std::pair{"--profile", &o->sizing.profile}, std::pair{"--gpus", &o->sizing.gpus}})
-      if (!*value) throw usage_error(std::string("k8s: ") + flag + " is required (see gpu-run-ctl k8s --help)");
+      if (!*value) throw CLI::RequiredError(flag);
     run_k8s(*o);
   });
 }

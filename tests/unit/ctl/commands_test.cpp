@@ -13,8 +13,9 @@ namespace gpurun {
 namespace {
 
 TEST(Cli, UsageErrorsExitTwo) {
-  for (const char* args : {"", "plan --bogus", "plan --profile", "k8s --profile imagenet", "profiles", "profiles show",
-                           "configure", "configure docker --set-default=maybe", "nope"}) {
+  for (const char* args :
+       {"", "plan --bogus", "plan --profile", "k8s --profile imagenet", "k8s --gpus 1", "k8s webhook-manifests --bogus",
+        "profiles", "profiles show", "configure", "configure docker --set-default=maybe", "nope"}) {
     CLI::App app;
     add_ctl_commands(app);
     try {
