@@ -159,6 +159,16 @@ int serve(const Options& o) {
         log_line("warn", "event=tls-reload-failed error=" + log_quote(reload) + " keeping=previous");
     }
   });
+  // A namespace's default that does not load now is said once at start (each review of that
+  // namespace then warns); profiles may still arrive with the ConfigMap, so it does not stop the server.
+  for (const auto& [ns, profile] : config.namespace_profiles) {
+    try {
+      store.load(profile, /*allow_path=*/false);
+    } catch (const Error& e) {
+      log_line("warn", "event=namespace-profile-missing namespace=" + log_quote(ns) + " profile=" + log_quote(profile) +
+                           " error=" + log_quote(e.what()));
+    }
+  }
   log_line("info", "event=listening address=" + log_quote(host) + " port=" + std::to_string(bound) +
                        " profile_dirs=" + std::to_string(store.dirs().size()));
   ready = true;

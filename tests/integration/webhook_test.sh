@@ -261,6 +261,7 @@ assert_contains "$logs" 'event=review uid=uid-ddp pod=ml/ddp-worker-0 outcome=pa
   "one structured log line per review"
 assert_contains "$logs" 'event=review uid=uid-ns-default pod=ml/trainer outcome=patched size=96Mi containers=train namespace_profile=webtest' \
   "the log names the namespace's default profile"
+assert_not_contains "$logs" "namespace-profile-missing" "namespace ml's default profile loads at start"
 assert_eq 6 "$(grep -c 'event=review ' "$work/stderr")" "6 log lines for 6 reviews (the 413 and the slow client never reached /mutate)"
 
 # The certificate replaced while running: new handshakes get the new one.
