@@ -241,7 +241,7 @@ void run_configure_containerd(const ConfigureContainerdOptions& o) {
   const FileEdit& file = edit.file;
 
   if (o.print) {
-    std::cout << file.text;
+    std::cout << (file.changed || !existing ? file.text : *existing);
     std::cout.flush();
     std::cerr << "gpu-run-ctl: --print: " << config.string()
               << (file.changed ? " would become the TOML above" : " is already configured") << " (nothing written)\n";
