@@ -129,6 +129,16 @@ TEST(ContainerdConfig, KeepsTheUsersExtraPodAnnotationsAndAddsOurs) {
   EXPECT_CONTAINS(notes, "pod_annotations: added \"io.kubernetes.cri-o.ShmSize\"");
 }
 
+TEST(ContainerdConfig, AMultiLineStringKeepsItsEmptyLines) {
+  const std::string text =
+      "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_template = \"\"\"a\n\n\n\nb\"\"\"\n";
+  const ContainerdEdit edit = merge(text);
+  EXPECT_EQ(
+      parsed(edit.file.text).at("plugins").at("io.containerd.grpc.v1.cri").at("cni").at("conf_template").as_string(),
+      "a\n\n\n\nb");
+  EXPECT_FALSE(merge(edit.file.text).file.changed);
+}
+
 TEST(ContainerdConfig, MissingOrEmptyFileBecomesAMinimalVersion2Config) {
   for (const std::optional<std::string>& existing :
        {std::optional<std::string>(), std::optional<std::string>(""), std::optional<std::string>("# nothing yet\n")}) {
