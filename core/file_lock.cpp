@@ -28,6 +28,10 @@ FileLock::FileLock(const std::string& path, bool wait) : path_(path) {
   }
 }
 
+std::string shm_lock_path(const std::string& container_id) {
+  return std::string(kShmLockDir) + "/" + container_id.substr(0, 64) + ".lock";
+}
+
 void FileLock::wait() {
   if (locked_) return;
   int r;

@@ -25,4 +25,9 @@ class FileLock {
   bool locked_ = false;
 };
 
+// Where the changes of one container's /dev/shm take turns (gpu-run-ctl resize waits for the
+// lock, the guard skips a sample while another holds it): a lock file per container id.
+inline constexpr const char* kShmLockDir = "/run/gpu-run/resize";
+std::string shm_lock_path(const std::string& container_id);
+
 }  // namespace gpurun

@@ -128,10 +128,6 @@ std::string resize_report(const ContainerInfo& info, const ContainerInfo& owner,
   return out;
 }
 
-std::string resize_lock_path(const std::string& container_id) {
-  return std::string(kResizeLockDir) + "/" + container_id.substr(0, 64) + ".lock";
-}
-
 void run_resize(const ResizeOptions& o) {
   const Config config = load_ctl_config();
   ContainerInfo info = inspect_running(o.engine, config, o.container, "only a running container's /dev/shm is resized");
@@ -140,7 +136,7 @@ void run_resize(const ResizeOptions& o) {
   ContainerInfo owner = shm_owner(info, inspect);
   // One resize of a /dev/shm at a time: the second waits, then reads the container again (it
   // may have exited, and its pid been reused, meanwhile) and resizes from the first's result.
-  FileLock lock(resize_lock_path(owner.id), false);
+  FileLock lock(shm_lock_path(owner.id), false);
   if (!lock.locked()) {
     std::cerr << "gpu-run-ctl: resize: waiting for another resize of container " << display_name(owner) << "\n";
     lock.wait();

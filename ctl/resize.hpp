@@ -32,13 +32,9 @@ ContainerInfo shm_owner(const ContainerInfo& info, const std::function<Container
 std::string resize_report(const ContainerInfo& info, const ContainerInfo& owner, const ShmFacts& before,
                           std::uint64_t after, bool over_budget);
 
-// Where resizes of one container's /dev/shm take turns: a lock file per owner container id.
-inline constexpr const char* kResizeLockDir = "/run/gpu-run/resize";
-std::string resize_lock_path(const std::string& container_id);
-
 // Inspects the container, plans (shm_resize.hpp), and remounts its /dev/shm in a child that
 // drops its capabilities and joins the container's mount namespace, holding the container's
-// lock (resize_lock_path) from the look at /dev/shm to the log line. Throws Error: exit 2
+// lock (shm_lock_path, file_lock.hpp) from the look at /dev/shm to the log line. Throws Error: exit 2
 // for a refusal (with the numbers), 1 when the system fails.
 void run_resize(const ResizeOptions& options);
 

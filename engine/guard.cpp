@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "error.hpp"
+#include "file_lock.hpp"
 #include "shm_remount.hpp"
 #include "units.hpp"
 
@@ -40,6 +41,14 @@ void ShmGuard::on_sample(int pid, const std::string& container_id, const ShmUsag
     if (!was_blocked) ++refusals_;
     warn_once(who, step.reason);
     return;
+  }
+  // A gpu-run-ctl resize of this /dev/shm in progress: the next sample decides again.
+  std::optional<FileLock> lock;
+  try {
+    lock.emplace(shm_lock_path(container_id), false);
+    if (!lock->locked()) return;
+  } catch (const Error&) {
+    lock.reset();  // no lock directory (not root): the remount decides alone
   }
   ShmResult r;
   try {

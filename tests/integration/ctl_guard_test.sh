@@ -157,8 +157,8 @@ port=$(free_port)
 : >"$hostlog"
 start_guard --metrics "127.0.0.1:$port"
 assert_contains "$(cat "$work/guard.err")" "metrics at http://127.0.0.1:$port/metrics" "--metrics: says where"
-# Ten clients that connect, and never send or read, held for 7 s (the server's threads wait 2 s each).
-python3 - "$port" 7 >"$work/idle.out" 2>&1 <<'PY' &
+# Ten clients that connect, and never send or read, held for 10 s (the server's threads wait 2 s each).
+python3 - "$port" 10 >"$work/idle.out" 2>&1 <<'PY' &
 import socket, sys, time
 conns = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(10)]
 # One of them sends a request and never reads the answer.
@@ -169,10 +169,20 @@ PY
 idle_pid=$!
 for _ in $(seq 50); do grep -q connected "$work/idle.out" && break; sleep 0.1; done
 assert_contains "$(cat "$work/idle.out")" "connected" "--metrics: ten idle clients connected"
-# 56 MiB in a 64 MiB /dev/shm leaves 8 MiB free, below 25%: the guard grows it to 96 MiB.
-docker run -d --name scraped --shm-size 64m --label gpu-run.profile=imagenet "$IMAGE" \
-  sh -c 'head -c 58720256 /dev/zero >/dev/shm/data && sleep 300' >/dev/null || it_die "docker run scraped"
-wait_for "gpu-run-ctl: guard: container scraped: /dev/shm 64MiB -> 96MiB" "scraped: grown while idle clients hold the server"
+# 56 MiB in a 64 MiB /dev/shm leaves 8 MiB free, below 25%: the guard grows it to 96 MiB, but
+# not while a gpu-run-ctl resize of it holds the container's lock (the test holds it for 3 s).
+id=$(docker create --name scraped --shm-size 64m --label gpu-run.profile=imagenet "$IMAGE" \
+  sh -c 'head -c 58720256 /dev/zero >/dev/shm/data && sleep 300') || it_die "docker create scraped"
+mkdir -p /run/gpu-run/resize
+exec {held}>"/run/gpu-run/resize/$id.lock"
+flock "$held"
+docker start scraped >/dev/null || it_die "docker start scraped"
+wait_for "guarding container scraped" "scraped: picked up"
+sleep 1
+assert_not_contains "$(cat "$work/guard.err")" "container scraped: /dev/shm 64MiB" \
+  "scraped: no growth while a resize holds the container's lock"
+exec {held}>&-
+wait_for "gpu-run-ctl: guard: container scraped: /dev/shm 64MiB -> 96MiB" "scraped: grown once the lock is free"
 kill -0 "$idle_pid" 2>/dev/null && it_pass "--metrics: the growth came while the idle clients were connected" ||
   it_fail "--metrics: the idle clients were gone before the growth"
 t0=$(date +%s%N)
@@ -182,7 +192,6 @@ ms=$((($(date +%s%N) - t0) / 1000000))
   it_fail "--metrics: curl got nothing"
 wait "$idle_pid"
 it_log "metrics:"$'\n'"$metrics"
-id=$(docker inspect -f '{{.Id}}' scraped)
 labels="container_id=\"$id\",container_name=\"scraped\",profile=\"imagenet\",engine=\"docker\""
 metric() { awk -v k="$1{$labels}" '$1 == k { print $2 }' <<<"$metrics"; }
 read -r size_kb used_kb < <(docker exec scraped df -k /dev/shm | awk '$NF == "/dev/shm" { print $2, $3 }')

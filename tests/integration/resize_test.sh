@@ -201,7 +201,8 @@ before2=$(grep -o ' before=[0-9a-z]*' <<<"${race_lines[1]:-}" | cut -d= -f2)
 after2=$(grep -o ' after=[0-9a-z]*' <<<"${race_lines[1]:-}" | cut -d= -f2)
 [[ -n $after1 && $before2 == "$after1" ]] && it_pass "race: the second started from the first's result ($after1)" ||
   it_fail "race: torn order in the log: ${race_lines[*]:-none}"
-assert_eq "$((${after2%m:-0} * 1024))" "$(inside_kb docker race)" "race: df inside shows the last resize ($after2)"
+after2_mib=${after2%m}
+assert_eq "$((${after2_mib:-0} * 1024))" "$(inside_kb docker race)" "race: df inside shows the last resize ($after2)"
 assert_eq hi "$(docker exec race cat /dev/shm/keep)" "race: the open file survived both"
 
 start --name leaving "$IMAGE" sleep 300

@@ -48,5 +48,10 @@ TEST(FileLockTest, NamesThePathItCannotCreate) {
   }
 }
 
+TEST(FileLockTest, OneLockPerContainerIdUnderRun) {
+  EXPECT_EQ(shm_lock_path("3f2a"), "/run/gpu-run/resize/3f2a.lock");
+  EXPECT_EQ(shm_lock_path(std::string(100, 'a')), "/run/gpu-run/resize/" + std::string(64, 'a') + ".lock");
+}
+
 }  // namespace
 }  // namespace gpurun
