@@ -79,9 +79,12 @@ std::unique_ptr<MetricsServer> serve_metrics(const MetricsAddress& address, std:
   const std::filesystem::path path = module_path();
   // Never closed: the server's code must stay mapped while it runs, and that is until exit.
   void* module = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!module)
-    throw Error("--metrics needs " + path.string() + " (cpp-httplib's server; not in the gpu-run package: " +
-                "install it with `cmake --install BUILD --component metrics`): " + ::dlerror());
+  if (!module) {
+    const std::string why = std::filesystem::exists(path) ? std::string(": ") + ::dlerror() : ", which is missing";
+    throw Error("--metrics needs " + path.string() + why +
+                " (cpp-httplib's server, not in the gpu-run package: install it with `cmake --install BUILD "
+                "--component metrics`)");
+  }
   auto start = reinterpret_cast<MetricsServerStart>(::dlsym(module, kMetricsServerStart));
   if (!start) throw Error(path.string() + " has no " + kMetricsServerStart + ": a module of another gpu-run version?");
   std::string error;

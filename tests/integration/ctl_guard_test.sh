@@ -152,6 +152,13 @@ assert_exit 1 "$CTL" guard --metrics "unix:$work/not-a-socket"
 assert_contains "$IT_ERR" "exists and is not a socket" "--metrics on a regular file refused"
 assert_eq "" "$(cat "$work/not-a-socket")" "the file is left as it was"
 
+# Without the server module next to it (<bin>/../lib/gpu-run): exit 1, saying what to install.
+mkdir -p "$work/nomodule/bin"
+cp "$CTL" "$work/nomodule/bin/"
+assert_exit 1 "$work/nomodule/bin/gpu-run-ctl" guard --metrics 127.0.0.1:9
+assert_contains "$IT_ERR" "gpu-run-metrics-http.so, which is missing" "--metrics without the module: says so"
+assert_contains "$IT_ERR" "--component metrics" "--metrics without the module: says how to install it"
+
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port=$(free_port)
 : >"$hostlog"
