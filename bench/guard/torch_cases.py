@@ -8,8 +8,12 @@ last "-> SIZE" line), and that size over the smallest size the case ran at in be
 run (bench/torch/last-run.json, measured in a private mount namespace, not in a container).
 Prints one JSON object on stdout. Called by bench/guard/run.
 
-    torch_cases.py GPU_RUN IMAGE [LABEL ...]
+    torch_cases.py [--plan] GPU_RUN IMAGE [LABEL ...]
     torch_cases.py --table FILE.json      # the Markdown rows of a run's cases
+
+--plan also gives gpu-run the case's profile, workers, batch size and prefetch factor (the
+/dev/shm size stays 64 MiB): the guard then keeps the plan's headroom, one batch per worker,
+free instead of the config's min_free_fraction.
 """
 
 import importlib.machinery
@@ -45,7 +49,11 @@ def table(path):
 def main():
     if sys.argv[1] == "--table":
         return table(sys.argv[2])
-    gpu_run, image, labels = sys.argv[1], sys.argv[2], sys.argv[3:] or DEFAULT
+    args = sys.argv[1:]
+    plan = args[0] == "--plan"
+    if plan:
+        args = args[1:]
+    gpu_run, image, labels = args[0], args[1], args[2:] or DEFAULT
     loader = importlib.machinery.SourceFileLoader("torch_bench", os.path.join(TORCH, "run"))
     spec = importlib.util.spec_from_loader("torch_bench", loader)
     tb = importlib.util.module_from_spec(spec)
@@ -58,7 +66,9 @@ def main():
         c = cases[label]
         fields = [f"{'x'.join(str(d) for d in f['shape'])}:{f['dtype']}" if f["shape"] else f":{f['dtype']}"
                   for f in tb.load_profile(c.profile)["fields"]]
-        argv = [gpu_run, "--guard", "--shm-size", "64m", "--gpu-request", "none", "--rm",
+        sizing = ["--profile", c.profile, "--workers", str(c.workers), "--batch-size", str(c.batch),
+                  "--prefetch-factor", str(c.prefetch)] if plan else []
+        argv = [gpu_run, "--guard", *sizing, "--shm-size", "64m", "--gpu-request", "none", "--rm",
                 "-v", f"{TORCH}:/b:ro", image, "/usr/bin/python3", "/b/workload.py",
                 "--batch-size", str(c.batch), "--workers", str(c.workers), "--prefetch-factor", str(c.prefetch),
                 "--ranks", "1", "--pin-mode", "off" if c.pin == "cpu" else "sim", "--timeout", "180"]
@@ -75,7 +85,8 @@ def main():
                     "stderr_tail": r.stderr.strip().splitlines()[-3:] if r.returncode else []})
         print(f"  {label}: exit {r.returncode}, {len(grown)} growths, final {final / MiB:.0f} MiB, "
               f"smallest {smallest[label] / MiB:.0f} MiB: {final / smallest[label]:.2f}x", file=sys.stderr, flush=True)
-    ratios = [o["ratio"] for o in out]
+    # The size a failed case reached says nothing about how close the guard ends: finished ones only.
+    ratios = [o["ratio"] for o in out if o["finished"]] or [0]
     print(json.dumps({"cases": out, "finished": sum(o["finished"] for o in out), "total": len(out),
                       "median_ratio": statistics.median(ratios), "max_ratio": max(ratios)}))
 
