@@ -16,6 +16,8 @@
 #include "ctl_common.hpp"
 #include "error.hpp"
 #include "guard.hpp"
+#include "guard_metrics.hpp"
+#include "metrics_server.hpp"
 #include "process.hpp"
 #include "profile_store.hpp"
 #include "shm_resize.hpp"
@@ -29,9 +31,13 @@ constexpr const char* kGuardFooter =
     "The node-wide gpu-run --guard (the same policy, the config's \"guard\" knobs, and the same host log\n"
     "lines): lists the engine's running containers with a gpu-run.profile or gpu-run.shm-size label\n"
     "(every one with --all) every 2 s, and samples each one's /dev/shm. A container whose GPU_RUN_PROFILE,\n"
-    "GPU_RUN_NUM_WORKERS and GPU_RUN_BATCH_SIZE are set keeps one batch per worker free; any other keeps\n"
+    "GPU_RUN_NUM_WORKERS and GPU_RUN_BATCH_SIZE are set keeps one batch per worker free (per GPU with\n"
+    "GPU_RUN_GPUS or the gpu-run.gpus label); any other keeps\n"
     "the config's min_free_fraction. Never beyond the profile's max_shm nor the memory budget of --memory.\n"
-    "Runs until SIGTERM or SIGINT (exit 0). Needs root. Packaged as gpu-run-guard.service (not enabled).";
+    "Runs until SIGTERM or SIGINT (exit 0). Needs root. Packaged as gpu-run-guard.service (not enabled).\n"
+    "--metrics ADDR serves GET /metrics (Prometheus text): each guarded container's /dev/shm size, used and\n"
+    "peak bytes, growths and refused growths. ADDR: 127.0.0.1:PORT, [::1]:PORT or unix:/PATH; another\n"
+    "address only with --metrics-public (plain HTTP, no authentication). Needs gpu-run-metrics-http.so.";
 namespace {
 
 // How often the engine is asked which containers run.
@@ -186,8 +192,13 @@ std::optional<GuardPlanInputs> guard_plan_inputs(const ContainerInfo& c) {
   const auto workers = count_of(env_or_label(c, kEnvNumWorkers, nullptr));
   const auto batch = count_of(env_or_label(c, kEnvBatchSize, nullptr));
   if (in.profile.empty() || !workers || !batch || *workers == 0 || *batch == 0) return std::nullopt;
+  const RequestKeySpec& gpus_key = request_key(RequestKey::kGpus);
+  const std::string gpus_text = env_or_label(c, gpus_key.env, gpus_key.annotation);
+  const auto gpus = count_of(gpus_text);
+  if (!gpus_text.empty() && (!gpus || *gpus > 1024)) return std::nullopt;
   in.workers = *workers;
   in.batch_size = *batch;
+  in.gpus = static_cast<unsigned>(gpus.value_or(0));
   return in;
 }
 
@@ -197,6 +208,7 @@ GuardLimits container_guard_limits(const ContainerInfo& c, const Config& config,
   if (const auto in = guard_plan_inputs(c)) {
     try {
       SizingRequest request;
+      request.gpus = in->gpus;
       request.workers = in->workers;
       request.batch_size = in->batch_size;
       request.memory_limit = c.memory_limit;
@@ -206,7 +218,8 @@ GuardLimits container_guard_limits(const ContainerInfo& c, const Config& config,
       if (limits.headroom) {
         if (note)
           *note = "keeps " + format_size(limits.headroom) + " free (profile " + in->profile + ", " +
-                  std::to_string(in->workers) + " workers x a batch of " + std::to_string(in->batch_size) + ")";
+                  (in->gpus > 1 ? std::to_string(in->gpus) + " GPUs x " : "") + std::to_string(in->workers) +
+                  " workers x a batch of " + std::to_string(in->batch_size) + ")";
         return limits;
       }
       why_not = "the plan has no batch bytes";
@@ -228,11 +241,23 @@ GuardLimits container_guard_limits(const ContainerInfo& c, const Config& config,
 void run_guard(const GuardOptions& o) {
   const std::uint64_t interval = parse_count(o.interval_ms, "--interval", 60000);
   if (interval == 0) throw usage_error("--interval 0: expected milliseconds between samples, 1 to 60000");
+  if (o.metrics_public && !o.metrics) throw usage_error("--metrics-public: give --metrics ADDR too");
+  const std::optional<MetricsAddress> address =
+      o.metrics ? std::optional(parse_metrics_address(*o.metrics, o.metrics_public)) : std::nullopt;
   const Config config = load_ctl_config();
   const std::string engine = o.engine.value_or(config.engine);
   if (engine != "docker" && engine != "podman")
     throw usage_error("--engine '" + engine.substr(0, 40) + "': expected docker or podman");
 
+  GuardMetrics metrics;
+  std::unique_ptr<MetricsServer> server;
+  if (address) {
+    server = serve_metrics(*address, [&metrics] { return metrics.render(); });
+    std::cerr << "gpu-run-ctl: guard: metrics at "
+              << (address->unix_socket ? metrics_address_text(*address) + " (GET /metrics)"
+                                       : "http://" + metrics_address_text(*address) + "/metrics")
+              << "\n";
+  }
   StopOnSignal stop;
   std::cerr << "gpu-run-ctl: guard: guarding " << (o.all ? "every running container" : "containers gpu-run sized")
             << " of " << engine << ", /dev/shm sampled every " << interval << " ms\n";
@@ -247,6 +272,7 @@ void run_guard(const GuardOptions& o) {
     std::cerr << "gpu-run-ctl: guard: stopped guarding container " << display_name(it->second.info) << " ("
               << short_id(it->second.info) << "): " << why << ", " << it->second.guard->growths()
               << (it->second.guard->growths() == 1 ? " growth" : " growths") << "\n";
+    metrics.remove(it->first);
     return guarded.erase(it);
   };
   while (!stop_requested()) {
@@ -269,17 +295,26 @@ void run_guard(const GuardOptions& o) {
         it = stop_guarding(it, "its /dev/shm is gone");
         continue;
       }
+      const ContainerInfo& c = it->second.info;
+      ShmGuard& guard = *it->second.guard;
+      const unsigned growths_before = guard.growths();
       try {
-        it->second.guard->on_sample(it->second.info.pid, it->second.info.id, *usage);
+        guard.on_sample(c.pid, c.id, *usage);
       } catch (const std::exception& e) {
-        std::cerr << "gpu-run-ctl: warning: guard: container " << display_name(it->second.info) << ": " << e.what()
-                  << "\n";
+        std::cerr << "gpu-run-ctl: warning: guard: container " << display_name(c) << ": " << e.what() << "\n";
+      }
+      if (server) {
+        // After a growth the sample is stale: the size is read again.
+        const ShmUsage now = guard.growths() != growths_before ? shm_usage_of_pid(c.pid).value_or(*usage) : *usage;
+        metrics.update({c.id, c.name, env_or_label(c, kEnvProfile, kLabelProfile), c.engine, now.size, now.used,
+                        std::max(now.used, usage->used), guard.growths(), guard.refusals()});
       }
       ++it;
     }
     sleep_for(std::chrono::milliseconds(interval));
   }
   poller.join();
+  server.reset();
   for (auto it = guarded.begin(); it != guarded.end();) it = stop_guarding(it, "guard stopped");
   std::cerr << "gpu-run-ctl: guard: stopped\n";
 }
@@ -293,6 +328,9 @@ void add_guard_command(CLI::App& app) {
   cmd->add_flag("--all", o->all, "Guard every running container, not only those gpu-run sized");
   cmd->add_option("--interval", o->interval_ms, "Milliseconds between samples of each container (default 10)")
       ->type_name("MS");
+  cmd->add_option("--metrics", o->metrics, "Serve Prometheus metrics at ADDR: 127.0.0.1:PORT, [::1]:PORT or unix:/PATH")
+      ->type_name("ADDR");
+  cmd->add_flag("--metrics-public", o->metrics_public, "Allow --metrics on a non-loopback address (plain HTTP)");
   cmd->callback([o] { run_guard(*o); });
 }
 

@@ -20,9 +20,11 @@ struct Config;
 // `gpu-run-ctl guard`: gpu-run --guard for every running container gpu-run sized (or every
 // running container with --all), found by polling the engine, until SIGTERM or SIGINT.
 struct GuardOptions {
-  std::optional<std::string> engine;  // default: the config's engine
-  bool all = false;                   // every running container, labelled or not
-  std::string interval_ms = "10";     // between two samples of each guarded container
+  std::optional<std::string> engine;   // default: the config's engine
+  bool all = false;                    // every running container, labelled or not
+  std::string interval_ms = "10";      // between two samples of each guarded container
+  std::optional<std::string> metrics;  // ADDR of the Prometheus endpoint (metrics_server.hpp)
+  bool metrics_public = false;         // --metrics may be a non-loopback address
 };
 
 // The `<engine> ps -q` commands that list the candidates: one per label gpu-run puts on a
@@ -34,11 +36,14 @@ std::vector<std::vector<std::string>> guard_ps_commands(const std::string& engin
 std::string guard_skip_reason(const ContainerInfo& container, bool all);
 
 // What the plan knows of a container gpu-run sized, from its GPU_RUN_* environment (the
-// labels for the profile): profile, workers and batch size; nullopt unless all three are there.
+// labels for the profile and the GPUs): profile, workers and batch size per rank, and the
+// GPUs (ranks) of GPU_RUN_GPUS as the hook reads it (contract.hpp; 0: one rank); nullopt
+// unless the first three are there and every one given is a count.
 struct GuardPlanInputs {
   std::string profile;
   std::uint64_t workers = 0;
   std::uint64_t batch_size = 0;
+  unsigned gpus = 0;
 };
 std::optional<GuardPlanInputs> guard_plan_inputs(const ContainerInfo& container);
 

@@ -14,6 +14,7 @@
 #include "ctl_common.hpp"
 #include "error.hpp"
 #include "fd.hpp"
+#include "file_lock.hpp"
 #include "host.hpp"
 #include "log.hpp"
 #include "process.hpp"
@@ -129,11 +130,24 @@ std::string resize_report(const ContainerInfo& info, const ContainerInfo& owner,
 
 void run_resize(const ResizeOptions& o) {
   const Config config = load_ctl_config();
-  const ContainerInfo info =
-      inspect_running(o.engine, config, o.container, "only a running container's /dev/shm is resized");
-  const std::string& engine = info.engine;
+  ContainerInfo info = inspect_running(o.engine, config, o.container, "only a running container's /dev/shm is resized");
+  const std::string engine = info.engine;
+  const auto inspect = [&](const std::string& name) { return inspect_container(engine, name); };
+  ContainerInfo owner = shm_owner(info, inspect);
+  // One resize of a /dev/shm at a time: the second waits, then reads the container again (it
+  // may have exited, and its pid been reused, meanwhile) and resizes from the first's result.
+  FileLock lock(shm_lock_path(owner.id), false);
+  if (!lock.locked()) {
+    std::cerr << "gpu-run-ctl: resize: waiting for another resize of container " << display_name(owner) << "\n";
+    lock.wait();
+    const ContainerInfo now = inspect(info.id);
+    if (!now.running || now.pid <= 0)
+      throw usage_error("container " + display_name(info) +
+                        " stopped while its resize waited for another one: nothing changed");
+    info = now;
+    owner = shm_owner(info, inspect);
+  }
   const IpcMode own_ipc = parse_ipc_mode(info.ipc_mode);
-  const ContainerInfo owner = shm_owner(info, [&](const std::string& name) { return inspect_container(engine, name); });
   const IpcMode ipc = own_ipc.kind == IpcKind::kJoined ? parse_ipc_mode(owner.ipc_mode) : own_ipc;
 
   const auto host_dev = host_shm_device();

@@ -33,7 +33,8 @@ std::string resize_report(const ContainerInfo& info, const ContainerInfo& owner,
                           std::uint64_t after, bool over_budget);
 
 // Inspects the container, plans (shm_resize.hpp), and remounts its /dev/shm in a child that
-// drops its capabilities and joins the container's mount namespace. Throws Error: exit 2
+// drops its capabilities and joins the container's mount namespace, holding the container's
+// lock (shm_lock_path, file_lock.hpp) from the look at /dev/shm to the log line. Throws Error: exit 2
 // for a refusal (with the numbers), 1 when the system fails.
 void run_resize(const ResizeOptions& options);
 

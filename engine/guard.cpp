@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "error.hpp"
+#include "file_lock.hpp"
 #include "shm_remount.hpp"
 #include "units.hpp"
 
@@ -33,11 +34,21 @@ void ShmGuard::warn_once(const std::string& who, const std::string& why) {
 void ShmGuard::on_sample(int pid, const std::string& container_id, const ShmUsage& usage) {
   if (failed_) return;
   const GuardStep step = decide_guard(policy_, limits_, usage.size, usage.used);
+  const bool was_blocked = std::exchange(blocked_, step.action == GuardAction::kBlocked);
   if (step.action == GuardAction::kNone) return;
   const std::string who = "container=" + log_quote(container_id.substr(0, 64));
   if (step.action == GuardAction::kBlocked) {
+    if (!was_blocked) ++refusals_;
     warn_once(who, step.reason);
     return;
+  }
+  // A gpu-run-ctl resize of this /dev/shm in progress: the next sample decides again.
+  std::optional<FileLock> lock;
+  try {
+    lock.emplace(shm_lock_path(container_id), false);
+    if (!lock->locked()) return;
+  } catch (const Error&) {
+    lock.reset();  // no lock directory (not root): the remount decides alone
   }
   ShmResult r;
   try {
@@ -45,12 +56,14 @@ void ShmGuard::on_sample(int pid, const std::string& container_id, const ShmUsag
   } catch (const Error& e) {
     // Gone meanwhile, or the system refused: the job is not ours to stop.
     failed_ = true;
+    ++refusals_;
     log_.error(who + " action=fail by=guard size=" + engine_size(step.size) + " error=" + log_quote(e.what()));
     std::cerr << warning() << "cannot grow /dev/shm to " << format_size(step.size) << ": " << e.what() << "\n";
     return;
   }
   if (r.outcome != ShmOutcome::kResized) {
     failed_ = true;
+    ++refusals_;
     log_.warn(who + " action=" + outcome_name(r.outcome) + " by=guard size=" + engine_size(step.size));
     std::cerr << warning() << "/dev/shm not grown (" << outcome_name(r.outcome) << ")\n";
     return;

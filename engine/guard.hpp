@@ -27,6 +27,9 @@ class ShmGuard {
   void on_sample(int pid, const std::string& container_id, const ShmUsage& usage);
 
   unsigned growths() const { return growths_; }
+  // Times it had to grow and could not (blocked by max_shm or the budget, or a failed
+  // remount): once per episode, until the free space suffices again.
+  unsigned refusals() const { return refusals_; }
 
  private:
   std::string warning() const;
@@ -38,6 +41,8 @@ class ShmGuard {
   std::string speaker_;
   std::optional<dev_t> host_dev_;
   unsigned growths_ = 0;
+  unsigned refusals_ = 0;
+  bool blocked_ = false;  // the last sample wanted a growth it could not have
   bool warned_ = false;
   bool failed_ = false;  // a remount failed: no more tries
 };

@@ -20,6 +20,7 @@
 #include "metrics.hpp"
 #include "profile_store.hpp"
 #include "program.hpp"
+#include "prometheus.hpp"
 #include "review.hpp"
 #include "tls.hpp"
 #include "units.hpp"
@@ -127,7 +128,7 @@ int serve(const Options& o) {
     res.set_content(ready ? "ok\n" : "not ready\n", "text/plain");
   });
   server.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.render(), "text/plain; version=0.0.4");
+    res.set_content(metrics.render(), kPrometheusContentType);
   });
 
   int bound = port;

@@ -4,7 +4,10 @@
 # it (one host log line and one stderr line per growth); an unlabelled one is left alone
 # (and fails) without --all and is guarded with --all; a container planned from its GPU_RUN_*
 # environment keeps one batch per worker free; a guarded container removed mid-sample does not
-# stop the guard; SIGTERM ends it with exit 0.
+# stop the guard; SIGTERM ends it with exit 0. --metrics: the Prometheus text scraped with curl
+# over TCP (IPv4, IPv6) and a unix socket matches df inside the container, ten clients that
+# connect and never send or read stall neither the guard nor the next scrape, and the guard
+# under podman grows a container too.
 # Usage: ctl_guard_test.sh [PATH/TO/gpu-run]   (gpu-run-ctl is looked up next to it, or in
 # $GPU_RUN_BIN_DIR)
 set -u
@@ -12,7 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
 
 it_require_root
-it_require_cmd dockerd containerd runc docker
+it_require_cmd dockerd containerd runc docker curl python3 podman conmon
 
 bin_dir=${GPU_RUN_BIN_DIR:-}
 [[ -z $bin_dir && -n ${1:-} ]] && bin_dir=$(dirname "$1")
@@ -136,5 +139,131 @@ kill -0 "$guard_pid" 2>/dev/null && it_pass "the guard survives a container remo
 assert_not_contains "$(cat "$work/guard.err")" "terminate" "no crash in the guard's stderr"
 stop_guard "--all"
 docker rm -f planned >/dev/null
+
+# ------------------------------------------------------------ --metrics
+assert_exit 2 "$CTL" guard --metrics 0.0.0.0:9400
+assert_contains "$IT_ERR" "add --metrics-public" "--metrics on a non-loopback address needs --metrics-public"
+assert_exit 2 "$CTL" guard --metrics 9400
+assert_contains "$IT_ERR" "expected 127.0.0.1:PORT, [::1]:PORT or unix:/PATH" "--metrics 9400 refused, says what to give"
+assert_exit 2 "$CTL" guard --metrics-public
+assert_contains "$IT_ERR" "give --metrics ADDR too" "--metrics-public alone refused"
+touch "$work/not-a-socket"
+assert_exit 1 "$CTL" guard --metrics "unix:$work/not-a-socket"
+assert_contains "$IT_ERR" "exists and is not a socket" "--metrics on a regular file refused"
+assert_eq "" "$(cat "$work/not-a-socket")" "the file is left as it was"
+
+# Without the server module next to it (<bin>/../lib/gpu-run): exit 1, saying what to install.
+mkdir -p "$work/nomodule/bin"
+cp "$CTL" "$work/nomodule/bin/"
+assert_exit 1 "$work/nomodule/bin/gpu-run-ctl" guard --metrics 127.0.0.1:9
+assert_contains "$IT_ERR" "gpu-run-metrics-http.so, which is missing" "--metrics without the module: says so"
+assert_contains "$IT_ERR" "--component metrics" "--metrics without the module: says how to install it"
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+: >"$hostlog"
+start_guard --metrics "127.0.0.1:$port"
+assert_contains "$(cat "$work/guard.err")" "metrics at http://127.0.0.1:$port/metrics" "--metrics: says where"
+# Ten clients that connect, and never send or read, held for 10 s (the server's threads wait 2 s each).
+python3 - "$port" 10 >"$work/idle.out" 2>&1 <<'PY' &
+import socket, sys, time
+conns = [socket.create_connection(("127.0.0.1", int(sys.argv[1]))) for _ in range(10)]
+# One of them sends a request and never reads the answer.
+conns[0].sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+print("connected", flush=True)
+time.sleep(float(sys.argv[2]))
+PY
+idle_pid=$!
+for _ in $(seq 50); do grep -q connected "$work/idle.out" && break; sleep 0.1; done
+assert_contains "$(cat "$work/idle.out")" "connected" "--metrics: ten idle clients connected"
+# 56 MiB in a 64 MiB /dev/shm leaves 8 MiB free, below 25%: the guard grows it to 96 MiB, but
+# not while a gpu-run-ctl resize of it holds the container's lock (the test holds it for 3 s).
+id=$(docker create --name scraped --shm-size 64m --label gpu-run.profile=imagenet "$IMAGE" \
+  sh -c 'head -c 58720256 /dev/zero >/dev/shm/data && sleep 300') || it_die "docker create scraped"
+mkdir -p /run/gpu-run/resize
+exec {held}>"/run/gpu-run/resize/$id.lock"
+flock "$held"
+docker start scraped >/dev/null || it_die "docker start scraped"
+wait_for "guarding container scraped" "scraped: picked up"
+sleep 1
+assert_not_contains "$(cat "$work/guard.err")" "container scraped: /dev/shm 64MiB" \
+  "scraped: no growth while a resize holds the container's lock"
+exec {held}>&-
+wait_for "gpu-run-ctl: guard: container scraped: /dev/shm 64MiB -> 96MiB" "scraped: grown once the lock is free"
+kill -0 "$idle_pid" 2>/dev/null && it_pass "--metrics: the growth came while the idle clients were connected" ||
+  it_fail "--metrics: the idle clients were gone before the growth"
+t0=$(date +%s%N)
+metrics=$(curl -sS --max-time 10 "http://127.0.0.1:$port/metrics")
+ms=$((($(date +%s%N) - t0) / 1000000))
+[[ -n $metrics ]] && it_pass "--metrics: curl scraped /metrics in $ms ms with ten idle clients connected" ||
+  it_fail "--metrics: curl got nothing"
+wait "$idle_pid"
+it_log "metrics:"$'\n'"$metrics"
+labels="container_id=\"$id\",container_name=\"scraped\",profile=\"imagenet\",engine=\"docker\""
+metric() { awk -v k="$1{$labels}" '$1 == k { print $2 }' <<<"$metrics"; }
+read -r size_kb used_kb < <(docker exec scraped df -k /dev/shm | awk '$NF == "/dev/shm" { print $2, $3 }')
+assert_eq $((size_kb * 1024)) "$(metric gpu_run_shm_size_bytes)" "--metrics: size_bytes is df's size inside ($size_kb KiB)"
+assert_eq $((used_kb * 1024)) "$(metric gpu_run_shm_used_bytes)" "--metrics: used_bytes is df's used inside ($used_kb KiB)"
+assert_eq $((used_kb * 1024)) "$(metric gpu_run_shm_peak_bytes)" "--metrics: peak_bytes is the most it held"
+assert_eq 1 "$(metric gpu_run_shm_growths_total)" "--metrics: one growth"
+assert_eq 0 "$(metric gpu_run_shm_growths_refused_total)" "--metrics: no refused growth"
+assert_contains "$metrics" $'# TYPE gpu_run_shm_growths_total counter\n' "--metrics: TYPE lines"
+assert_contains "$metrics" "gpu_run_guard_containers 1" "--metrics: one container guarded"
+assert_contains "$(curl -sS -o /dev/null -w '%{content_type}' "http://127.0.0.1:$port/metrics")" \
+  "text/plain; version=0.0.4" "--metrics: the text format's content type"
+kill -KILL "$guard_pid"
+wait "$guard_pid" 2>/dev/null
+guard_pid=
+
+# A unix socket: a killed guard's stale socket is replaced, SIGTERM removes it.
+sock=$work/metrics.sock
+for round in 1 2; do
+  start_guard --metrics "unix:$sock"
+  wait_for "guarding container scraped" "unix round $round: picked up"
+  [[ -S $sock ]] && it_pass "unix round $round: the socket is there" || it_fail "unix round $round: no socket $sock"
+  metrics=$(curl -sS --max-time 10 --unix-socket "$sock" http://localhost/metrics)
+  read -r size_kb used_kb < <(docker exec scraped df -k /dev/shm | awk '$NF == "/dev/shm" { print $2, $3 }')
+  assert_eq $((size_kb * 1024)) "$(metric gpu_run_shm_size_bytes)" "unix round $round: size_bytes is df's"
+  assert_eq $((used_kb * 1024)) "$(metric gpu_run_shm_used_bytes)" "unix round $round: used_bytes is df's"
+  if [[ $round == 1 ]]; then
+    kill -KILL "$guard_pid"
+    wait "$guard_pid" 2>/dev/null
+    guard_pid=
+  fi
+done
+stop_guard "unix socket"
+[[ ! -e $sock ]] && it_pass "SIGTERM removes the socket" || it_fail "$sock left behind"
+
+# IPv6 loopback, when the host has it.
+if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
+  port=$(free_port)
+  start_guard --metrics "[::1]:$port"
+  wait_for "guarding container scraped" "[::1]: picked up"
+  metrics=$(curl -sS -g --max-time 10 "http://[::1]:$port/metrics")
+  assert_contains "$metrics" "gpu_run_shm_size_bytes{$labels} $((size_kb * 1024))" "[::1]: scraped over IPv6"
+  stop_guard "[::1]"
+else
+  it_log "no IPv6 loopback on this host: [::1] not tried"
+fi
+docker rm -f scraped >/dev/null
+
+# ------------------------------------------------------------ podman
+p=$(it_tmpdir)
+it_on_exit it_podman_cleanup "$p"
+it_podman_env "$p"
+it_podman_image "$IMAGE"
+: >"$hostlog"
+port=$(free_port)
+start_guard --engine podman --metrics "127.0.0.1:$port"
+podman run -d --name pfill --shm-size 64m --label gpu-run.shm-size=64m "$IMAGE" sh -c "$FILL" >/dev/null ||
+  it_die "podman run pfill failed"
+wait_for "guarding container pfill" "podman: picked up"
+assert_eq 0 "$(podman wait pfill)" "podman: wrote 96 MiB into a 64 MiB /dev/shm (exit 0)"
+pkb=$(podman logs pfill 2>/dev/null | awk '$NF == "/dev/shm" { print $2 }')
+[[ ${pkb:-0} -gt 98304 ]] && it_pass "podman: df inside shows /dev/shm grown to $pkb KiB" ||
+  it_fail "podman: df shows [$pkb] KiB"
+[[ $(growths_of pfill) -ge 1 ]] && it_pass "podman: $(growths_of pfill) growth line(s)" || it_fail "podman: no growth"
+stop_guard "podman"
+podman rm -f pfill >/dev/null 2>&1
 
 it_done

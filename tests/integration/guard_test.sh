@@ -102,6 +102,15 @@ assert_contains "$IT_ERR" "--guard: the container would run detached" "guard -d 
 assert_exit 2 "$GPU_RUN" --guard --ipc host "$IMAGE" true
 assert_contains "$IT_ERR" "nothing to grow" "guard --ipc host refused"
 
+# --- a job that fails for another reason, /dev/shm far from full: nothing said about /dev/shm ---
+for flag in --guard --record; do
+  assert_exit 1 "$GPU_RUN" --gpu-request none "$flag" --shm-size 64m --rm "$IMAGE" \
+    sh -c 'head -c 1048576 /dev/zero >/dev/shm/a; sleep 0.5; echo failing >&2; exit 1'
+  assert_contains "$IT_ERR" "failing" "$flag, exit 1: the job's own stderr comes through"
+  assert_not_contains "$IT_ERR" "ran out of /dev/shm" "$flag, exit 1 with /dev/shm 2% full: no ran-out report"
+  assert_not_contains "$IT_ERR" "rerun with" "$flag, exit 1 with /dev/shm 2% full: no size advice"
+done
+
 # --- a crash at a fixed small size under --record says what would have fitted -------------------
 assert_exit 135 "$GPU_RUN" --gpu-request none --record --shm-size 32m --rm "${WL_MOUNT[@]}" "$IMAGE" \
   /usr/bin/python3 /t/torch_crash.py share

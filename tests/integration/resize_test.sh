@@ -172,6 +172,55 @@ assert_contains "$IT_ERR" "nothing changed" "a /dev/shm symlink: nothing changed
 assert_eq "$hostile_root_before" "$(awk '$5 == "/"' "/proc/$(dpid hostile)/mountinfo")" \
   "a /dev/shm symlink: the container's root mount is unchanged"
 
+# --- two resizes at once take turns; a container that exits while a resize waits ---------------
+# The test holds the container's lock (as a resize in progress does) to make the race certain.
+lock_of() { echo "/run/gpu-run/resize/$(docker inspect -f '{{.Id}}' "$1").lock"; }
+start --name race "$IMAGE" sh -c 'exec 3>/dev/shm/keep; echo hi >&3; sleep 300'
+rid=$(docker inspect -f '{{.Id}}' race)
+mkdir -p /run/gpu-run/resize
+exec {held}>"$(lock_of race)"
+flock "$held"
+# {held}>&-: the resizes must not inherit the test's descriptor (flock belongs to it).
+"$CTL" resize race 100m >"$work/r1.out" 2>"$work/r1.err" {held}>&- &
+r1=$!
+"$CTL" resize race 200m >"$work/r2.out" 2>"$work/r2.err" {held}>&- &
+r2=$!
+sleep 1
+kill -0 "$r1" 2>/dev/null && kill -0 "$r2" 2>/dev/null && it_pass "race: both resizes wait while the lock is held" ||
+  it_fail "race: a resize did not wait for the lock"
+assert_contains "$(cat "$work/r1.err")" "waiting for another resize of container race" "race: says it waits"
+assert_eq 65536 "$(inside_kb docker race)" "race: nothing changed while they wait"
+exec {held}>&-
+rc1=0 rc2=0
+wait "$r1" || rc1=$?
+wait "$r2" || rc2=$?
+assert_eq "0 0" "$rc1 $rc2" "race: both resizes succeed once the lock is free"
+mapfile -t race_lines < <(grep -F "container=$rid " "$log" | grep ' action=resized ' | tail -n 2)
+after1=$(grep -o ' after=[0-9a-z]*' <<<"${race_lines[0]:-}" | cut -d= -f2)
+before2=$(grep -o ' before=[0-9a-z]*' <<<"${race_lines[1]:-}" | cut -d= -f2)
+after2=$(grep -o ' after=[0-9a-z]*' <<<"${race_lines[1]:-}" | cut -d= -f2)
+[[ -n $after1 && $before2 == "$after1" ]] && it_pass "race: the second started from the first's result ($after1)" ||
+  it_fail "race: torn order in the log: ${race_lines[*]:-none}"
+after2_mib=${after2%m}
+assert_eq "$((${after2_mib:-0} * 1024))" "$(inside_kb docker race)" "race: df inside shows the last resize ($after2)"
+assert_eq hi "$(docker exec race cat /dev/shm/keep)" "race: the open file survived both"
+
+start --name leaving "$IMAGE" sleep 300
+exec {held}>"$(lock_of leaving)"
+flock "$held"
+"$CTL" resize leaving 100m >"$work/r3.out" 2>"$work/r3.err" {held}>&- &
+r3=$!
+sleep 0.5
+docker kill leaving >/dev/null
+exec {held}>&-
+rc3=0
+wait "$r3" || rc3=$?
+assert_eq 2 "$rc3" "exited mid-resize: exit 2"
+assert_contains "$(cat "$work/r3.err")" "container leaving stopped while its resize waited for another one: nothing changed" \
+  "exited mid-resize: says why"
+assert_not_contains "$(cat "$work/r3.err")" "terminate" "exited mid-resize: no crash"
+assert_eq "" "$(cat "$work/r3.out")" "exited mid-resize: nothing resized"
+
 # ============================== podman ==============================================
 p=$(it_tmpdir)
 it_on_exit it_podman_cleanup "$p"
@@ -212,7 +261,7 @@ assert_contains "$IT_ERR" "has no /dev/shm" "podman --ipc none: refused"
 # --- the host and the log ----------------------------------------------------------------------
 bad_lines=$(grep -cv '^[0-9T:Z-]* gpu-run-ctl\[[0-9]*\] level=[a-z]* container=' "$log")
 assert_eq 0 "$bad_lines" "every log line is one whole key=value line"
-assert_eq 11 "$(resized_lines)" "one log line per resize"
+assert_eq 13 "$(resized_lines)" "one log line per resize"
 assert_eq "$host_line_before" "$(host_shm_line)" "the host's /dev/shm mount is unchanged"
 assert_eq "$host_kb_before" "$(host_shm_kb)" "the host's /dev/shm size is unchanged"
 it_done

@@ -108,6 +108,25 @@ TEST(NodeGuardTest, APlannedContainerKeepsOneBatchPerWorkerFree) {
   EXPECT_CONTAINS(note, "keeps 12MiB free (profile small, 3 workers x a batch of 4)");
 }
 
+TEST(NodeGuardTest, GpusFromTheEnvironmentOrTheLabelMakeRanks) {
+  const std::map<std::string, std::string> env = {{"GPU_RUN_NUM_WORKERS", "3"}, {"GPU_RUN_BATCH_SIZE", "4"}};
+  EXPECT_EQ(guard_plan_inputs(running({{"gpu-run.profile", "small"}}, env))->gpus, 0u);
+  auto with = env;
+  with["GPU_RUN_GPUS"] = "2";
+  ContainerInfo c = running({{"gpu-run.profile", "small"}, {"gpu-run.gpus", "8"}}, with);
+  EXPECT_EQ(guard_plan_inputs(c)->gpus, 2u);  // the environment wins over the label
+  EXPECT_EQ(guard_plan_inputs(running({{"gpu-run.profile", "small"}, {"gpu-run.gpus", "8"}}, env))->gpus, 8u);
+  std::string note;
+  const GuardLimits l = container_guard_limits(
+      c, Config{}, [](const std::string& name) { return small_profile(name); }, &note);
+  EXPECT_EQ(l.headroom, 2 * 3 * 4 * kMiB);  // 2 ranks x 3 workers x a batch of 4 x 1 MiB
+  EXPECT_CONTAINS(note, "keeps 24MiB free (profile small, 2 GPUs x 3 workers x a batch of 4)");
+  with["GPU_RUN_GPUS"] = "two";
+  EXPECT_FALSE(guard_plan_inputs(running({{"gpu-run.profile", "small"}}, with)));
+  with["GPU_RUN_GPUS"] = "5000";
+  EXPECT_FALSE(guard_plan_inputs(running({{"gpu-run.profile", "small"}}, with)));
+}
+
 TEST(NodeGuardTest, WithoutAPlanTheFractionAndTheBudget) {
   ContainerInfo c = running({{"gpu-run.shm-size", "64m"}});
   c.memory_limit = kGiB;

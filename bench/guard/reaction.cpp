@@ -1,0 +1,134 @@
+// bench/guard/reaction: the guard's reaction time, measured on its real code path.
+//
+// A child in its own mount namespace gets a tmpfs of --size MiB on /dev/shm (as a container's
+// runtime mounts it). Each round fills it from the host (through /proc/PID/root) past the
+// guard's threshold, takes the sample that crosses it (statvfs, as the guard does) and times
+// ShmGuard::on_sample: the policy, the fork of the sandboxed child, setns and the remount,
+// until the result is back. Then it empties /dev/shm and shrinks it back for the next round.
+// Prints one line per percentile; --json for the run script.
+//
+//   reaction [--rounds 200] [--size 64]     (needs root)
+
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "container.hpp"
+#include "guard.hpp"
+#include "host.hpp"
+#include "shm_remount.hpp"
+#include "units.hpp"
+
+using namespace gpurun;
+
+namespace {
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "reaction: %s: %s\n", what.c_str(), std::strerror(errno));
+  std::exit(1);
+}
+
+// A process with a private mount namespace and a fresh tmpfs on /dev/shm; waits for SIGKILL.
+pid_t start_target(std::uint64_t size) {
+  int ready[2];
+  if (::pipe(ready) != 0) die("pipe");
+  const pid_t pid = ::fork();
+  if (pid < 0) die("fork");
+  if (pid == 0) {
+    ::close(ready[0]);
+    if (::unshare(CLONE_NEWNS) != 0) die("unshare");
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) die("make / private");
+    const std::string opts = "size=" + std::to_string(size);
+    if (::mount("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts.c_str()) != 0) die("mount");
+    if (::write(ready[1], "x", 1) != 1) die("write");
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char c;
+  if (::read(ready[0], &c, 1) != 1) die("the target did not start");
+  ::close(ready[0]);
+  return pid;
+}
+
+void fill(const std::string& path, std::uint64_t bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) die("open " + path);
+  if (::posix_fallocate(fd, 0, static_cast<off_t>(bytes)) != 0) die("fallocate " + path);
+  ::close(fd);
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  const std::size_t i = std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())));
+  return v[i];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 200;
+  std::uint64_t size = 64 * kMiB;
+  bool json = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--rounds" && i + 1 < argc) {
+      rounds = std::atoi(argv[++i]);
+    } else if (a == "--size" && i + 1 < argc) {
+      size = std::strtoull(argv[++i], nullptr, 10) * kMiB;
+    } else if (a == "--json") {
+      json = true;
+    } else {
+      std::fprintf(stderr, "usage: reaction [--rounds N] [--size MiB] [--json]\n");
+      return 2;
+    }
+  }
+  const pid_t target = start_target(size);
+  const std::string file = "/proc/" + std::to_string(target) + "/root/dev/shm/fill";
+  Config config;
+  config.log_file = "/dev/null";
+  const auto host_dev = host_shm_device();
+  std::vector<double> react_ms, sample_ms;
+  for (int r = 0; r < rounds; ++r) {
+    ShmGuard guard(config.guard, GuardLimits{}, config, "reaction");
+    // 80% full: below the default 25% free.
+    fill(file, size / 10 * 8);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto usage = shm_usage_of_pid(target);
+    const auto t1 = std::chrono::steady_clock::now();
+    if (!usage) die("statvfs");
+    guard.on_sample(target, "bench", *usage);
+    const auto t2 = std::chrono::steady_clock::now();
+    if (guard.growths() != 1) {
+      std::fprintf(stderr, "reaction: round %d: the guard did not grow /dev/shm\n", r);
+      return 1;
+    }
+    sample_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    react_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
+    ::unlink(file.c_str());
+    remount_shm_in_child(target, size, /*allow_shrink=*/true, host_dev);
+  }
+  ::kill(target, SIGKILL);
+  ::waitpid(target, nullptr, 0);
+  const double p50 = percentile(react_ms, 0.5), p99 = percentile(react_ms, 0.99);
+  const double max = *std::max_element(react_ms.begin(), react_ms.end());
+  const double s50 = percentile(sample_ms, 0.5);
+  if (json)
+    std::printf("{\"rounds\": %d, \"p50_ms\": %.3f, \"p99_ms\": %.3f, \"max_ms\": %.3f, \"sample_p50_ms\": %.4f}\n",
+                rounds, p50, p99, max, s50);
+  else
+    std::printf("reaction over %d rounds: p50 %.3f ms, p99 %.3f ms, max %.3f ms (the sample itself: p50 %.4f ms)\n",
+                rounds, p50, p99, max, s50);
+  return 0;
+}

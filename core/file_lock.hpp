@@ -1,0 +1,33 @@
+#pragma once
+
+#include <string>
+
+#include "fd.hpp"
+
+namespace gpurun {
+
+// An exclusive flock(2) on a lock file, held until destroyed (or the process ends: the kernel
+// drops it with the last descriptor, so a killed holder never leaves it locked).
+class FileLock {
+ public:
+  // Creates `path` (mode 0600) and its missing parent directories (0700) and locks it, waiting
+  // for another holder unless `wait` is false; `locked()` says whether it got it. Throws Error
+  // naming the path when the file cannot be made or locked.
+  FileLock(const std::string& path, bool wait);
+
+  bool locked() const { return locked_; }
+  // Waits for the lock when the constructor did not wait or failed to get it.
+  void wait();
+
+ private:
+  std::string path_;
+  UniqueFd fd_;
+  bool locked_ = false;
+};
+
+// Where the changes of one container's /dev/shm take turns (gpu-run-ctl resize waits for the
+// lock, the guard skips a sample while another holds it): a lock file per container id.
+inline constexpr const char* kShmLockDir = "/run/gpu-run/resize";
+std::string shm_lock_path(const std::string& container_id);
+
+}  // namespace gpurun

@@ -1,0 +1,62 @@
+#include "guard_metrics.hpp"
+
+#include <algorithm>
+
+#include "prometheus.hpp"
+
+namespace gpurun {
+
+std::string render_guard_metrics(const std::vector<GuardedShm>& containers) {
+  PrometheusText out;
+  out.family("gpu_run_guard_containers", "gauge", "Containers whose /dev/shm the guard samples.");
+  out.sample("gpu_run_guard_containers", {}, static_cast<std::uint64_t>(containers.size()));
+  struct Metric {
+    const char* name;
+    const char* type;
+    const char* help;
+    std::uint64_t GuardedShm::*value;
+  };
+  static const Metric kMetrics[] = {
+      {"gpu_run_shm_size_bytes", "gauge", "Size of the container's /dev/shm (tmpfs size=).", &GuardedShm::size},
+      {"gpu_run_shm_used_bytes", "gauge", "Bytes used in the container's /dev/shm at the last sample.",
+       &GuardedShm::used},
+      {"gpu_run_shm_peak_bytes", "gauge", "Highest use of the container's /dev/shm sampled since it was guarded.",
+       &GuardedShm::peak},
+      {"gpu_run_shm_growths_total", "counter", "Times the guard grew the container's /dev/shm.", &GuardedShm::growths},
+      {"gpu_run_shm_growths_refused_total", "counter",
+       "Times the container's /dev/shm had to grow and could not (max_shm, the memory budget, or a failed remount).",
+       &GuardedShm::refusals},
+  };
+  for (const Metric& m : kMetrics) {
+    out.family(m.name, m.type, m.help);
+    for (const GuardedShm& c : containers)
+      out.sample(m.name,
+                 {{"container_id", c.id}, {"container_name", c.name}, {"profile", c.profile}, {"engine", c.engine}},
+                 c.*m.value);
+  }
+  return out.text();
+}
+
+void GuardMetrics::update(GuardedShm c) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto [it, added] = containers_.try_emplace(c.id, c);
+  c.peak = std::max({c.peak, c.used, added ? 0 : it->second.peak});
+  it->second = std::move(c);
+}
+
+void GuardMetrics::remove(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  containers_.erase(id);
+}
+
+std::string GuardMetrics::render() const {
+  std::vector<GuardedShm> copy;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    copy.reserve(containers_.size());
+    for (const auto& [id, c] : containers_) copy.push_back(c);
+  }
+  return render_guard_metrics(copy);
+}
+
+}  // namespace gpurun

@@ -1,0 +1,45 @@
+#pragma once
+
+// What gpu-run-ctl guard --metrics serves: each guarded container's /dev/shm (size, used,
+// peak) and the guard's growths and refused growths, in Prometheus' text format.
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace gpurun {
+
+// One guarded container at its last sample.
+struct GuardedShm {
+  std::string id;  // full id
+  std::string name;
+  std::string profile;  // "" when gpu-run's label and env name none
+  std::string engine;
+  std::uint64_t size = 0;
+  std::uint64_t used = 0;
+  std::uint64_t peak = 0;  // the highest use sampled since it was guarded
+  std::uint64_t growths = 0;
+  std::uint64_t refusals = 0;
+};
+
+// The exposition of `containers` (in that order): HELP and TYPE once per metric, then a line
+// per container labelled container_id, container_name, profile and engine.
+std::string render_guard_metrics(const std::vector<GuardedShm>& containers);
+
+// The guarded containers as the sampler last saw them: written by the guard's loop, read by
+// the server's threads (a copy under a mutex, then rendered outside it).
+class GuardMetrics {
+ public:
+  // Adds or replaces the container's line; its peak is the highest `used` of every update.
+  void update(GuardedShm container);
+  void remove(const std::string& id);
+  std::string render() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, GuardedShm> containers_;
+};
+
+}  // namespace gpurun

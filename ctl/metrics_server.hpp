@@ -1,0 +1,49 @@
+#pragma once
+
+// gpu-run-ctl guard --metrics: where the Prometheus endpoint listens, and the server itself.
+// The server is cpp-httplib, in a module loaded at run time (gpu-run-metrics-http.so): the
+// gpu-run package's gpu-run-ctl links no HTTP or TLS library (docs/ARCHITECTURE.md, "Metrics").
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace gpurun {
+
+// Where --metrics listens: a TCP address (an IPv4 or IPv6 literal and a port) or a unix socket.
+struct MetricsAddress {
+  bool unix_socket = false;
+  std::string host;  // the literal, without brackets (TCP)
+  int port = 0;      // TCP
+  std::string path;  // absolute (unix socket)
+  bool loopback = false;
+};
+
+// Parses 127.0.0.1:PORT, [::1]:PORT, localhost:PORT (127.0.0.1), any IP literal with a port, or
+// unix:/PATH. A non-loopback address needs `allow_public` (--metrics-public). Throws Error
+// (exit 2) naming --metrics and what to give.
+MetricsAddress parse_metrics_address(const std::string& text, bool allow_public);
+
+// The address as a person writes it (127.0.0.1:9400, [::1]:9400, unix:/run/x.sock).
+std::string metrics_address_text(const MetricsAddress& address);
+
+// A running server: GET /metrics answers render() (called on the server's threads). Stops
+// and joins its threads (and removes its unix socket) when destroyed.
+class MetricsServer {
+ public:
+  virtual ~MetricsServer() = default;
+};
+
+// Binds `address` and serves in threads of its own: a few connections at once, each with
+// read, write and keep-alive timeouts of 2 s, so no client holds a thread longer and none can
+// stall the caller. A stale unix socket (nobody listening) is replaced; a live one or another
+// file is refused. Throws Error: the module missing (how to install it), or the bind failed.
+std::unique_ptr<MetricsServer> serve_metrics(const MetricsAddress& address, std::function<std::string()> render);
+
+// The module's entry point (C linkage, looked up by name): nullptr and `error` set on failure.
+using MetricsServerStart = MetricsServer* (*)(const MetricsAddress& address, std::function<std::string()> render,
+                                              std::string& error);
+inline constexpr const char* kMetricsServerStart = "gpu_run_metrics_http_start";
+inline constexpr const char* kMetricsModule = "gpu-run-metrics-http.so";
+
+}  // namespace gpurun

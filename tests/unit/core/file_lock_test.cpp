@@ -1,0 +1,57 @@
+#include "file_lock.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+
+#include "error.hpp"
+#include "temp_dir.hpp"
+
+namespace gpurun {
+namespace {
+
+TEST(FileLockTest, ExcludesASecondHolderUntilTheFirstIsGone) {
+  TempDir dir;
+  const std::string path = (dir.path() / "locks" / "c.lock").string();
+  auto first = std::make_unique<FileLock>(path, true);
+  EXPECT_TRUE(first->locked());
+  struct stat st {};
+  ASSERT_EQ(::stat((dir.path() / "locks").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  // flock locks belong to the open file description: a second open in this process conflicts.
+  FileLock second(path, false);
+  EXPECT_FALSE(second.locked());
+  first.reset();
+  FileLock third(path, false);
+  EXPECT_TRUE(third.locked());
+}
+
+TEST(FileLockTest, WaitTakesTheLockOnceFree) {
+  TempDir dir;
+  const std::string path = (dir.path() / "c.lock").string();
+  FileLock later(path, false);
+  EXPECT_TRUE(later.locked());
+  later.wait();  // already held: returns at once
+  EXPECT_TRUE(later.locked());
+}
+
+TEST(FileLockTest, NamesThePathItCannotCreate) {
+  TempDir dir;
+  const std::string file = (dir.path() / "f").string();
+  { FileLock make(file, true); }
+  try {
+    FileLock bad(file + "/under-a-file.lock", true);
+    ADD_FAILURE() << "locked under a regular file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(file), std::string::npos) << e.what();
+  }
+}
+
+TEST(FileLockTest, OneLockPerContainerIdUnderRun) {
+  EXPECT_EQ(shm_lock_path("3f2a"), "/run/gpu-run/resize/3f2a.lock");
+  EXPECT_EQ(shm_lock_path(std::string(100, 'a')), "/run/gpu-run/resize/" + std::string(64, 'a') + ".lock");
+}
+
+}  // namespace
+}  // namespace gpurun

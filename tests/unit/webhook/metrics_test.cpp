@@ -1,0 +1,30 @@
+#include "metrics.hpp"
+
+#include <gtest/gtest.h>
+
+namespace gpurun {
+namespace {
+
+TEST(WebhookMetricsTest, CountsOutcomesAndBucketsLatencies) {
+  WebhookMetrics m;
+  m.record("patched", 0.0004);
+  m.record("denied", 0.02);
+  m.record("error", 2.0);
+  const std::string text = m.render();
+  EXPECT_NE(text.find("# TYPE gpu_run_webhook_reviews_total counter\ngpu_run_webhook_reviews_total 3\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("gpu_run_webhook_patches_total 1\n"), std::string::npos);
+  EXPECT_NE(text.find("gpu_run_webhook_denials_total 1\n"), std::string::npos);
+  EXPECT_NE(text.find("gpu_run_webhook_errors_total 1\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE gpu_run_webhook_review_duration_seconds histogram\n"), std::string::npos);
+  EXPECT_NE(text.find("gpu_run_webhook_review_duration_seconds_bucket{le=\"0.0005\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("gpu_run_webhook_review_duration_seconds_bucket{le=\"0.025\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("gpu_run_webhook_review_duration_seconds_bucket{le=\"1\"} 2\n"), std::string::npos);
+  EXPECT_NE(text.find("gpu_run_webhook_review_duration_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("gpu_run_webhook_review_duration_seconds_sum 2.0204\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpu_run_webhook_review_duration_seconds_count 3\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpurun
