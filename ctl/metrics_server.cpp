@@ -82,8 +82,8 @@ std::unique_ptr<MetricsServer> serve_metrics(const MetricsAddress& address, std:
   if (!module) {
     const std::string why = std::filesystem::exists(path) ? std::string(": ") + ::dlerror() : ", which is missing";
     throw Error("--metrics needs " + path.string() + why +
-                " (cpp-httplib's server, not in the gpu-run package: install it with `cmake --install BUILD "
-                "--component metrics`)");
+                " (cpp-httplib's server, not in the gpu-run package: install the gpu-run-metrics package, or "
+                "`cmake --install BUILD --component metrics` from a build)");
   }
   auto start = reinterpret_cast<MetricsServerStart>(::dlsym(module, kMetricsServerStart));
   if (!start) throw Error(path.string() + " has no " + kMetricsServerStart + ": a module of another gpu-run version?");

@@ -157,7 +157,7 @@ mkdir -p "$work/nomodule/bin"
 cp "$CTL" "$work/nomodule/bin/"
 assert_exit 1 "$work/nomodule/bin/gpu-run-ctl" guard --metrics 127.0.0.1:9
 assert_contains "$IT_ERR" "gpu-run-metrics-http.so, which is missing" "--metrics without the module: says so"
-assert_contains "$IT_ERR" "--component metrics" "--metrics without the module: says how to install it"
+assert_contains "$IT_ERR" "gpu-run-metrics package" "--metrics without the module: says how to install it"
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port=$(free_port)

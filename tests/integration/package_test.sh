@@ -58,6 +58,35 @@ it_log "rpm: $rpmf"
 assert_exit 0 lintian --fail-on error "$deb"
 assert_not_contains "$IT_OUT" "E: " "lintian reports no errors on the .deb"
 
+# The component packages from the same build: gpu-run-webhook and gpu-run-metrics (the module
+# `gpu-run-ctl guard --metrics` loads; it links cpp-httplib, which gpu-run does not depend on).
+pkg_build=$tested_build
+[[ -n $pkg_build && -f $pkg_build/CPackMetricsConfig.cmake ]] || pkg_build=${GPU_RUN_PACKAGE_BUILD_DIR:-$src/build/pkg}
+if [[ -f $pkg_build/CPackMetricsConfig.cmake ]]; then
+  for part in Webhook Metrics; do
+    (cd "$pkg_build" && cpack --config "CPack${part}Config.cmake" -B "$d/packages-$part") >"$d/cpack-$part.log" 2>&1 || {
+      tail -n 30 "$d/cpack-$part.log" >&2
+      it_die "cpack --config CPack${part}Config.cmake failed in $pkg_build"
+    }
+  done
+  mdeb=$(ls "$d"/packages-Metrics/gpu-run-metrics_*.deb 2>/dev/null | head -n1)
+  wdeb=$(ls "$d"/packages-Webhook/gpu-run-webhook_*.deb 2>/dev/null | head -n1)
+  [[ -f $mdeb && -f $wdeb ]] || it_die "the gpu-run-metrics or gpu-run-webhook .deb was not built"
+  for part in "$mdeb" "$wdeb"; do
+    assert_exit 0 lintian --fail-on error "$part"
+    assert_not_contains "$IT_OUT" "E: " "lintian reports no errors on $(basename "$part")"
+  done
+  mdeps=$(dpkg-deb -f "$mdeb" Depends)
+  assert_contains "$mdeps" "libcpp-httplib0.11" "gpu-run-metrics depends on Debian's cpp-httplib"
+  assert_contains "$mdeps" "gpu-run (= " "gpu-run-metrics depends on the gpu-run of its version"
+  assert_contains "$(dpkg-deb -c "$mdeb")" "./usr/lib/gpu-run/gpu-run-metrics-http.so" \
+    "gpu-run-metrics holds the module where gpu-run-ctl looks for it"
+  assert_not_contains "$(dpkg-deb -c "$deb")" "gpu-run-metrics-http.so" "the gpu-run package leaves the module out"
+  assert_not_contains "$(dpkg-deb -f "$deb" Depends)" "httplib" "the gpu-run package does not depend on cpp-httplib"
+else
+  it_fail "no CPackMetricsConfig.cmake in $pkg_build: the component packages were not checked"
+fi
+
 # The .rpm cannot be installed on Debian in a meaningful way: check its layout and scripts.
 rpm_files=$(rpm -qlp "$rpmf" 2>/dev/null)
 for f in /usr/bin/gpu-run /usr/bin/gpu-run-hook /usr/bin/gpu-run-runtime /usr/bin/gpu-run-ctl \
