@@ -155,7 +155,8 @@ LoaderPlan plan_loader(const Profile& profile, const Loader* entry, bool first, 
   }
   // With no workers the main process collates into ordinary memory: nothing goes to /dev/shm.
   std::uint64_t slots = l.workers == 0 ? 0 : sat_add(sat_mul(l.prefetch_factor, l.workers), l.hold);
-  l.sem_bytes = loader_semaphore_bytes(l.workers);
+  // A calibrated peak already holds the semaphores.
+  l.sem_bytes = l.calibrated ? 0 : loader_semaphore_bytes(l.workers);
   l.bytes = sat_add(sat_mul(slots, l.batch_bytes), l.sem_bytes);
   return l;
 }

@@ -115,18 +115,48 @@ def wait_until_full(it, max_wait):
     return True
 
 
+def make_loader(spec, fields, batches, batch_size, workers, prefetch_factor, persistent):
+    sim_pin = spec["pin_memory"] and spec.get("pin_mode", "sim") == "sim"
+    ds = SyntheticDataset(fields, batches * batch_size)
+    return tud.DataLoader(
+        ds, batch_size=batch_size, num_workers=workers, prefetch_factor=prefetch_factor,
+        pin_memory=spec["pin_memory"], pin_memory_device=("sim" if sim_pin else ""), drop_last=True,
+        persistent_workers=persistent)
+
+
+def validate(val_loader, v, spec):
+    """A validation pass mid-epoch (Lightning's val_check_interval, limit_val_batches): the
+    training loader keeps its prefetched batches and the loop's current batch while this loader
+    fills its own queues. It stops after v["steps"] batches with its queues full, so with
+    persistent workers the prefetched validation batches stay in /dev/shm while training goes on."""
+    vit = iter(val_loader)
+    unfilled = 0 if wait_until_full(vit, spec["max_wait"]) else 1
+    got = 0
+    for vbatch in vit:
+        got += 1
+        time.sleep(spec["delay"])
+        if not wait_until_full(vit, spec["max_wait"]):
+            unfilled += 1
+        if got >= v["steps"]:
+            break
+    vbatch = None
+    return got, unfilled
+
+
 def rank_main(spec, rank, start_fd_r):
-    """One rank: its own DataLoader, a consumer slower than the workers."""
+    """One rank: its own DataLoader(s), a consumer slower than the workers."""
     try:
         sim_pin = spec["pin_memory"] and spec.get("pin_mode", "sim") == "sim"
         if sim_pin:
             install_pin_simulation()
         n = spec["batches"]
-        ds = SyntheticDataset(spec["fields"], n * spec["batch_size"])
-        loader = tud.DataLoader(
-            ds, batch_size=spec["batch_size"], num_workers=spec["workers"],
-            prefetch_factor=spec["prefetch_factor"], pin_memory=spec["pin_memory"],
-            pin_memory_device=("sim" if sim_pin else ""), drop_last=True)
+        loader = make_loader(spec, spec["fields"], n, spec["batch_size"], spec["workers"], spec["prefetch_factor"],
+                             spec.get("persistent_workers", False))
+        v = spec.get("val")
+        val_loader = None
+        if v:
+            val_loader = make_loader(spec, v["fields"], v["batches"], v["batch_size"], v["workers"],
+                                     v["prefetch_factor"], v["persistent_workers"])
         os.read(start_fd_r, 1)  # all ranks start together, as DDP ranks do
         it = iter(loader)       # starts the workers; prefetch_factor*workers indices go out at once
         got = unfilled = 0
@@ -137,6 +167,12 @@ def rank_main(spec, rank, start_fd_r):
             time.sleep(spec["delay"])  # the training step ...
             if not wait_until_full(it, spec["max_wait"]):  # ... which outlasts loading
                 unfilled += 1
+            if v and got % v["every"] == 0:
+                vgot, vunfilled = validate(val_loader, v, spec)
+                unfilled += vunfilled
+                if vgot != v["steps"]:
+                    print(f"rank {rank}: validation consumed {vgot} of {v['steps']} batches", file=sys.stderr, flush=True)
+                    os._exit(3)
         it = None
         if got:
             del batch
@@ -149,6 +185,14 @@ def rank_main(spec, rank, start_fd_r):
         msg = f"{type(e).__name__}: {e}".strip().splitlines()
         print(f"GPU_RUN_BENCH_ERROR rank {rank}: {msg[0] if msg else type(e).__name__}", file=sys.stderr, flush=True)
         os._exit(1)
+
+
+def val_spec(fields, batch_size, workers, prefetch_factor, persistent, every):
+    """A validation loader run every `every` training steps, stopped with its queues full after
+    prefetch_factor*workers + 2 batches (of a dataset twice that long)."""
+    steps = prefetch_factor * workers + 2
+    return {"fields": fields, "batch_size": batch_size, "workers": workers, "prefetch_factor": prefetch_factor,
+            "persistent_workers": persistent, "steps": steps, "batches": 2 * steps + 2, "every": every}
 
 
 def default_batches(prefetch_factor, workers):
@@ -209,6 +253,7 @@ def launch(spec):
         "timed_out": timed_out,
         "peak_shm_bytes": peak,
         "batch_bytes": batch_bytes_estimate(spec["fields"], spec["batch_size"]),
+        "val_batch_bytes": batch_bytes_estimate(spec["val"]["fields"], spec["val"]["batch_size"]) if spec.get("val") else None,
         "elapsed": round(time.monotonic() - t0, 3),
     }
 
@@ -319,14 +364,21 @@ def main():
     ap.add_argument("--delay", type=float, default=0.02, help="consumer seconds per batch before it waits for full queues")
     ap.add_argument("--max-wait", type=float, default=30, help="longest wait for full queues per batch")
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--persistent-workers", action="store_true", help="persistent_workers=True on every loader")
+    ap.add_argument("--val-batch-size", type=int, help="also a validation loader, run mid-epoch, with this batch size")
+    ap.add_argument("--val-workers", type=int, default=2)
+    ap.add_argument("--val-prefetch-factor", type=int, default=2)
     ap.add_argument("--shm-size", help="run in a private mount namespace with a tmpfs of this size on /dev/shm")
     a = ap.parse_args()
     spec = {
         "fields": [parse_field(f) for f in a.field], "batch_size": a.batch_size, "workers": a.workers,
         "prefetch_factor": a.prefetch_factor, "ranks": a.ranks, "pin_memory": a.pin_memory,
         "pin_mode": a.pin_mode, "batches": a.batches or default_batches(a.prefetch_factor, a.workers),
-        "delay": a.delay, "max_wait": a.max_wait, "timeout": a.timeout,
+        "delay": a.delay, "max_wait": a.max_wait, "timeout": a.timeout, "persistent_workers": a.persistent_workers,
     }
+    if a.val_batch_size:
+        spec["val"] = val_spec(spec["fields"], a.val_batch_size, a.val_workers, a.val_prefetch_factor,
+                               a.persistent_workers, a.prefetch_factor * a.workers + 2)
     if a.shm_size:
         res = measure(spec, parse_size(a.shm_size))
         res.pop("stderr_tail", None)
