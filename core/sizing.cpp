@@ -15,6 +15,10 @@ constexpr std::uint64_t kPage = 4096;
 // sizeof(struct ncclSendMem) and sizeof(struct ncclRecvMem): unions padded to MEM_ALIGN (NCCL's
 // src/include/comm.h).
 constexpr std::uint64_t kNcclMemAlign = 4096;
+// A calibrated batch is a peak sampled at 100 Hz in one run divided by the model's bound, not a
+// bound itself: a plan that scales it keeps at least the headroom the built-ins had before the
+// modelled terms replaced it.
+constexpr double kCalibratedHeadroom = 1.25;
 
 std::uint64_t sat_mul(std::uint64_t a, std::uint64_t b) {
   if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
@@ -191,7 +195,7 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   p.batch_bytes = main.batch_bytes;
   p.nccl_plan = plan_nccl(profile, p.ranks);
   p.nccl = p.nccl_plan.bytes;
-  p.headroom = profile.headroom;
+  p.headroom = main.calibrated ? std::max(profile.headroom, kCalibratedHeadroom) : profile.headroom;
   p.need = round_up(scale(sat_add(sat_mul(p.ranks, p.per_rank), p.nccl), p.headroom), kMiB);
   p.min_shm = profile.min_shm;
   p.max_shm = profile.max_shm;
@@ -304,7 +308,8 @@ std::string explain(const ShmPlan& p) {
   }
   explain_nccl(out, p.nccl_plan, p.ranks);
   out << "  need         = headroom " << p.headroom << " x (" << p.ranks
-      << " x per_rank + nccl) = " << format_size(p.need) << "\n";
+      << " x per_rank + nccl) = " << format_size(p.need)
+      << (main.calibrated ? " (calibrated: headroom at least 1.25, a sampled peak is not a bound)" : "") << "\n";
   out << "  shm          = " << format_size(p.shm);
   if (p.shm > p.need) out << " (raised to min_shm " << format_size(p.min_shm) << ")";
   out << "\n";

@@ -143,12 +143,30 @@ def validate(val_loader, v, spec):
     return got, unfilled
 
 
+def init_nccl(spec, rank):
+    """GPU hosts only (--nccl): a real NCCL communicator between the ranks, one GPU each, so its
+    /dev/shm segments count in the measurement; returns the step's all-reduce."""
+    import torch.distributed as dist
+    torch.cuda.set_device(rank)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(spec["nccl_port"]))
+    dist.init_process_group("nccl", rank=rank, world_size=spec["ranks"])
+    grad = torch.ones(spec.get("nccl_elements", 1 << 22), device=f"cuda:{rank}")
+
+    def step():
+        dist.all_reduce(grad)
+        torch.cuda.synchronize()
+    step()  # connects the ring and tree channels (NCCL_RUNTIME_CONNECT connects on first use)
+    return step
+
+
 def rank_main(spec, rank, start_fd_r):
     """One rank: its own DataLoader(s), a consumer slower than the workers."""
     try:
         sim_pin = spec["pin_memory"] and spec.get("pin_mode", "sim") == "sim"
         if sim_pin:
             install_pin_simulation()
+        nccl_step = init_nccl(spec, rank) if spec.get("nccl") else None
         n = spec["batches"]
         loader = make_loader(spec, spec["fields"], n, spec["batch_size"], spec["workers"], spec["prefetch_factor"],
                              spec.get("persistent_workers", False))
@@ -164,6 +182,8 @@ def rank_main(spec, rank, start_fd_r):
             unfilled += 1
         for batch in it:        # `batch` keeps the previous batch alive while next() runs
             got += 1
+            if nccl_step:
+                nccl_step()
             time.sleep(spec["delay"])  # the training step ...
             if not wait_until_full(it, spec["max_wait"]):  # ... which outlasts loading
                 unfilled += 1
@@ -359,7 +379,11 @@ def main():
     ap.add_argument("--prefetch-factor", type=int, default=2)
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--pin-memory", action="store_true")
-    ap.add_argument("--pin-mode", choices=["sim", "off"], default="sim")
+    ap.add_argument("--pin-mode", choices=["sim", "off", "real"], default="sim",
+                    help="sim: PyTorch's pin thread copying into ordinary memory (no CUDA here); real: a GPU host")
+    ap.add_argument("--nccl", action="store_true",
+                    help="GPU hosts: the ranks all-reduce over NCCL every step (one GPU per rank), so NCCL's "
+                         "/dev/shm segments are measured too")
     ap.add_argument("--batches", type=int, help="per rank (default 2*prefetch*workers+4)")
     ap.add_argument("--delay", type=float, default=0.02, help="consumer seconds per batch before it waits for full queues")
     ap.add_argument("--max-wait", type=float, default=30, help="longest wait for full queues per batch")
@@ -375,7 +399,12 @@ def main():
         "prefetch_factor": a.prefetch_factor, "ranks": a.ranks, "pin_memory": a.pin_memory,
         "pin_mode": a.pin_mode, "batches": a.batches or default_batches(a.prefetch_factor, a.workers),
         "delay": a.delay, "max_wait": a.max_wait, "timeout": a.timeout, "persistent_workers": a.persistent_workers,
+        "nccl": a.nccl, "nccl_port": 29500 + os.getpid() % 20000,
     }
+    if (a.nccl or a.pin_mode == "real") and not torch.cuda.is_available():
+        sys.exit("workload.py: --nccl and --pin-mode real need CUDA GPUs (torch.cuda.is_available() is False here)")
+    if a.nccl and torch.cuda.device_count() < a.ranks:
+        sys.exit(f"workload.py: --nccl needs one GPU per rank: {a.ranks} ranks, {torch.cuda.device_count()} GPUs")
     if a.val_batch_size:
         spec["val"] = val_spec(spec["fields"], a.val_batch_size, a.val_workers, a.val_prefetch_factor,
                                a.persistent_workers, a.prefetch_factor * a.workers + 2)

@@ -87,15 +87,15 @@ wrapper_run_cases() {
   check_size "mnist 1 GPU" --profile mnist --gpus 1
   check_size "cifar 1 GPU 2 workers" --profile cifar --gpus 1 --workers 2
   # By hand: batch pageup(128*3*32*32*4) + pageup(128*8) = 1572864 + 4096 = 1576960; pin_memory
-  # on a GPU -> hold 0; per_rank = (2*2+0) * 1576960 = 6307840; 1.25 * 6307840 = 7884800
-  # -> 8 MiB need, raised to min_shm 128 MiB = 134217728.
-  assert_eq 134217728 "$PLANNED_BYTES" "cifar 1 GPU 2 workers: hand-computed 8 MiB need, min_shm 128 MiB"
+  # on a GPU -> hold 0; per_rank = (2*2+0) * 1576960 + 4096*(8+5*2) semaphore pages = 6381568
+  # -> 7 MiB need (headroom 1.0), raised to min_shm 128 MiB = 134217728.
+  assert_eq 134217728 "$PLANNED_BYTES" "cifar 1 GPU 2 workers: hand-computed 7 MiB need, min_shm 128 MiB"
   check_size "imagenet 2 GPUs 2 workers" --profile imagenet --gpus 2 --workers 2
   # By hand: batch pageup(64*3*224*224*4) + pageup(64*8) = 38535168 + 4096 = 38539264; hold 0;
-  # per_rank = (2*2+0) * 38539264 = 154157056; 1.25 * (2*154157056 + 1073741824)
-  # = 1.25 * 1382055936 = 1727569920; 1647 MiB = 1727004672 < it <= 1648 MiB = 1728053248
-  # -> 1648 MiB.
-  assert_eq $((1648 * 1048576)) "$PLANNED_BYTES" "imagenet 2 GPUs 2 workers: hand-computed 1648 MiB"
+  # per_rank = (2*2+0) * 38539264 + 4096*(8+5*2) = 154230784; NCCL's SHM segments for 2 ranks
+  # (2 channels, 1 peer): 2*2*1*(9637888+4096) = 38567936; 2*154230784 + 38567936 = 347029504;
+  # 330 MiB = 346030080 < it <= 331 MiB = 347078656 -> 331 MiB.
+  assert_eq $((331 * 1048576)) "$PLANNED_BYTES" "imagenet 2 GPUs 2 workers: hand-computed 331 MiB"
   check_size "imagenet 1 GPU auto workers" --profile imagenet --gpus 1
   check_size "imagenet 4 GPUs 1 worker batch 32" --profile imagenet --gpus 4 --workers 1 --batch-size 32
   check_size "cifar 2 GPUs prefetch 4" --profile cifar --gpus 2 --workers 3 --prefetch-factor 4
@@ -151,12 +151,12 @@ EOF
   out=$IT_OUT
   assert_eq "$before" "$(eng_count)" "--dry-run starts no container"
   assert_contains "$out" "--shm-size" "--dry-run argv has --shm-size"
-  assert_contains "$out" "1648m" "--dry-run argv has the 1648m size"
+  assert_contains "$out" "331m" "--dry-run argv has the 331m size"
   assert_contains "$out" "$ENGINE" "--dry-run argv names the engine"
   assert_not_contains "$out" "--gpus" "--gpu-request none: no --gpus in argv"
   assert_not_contains "$out" "nvidia.com/gpu" "--gpu-request none: no CDI device in argv"
   n=$(eval "$out" 2>&1 | df_kib)
-  assert_eq 1687552 "$n" "the --dry-run command line, run by a shell, gives 1648 MiB (1648 * 1024 KiB)"
+  assert_eq 338944 "$n" "the --dry-run command line, run by a shell, gives 331 MiB (331 * 1024 KiB)"
 
   # GPU requests (dry run only: no GPUs here).
   assert_exit 0 gr --gpu-request docker --profile mnist --gpus 2 --dry-run "$IMAGE" true

@@ -617,5 +617,25 @@ TEST(Loaders, NoWorkersNothingInShm) {
   EXPECT_EQ(p.per_rank, p.loaders[0].bytes);
 }
 
+TEST(PlanShm, CalibratedPlanKeepsHeadroomOfAtLeastOneQuarter) {
+  Profile prof = imagenet_like();
+  prof.headroom = 1.0;
+  Calibration c;
+  c.peak_shm = 400 * MiB;
+  c.workers = 4;
+  c.batch_size = 64;
+  c.gpus = 1;
+  c.prefetch_factor = 2;
+  prof.calibration = c;
+  ShmPlan p = plan_shm(prof, request(1, 4));
+  EXPECT_TRUE(p.calibrated);
+  EXPECT_EQ(p.headroom, 1.25);
+  EXPECT_EQ(p.loaders.front().sem_bytes, 0u);  // the measured peak holds the semaphores
+  EXPECT_EQ(p.need, 500 * MiB);                // 1.25 x the peak at its own conditions
+  EXPECT_CONTAINS(explain(p), "calibrated: headroom at least 1.25");
+  prof.calibration.reset();
+  EXPECT_EQ(plan_shm(prof, request(1, 4)).headroom, 1.0);
+}
+
 }  // namespace
 }  // namespace gpurun
