@@ -169,7 +169,7 @@ EOF
   json=$(gr --gpu-request none --profile imagenet --gpus 2 --workers 2 --json "$IMAGE" true 2>/dev/null)
   assert_eq "$before" "$(eng_count)" "--json starts no container"
   assert_contains "$json" '"plan"' "--json has the plan"
-  assert_eq $((1648 * 1048576)) "$(plan_shm_bytes <<<"$json")" "--json shm_bytes"
+  assert_eq $((331 * 1048576)) "$(plan_shm_bytes <<<"$json")" "--json shm_bytes"
 
   # --explain prints a breakdown on stderr and runs the container.
   assert_exit 0 gr --gpu-request none --profile cifar --gpus 1 --workers 2 --explain --rm "$IMAGE" df -k /dev/shm
@@ -180,8 +180,8 @@ EOF
   assert_exit 7 gr --profile mnist --gpu-request none --rm "$IMAGE" sh -c 'exit 7'
   assert_exit 0 gr --profile mnist --gpu-request none --rm "$IMAGE" true
 
-  # The user's explicit --shm-size wins, with a warning.
-  assert_exit 0 gr --gpu-request none --profile imagenet --gpus 2 --shm-size 300m --rm "$IMAGE" df -k /dev/shm
+  # The user's explicit --shm-size wins, with a warning (the plan is 331 MiB, above).
+  assert_exit 0 gr --gpu-request none --profile imagenet --gpus 2 --workers 2 --shm-size 300m --rm "$IMAGE" df -k /dev/shm
   assert_eq 307200 "$(df_kib <<<"$IT_OUT")" "explicit --shm-size 300m wins"
   assert_contains "$IT_ERR" "shm" "explicit --shm-size: warning on stderr"
   assert_exit 0 gr --gpu-request none --profile imagenet --gpus 2 --dry-run --shm-size=300m "$IMAGE" true
@@ -196,8 +196,8 @@ EOF
   # Memory limit: a plan that fits runs; one that does not is refused before anything starts.
   assert_exit 0 gr --gpu-request none --profile cifar --gpus 1 --workers 2 --memory 1g --rm "$IMAGE" df -k /dev/shm
   assert_eq 131072 "$(df_kib <<<"$IT_OUT")" "--memory 1g with cifar: runs with 128 MiB"
-  check_bad "--memory 512m with imagenet 2 GPUs" --gpu-request none --profile imagenet --gpus 2 --memory 512m --rm "$IMAGE" true
-  check_bad "--memory=512m with imagenet 2 GPUs" --gpu-request none --profile imagenet --gpus 2 --memory=512m --rm "$IMAGE" true
+  check_bad "--memory 512m with imagenet 2 GPUs" --gpu-request none --profile imagenet --gpus 2 --workers 2 --memory 512m --rm "$IMAGE" true
+  check_bad "--memory=512m with imagenet 2 GPUs" --gpu-request none --profile imagenet --gpus 2 --workers 2 --memory=512m --rm "$IMAGE" true
 
   # Engine options with values pass through untouched; so do the command's own arguments.
   mkdir -p "$work/share"
