@@ -104,7 +104,8 @@ wrapper_run_cases() {
   check_size "default profile, device list" --profile default --gpus device=0,1 --workers 1
 
   # A profile given as a path, by hand: pageup(100 * 1 MiB) = 100 MiB per batch,
-  # (2 * 3 + 2) batches (pin_memory false -> hold 2), headroom 1, one rank: 800 MiB.
+  # (2 * 3 + 2) batches (pin_memory false -> hold 2) + the loader's semaphore pages
+  # 4096 * (8 + 5 * 3) = 92 KiB, headroom 1, one rank: 800 MiB + 92 KiB -> 801 MiB.
   mkdir -p "$work/profiles/team" "$work/profiles/dir.json"
   cat >"$work/custom.json" <<'EOF'
 {
@@ -121,17 +122,18 @@ wrapper_run_cases() {
 }
 EOF
   check_size "profile given as a path" --profile "$work/custom.json" --gpus 1
-  assert_eq $((800 * 1048576)) "$PLANNED_BYTES" "profile given as a path: hand-computed 800 MiB"
+  assert_eq $((801 * 1048576)) "$PLANNED_BYTES" "profile given as a path: hand-computed 801 MiB"
   sed 's/"name": "custom"/"name": "team\/custom"/' "$work/custom.json" >"$work/profiles/team/custom.json"
   check_size "team profile from --profile-dir" --profile-dir "$work/profiles" --profile team/custom --gpus 1
-  assert_eq $((800 * 1048576)) "$PLANNED_BYTES" "team profile from --profile-dir: 800 MiB"
+  assert_eq $((801 * 1048576)) "$PLANNED_BYTES" "team profile from --profile-dir: 801 MiB"
   # The same profile with pin_memory true: on a GPU the pin thread copies batches out, hold 0:
-  # (2 * 3 + 0) * 100 MiB = 600 MiB; with --gpus 0 PyTorch starts no pin thread, hold 2: 800 MiB.
+  # (2 * 3 + 0) * 100 MiB + 92 KiB -> 601 MiB; with --gpus 0 PyTorch starts no pin thread, hold 2:
+  # 801 MiB.
   sed 's/"pin_memory": false/"pin_memory": true/' "$work/custom.json" >"$work/custom-pin.json"
   check_size "pin_memory profile on a GPU" --profile "$work/custom-pin.json" --gpus 1
-  assert_eq $((600 * 1048576)) "$PLANNED_BYTES" "pin_memory on a GPU: hand-computed 600 MiB (hold 0)"
+  assert_eq $((601 * 1048576)) "$PLANNED_BYTES" "pin_memory on a GPU: hand-computed 601 MiB (hold 0)"
   check_size "pin_memory profile without a GPU" --profile "$work/custom-pin.json" --gpus 0
-  assert_eq $((800 * 1048576)) "$PLANNED_BYTES" "pin_memory with --gpus 0: hand-computed 800 MiB (hold 2)"
+  assert_eq $((801 * 1048576)) "$PLANNED_BYTES" "pin_memory with --gpus 0: hand-computed 801 MiB (hold 2)"
 
   # What the container is told: env and label.
   out=$(gr --gpu-request none --profile cifar --gpus 1 --workers 2 --rm "$IMAGE" env 2>&1)
