@@ -23,10 +23,11 @@ const std::map<std::string, std::uint64_t>& dtype_sizes() {
 }
 
 const std::set<std::string>& known_keys() {
-  static const std::set<std::string> keys = {"$schema",         "schema",          "name",         "description",
-                                             "extends",         "fields",          "sample_bytes", "batch_size",
-                                             "workers_per_gpu", "prefetch_factor", "pin_memory",   "headroom",
-                                             "nccl_reserve",    "min_shm",         "max_shm",      "calibration"};
+  static const std::set<std::string> keys = {
+      "$schema",     "schema",       "name",         "description",     "extends",
+      "fields",      "sample_bytes", "batch_size",   "workers_per_gpu", "prefetch_factor",
+      "pin_memory",  "headroom",     "nccl_reserve", "min_shm",         "max_shm",
+      "calibration", "nccl",         "loaders"};
   return keys;
 }
 
@@ -69,12 +70,12 @@ std::uint64_t size_value(const std::string& source, const std::string& key, cons
   }
 }
 
-void validate_fields(const std::string& source, const json& v) {
-  if (!v.is_array() || v.empty()) throw key_error(source, "fields", "a non-empty array of {name, shape, dtype}", v);
+void validate_fields(const std::string& source, const json& v, const std::string& key = "fields") {
+  if (!v.is_array() || v.empty()) throw key_error(source, key, "a non-empty array of {name, shape, dtype}", v);
   std::set<std::string> names;
   for (std::size_t i = 0; i < v.size(); ++i) {
     const json& f = v[i];
-    const std::string where = "fields[" + std::to_string(i) + "]";
+    const std::string where = key + "[" + std::to_string(i) + "]";
     if (!f.is_object()) throw key_error(source, where, "an object {name, shape, dtype}", f);
     for (const auto& [k, val] : f.items()) {
       if (k != "name" && k != "shape" && k != "dtype")
@@ -123,6 +124,99 @@ void validate_calibration(const std::string& source, const json& v) {
   }
   for (const char* k : {"peak_shm", "workers", "batch_size", "gpus", "prefetch_factor"})
     if (!v.contains(k)) throw usage_error(source + ": key 'calibration." + k + "': missing");
+}
+
+void validate_sample_bytes(const std::string& source, const std::string& key, const json& v) {
+  if (v.is_string()) {
+    if (size_value(source, key, v) == 0) throw key_error(source, key, "a size of at least 1 byte", v);
+  } else {
+    positive_int(source, key, v, kTiB);
+  }
+}
+
+void validate_workers(const std::string& source, const std::string& key, const json& v) {
+  if (v.is_string() && v.get<std::string>() == "auto") return;
+  if (!v.is_number_integer()) throw key_error(source, key, "\"auto\" or a whole number 0..1024", v);
+  positive_int(source, key, v, 1024, true);
+}
+
+// The nccl section: what the profile knows of NCCL between the ranks of one node.
+void validate_nccl(const std::string& source, const json& v) {
+  if (!v.is_object()) throw key_error(source, "nccl", "an object {transport, channels, buffsize, ...}", v);
+  static const std::set<std::string> keys = {"transport",   "channels",       "buffsize",
+                                             "ll_buffsize", "ll128_buffsize", "measured"};
+  for (const auto& [k, val] : v.items()) {
+    const std::string key = "nccl." + k;
+    if (!keys.count(k))
+      throw usage_error(source + ": key '" + key +
+                        "': unknown key (expected transport, channels, buffsize, ll_buffsize, ll128_buffsize, "
+                        "measured)");
+    if (k == "transport") {
+      if (!val.is_string() || (val != "shm" && val != "p2p" && val != "none"))
+        throw key_error(source, key, "\"shm\", \"p2p\" or \"none\"", val);
+    } else if (k == "channels") {
+      positive_int(source, key, val, 64);
+    } else {
+      size_value(source, key, val);
+    }
+  }
+}
+
+void validate_loaders(const std::string& source, const json& v) {
+  if (!v.is_array() || v.empty() || v.size() > 16)
+    throw key_error(source, "loaders", "an array of 1 to 16 loaders {name, batch_size, workers, ...}", v);
+  static const std::set<std::string> keys = {"name",    "fields",          "sample_bytes", "batch_size",
+                                             "workers", "prefetch_factor", "pin_memory",   "persistent_workers"};
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const json& l = v[i];
+    const std::string where = "loaders[" + std::to_string(i) + "]";
+    if (!l.is_object()) throw key_error(source, where, "an object {name, batch_size, workers, ...}", l);
+    for (const auto& [k, val] : l.items()) {
+      const std::string key = where + "." + k;
+      if (!keys.count(k))
+        throw usage_error(source + ": key '" + key +
+                          "': unknown key (expected name, fields, sample_bytes, batch_size, workers, "
+                          "prefetch_factor, pin_memory, persistent_workers)");
+      if (k == "name") {
+        if (!val.is_string() || val.get<std::string>().empty() || val.get<std::string>().size() > 63)
+          throw key_error(source, key, "a non-empty string of at most 63 characters", val);
+        if (!names.insert(val.get<std::string>()).second)
+          throw usage_error(source + ": key '" + key + "': duplicate loader name '" + val.get<std::string>() + "'");
+      } else if (k == "fields") {
+        validate_fields(source, val, key);
+      } else if (k == "sample_bytes") {
+        validate_sample_bytes(source, key, val);
+      } else if (k == "batch_size" || k == "prefetch_factor") {
+        positive_int(source, key, val, 1u << 20);
+      } else if (k == "workers") {
+        validate_workers(source, key, val);
+      } else if (!val.is_boolean()) {
+        throw key_error(source, key, "true or false", val);
+      }
+    }
+    if (!l.contains("name")) throw usage_error(source + ": key '" + where + ".name': missing (name every loader)");
+    if (l.contains("fields") && l.contains("sample_bytes"))
+      throw usage_error(source + ": key '" + where + "': 'fields' and 'sample_bytes' exclude each other: give one");
+  }
+}
+
+std::vector<Field> fields_from(const json& v) {
+  std::vector<Field> out;
+  for (const auto& f : v)
+    out.push_back(
+        {f["name"].get<std::string>(), f["shape"].get<std::vector<std::uint64_t>>(), f["dtype"].get<std::string>()});
+  return out;
+}
+
+std::uint64_t sample_bytes_from(const json& sb) {
+  return sb.is_string() ? parse_size(sb.get<std::string>()) : sb.get<std::uint64_t>();
+}
+
+json fields_to_json(const std::vector<Field>& fields) {
+  json out = json::array();
+  for (const Field& f : fields) out.push_back({{"name", f.name}, {"shape", f.shape}, {"dtype", f.dtype}});
+  return out;
 }
 
 }  // namespace
@@ -177,10 +271,11 @@ json parse_profile_document(const std::string& text, const std::string& source) 
   if (!doc.is_object()) throw usage_error(source + ": expected a JSON object at the top level");
   for (const auto& [key, v] : doc.items()) {
     if (!known_keys().count(key)) {
-      throw usage_error(source + ": key '" + key +
-                        "': unknown key (a typo would size wrong); known keys: "
-                        "name, description, extends, fields, sample_bytes, batch_size, workers_per_gpu, "
-                        "prefetch_factor, pin_memory, headroom, nccl_reserve, min_shm, max_shm, calibration");
+      throw usage_error(
+          source + ": key '" + key +
+          "': unknown key (a typo would size wrong); known keys: "
+          "name, description, extends, fields, sample_bytes, batch_size, workers_per_gpu, "
+          "prefetch_factor, pin_memory, headroom, nccl_reserve, nccl, min_shm, max_shm, calibration, loaders");
     }
     if (key == "schema") {
       if (!v.is_number_integer() || v.get<std::int64_t>() != 1)
@@ -194,18 +289,11 @@ json parse_profile_document(const std::string& text, const std::string& source) 
     } else if (key == "fields") {
       validate_fields(source, v);
     } else if (key == "sample_bytes") {
-      if (v.is_string()) {
-        if (size_value(source, key, v) == 0) throw key_error(source, key, "a size of at least 1 byte", v);
-      } else {
-        positive_int(source, key, v, kTiB);
-      }
+      validate_sample_bytes(source, key, v);
     } else if (key == "batch_size") {
       positive_int(source, key, v, 1u << 20);
     } else if (key == "workers_per_gpu") {
-      if (!(v.is_string() && v.get<std::string>() == "auto")) {
-        if (!v.is_number_integer()) throw key_error(source, key, "\"auto\" or a whole number 0..1024", v);
-        positive_int(source, key, v, 1024, true);
-      }
+      validate_workers(source, key, v);
     } else if (key == "prefetch_factor") {
       positive_int(source, key, v, 1024);
     } else if (key == "pin_memory") {
@@ -217,6 +305,10 @@ json parse_profile_document(const std::string& text, const std::string& source) 
       size_value(source, key, v);
     } else if (key == "calibration") {
       validate_calibration(source, v);
+    } else if (key == "nccl") {
+      validate_nccl(source, v);
+    } else if (key == "loaders") {
+      validate_loaders(source, v);
     }
   }
   if (doc.contains("fields") && doc.contains("sample_bytes"))
@@ -229,15 +321,25 @@ json merge_profile_documents(const json& parent, const json& child) {
   // A child that describes its samples replaces the parent's description of them entirely.
   if (child.contains("fields")) merged.erase("sample_bytes");
   if (child.contains("sample_bytes")) merged.erase("fields");
+  // A flat nccl_reserve and an nccl section exclude each other: the child's word wins. The
+  // section merges key by key (a child may change only the channels).
+  if (child.contains("nccl_reserve")) merged.erase("nccl");
+  if (child.contains("nccl")) {
+    merged.erase("nccl_reserve");
+    json section = parent.contains("nccl") ? parent["nccl"] : json::object();
+    for (const auto& [key, v] : child["nccl"].items()) section[key] = v;
+    merged["nccl"] = section;
+  }
   // A measurement belongs to the profile that was measured, never to its children.
   merged.erase("calibration");
-  for (const auto& [key, v] : child.items()) merged[key] = v;
+  for (const auto& [key, v] : child.items())
+    if (key != "nccl") merged[key] = v;
   return merged;
 }
 
 Profile profile_from_document(const json& doc, const std::string& source) {
   static const char* const required[] = {"batch_size", "prefetch_factor", "workers_per_gpu", "pin_memory",
-                                         "headroom",   "nccl_reserve",    "min_shm",         "max_shm"};
+                                         "headroom",   "min_shm",         "max_shm"};
   for (const char* key : required) {
     if (!doc.contains(key))
       throw usage_error(
@@ -247,24 +349,52 @@ Profile profile_from_document(const json& doc, const std::string& source) {
   }
   if (!doc.contains("fields") && !doc.contains("sample_bytes"))
     throw usage_error(source + ": key 'fields': missing (give 'fields' or 'sample_bytes' to describe a sample)");
+  if (!doc.contains("nccl") && !doc.contains("nccl_reserve"))
+    throw usage_error(source + ": key 'nccl': missing (give an 'nccl' section or a flat 'nccl_reserve' size)");
   Profile p;
   p.name = doc.value("name", std::string());
   p.description = doc.value("description", std::string());
-  if (doc.contains("fields")) {
-    for (const auto& f : doc["fields"]) {
-      p.fields.push_back(
-          {f["name"].get<std::string>(), f["shape"].get<std::vector<std::uint64_t>>(), f["dtype"].get<std::string>()});
-    }
-  } else {
-    const json& sb = doc["sample_bytes"];
-    p.sample_bytes = sb.is_string() ? parse_size(sb.get<std::string>()) : sb.get<std::uint64_t>();
-  }
+  if (doc.contains("fields"))
+    p.fields = fields_from(doc["fields"]);
+  else
+    p.sample_bytes = sample_bytes_from(doc["sample_bytes"]);
   p.batch_size = doc["batch_size"].get<std::uint64_t>();
   if (doc["workers_per_gpu"].is_number()) p.workers_per_gpu = doc["workers_per_gpu"].get<std::uint64_t>();
   p.prefetch_factor = doc["prefetch_factor"].get<std::uint64_t>();
   p.pin_memory = doc["pin_memory"].get<bool>();
   p.headroom = doc["headroom"].get<double>();
-  p.nccl_reserve = size_value(source, "nccl_reserve", doc["nccl_reserve"]);
+  if (doc.contains("nccl_reserve")) p.nccl_reserve = size_value(source, "nccl_reserve", doc["nccl_reserve"]);
+  if (doc.contains("nccl")) {
+    const json& n = doc["nccl"];
+    NcclSpec spec;
+    spec.transport = n.value("transport", spec.transport);
+    spec.channels = n.value("channels", spec.channels);
+    if (n.contains("buffsize")) spec.buffsize = size_value(source, "nccl.buffsize", n["buffsize"]);
+    if (n.contains("ll_buffsize")) spec.ll_buffsize = size_value(source, "nccl.ll_buffsize", n["ll_buffsize"]);
+    if (n.contains("ll128_buffsize"))
+      spec.ll128_buffsize = size_value(source, "nccl.ll128_buffsize", n["ll128_buffsize"]);
+    if (n.contains("measured")) spec.measured = size_value(source, "nccl.measured", n["measured"]);
+    p.nccl = spec;
+  }
+  if (doc.contains("loaders")) {
+    for (const json& l : doc["loaders"]) {
+      Loader loader;
+      loader.name = l["name"].get<std::string>();
+      if (l.contains("fields")) loader.fields = fields_from(l["fields"]);
+      if (l.contains("sample_bytes")) loader.sample_bytes = sample_bytes_from(l["sample_bytes"]);
+      if (l.contains("batch_size")) loader.batch_size = l["batch_size"].get<std::uint64_t>();
+      if (l.contains("workers")) {
+        if (l["workers"].is_number())
+          loader.workers = l["workers"].get<std::uint64_t>();
+        else
+          loader.workers_auto = true;
+      }
+      if (l.contains("prefetch_factor")) loader.prefetch_factor = l["prefetch_factor"].get<std::uint64_t>();
+      if (l.contains("pin_memory")) loader.pin_memory = l["pin_memory"].get<bool>();
+      loader.persistent_workers = l.value("persistent_workers", false);
+      p.loaders.push_back(loader);
+    }
+  }
   p.min_shm = size_value(source, "min_shm", doc["min_shm"]);
   p.max_shm = size_value(source, "max_shm", doc["max_shm"]);
   if (p.min_shm > p.max_shm)
@@ -292,16 +422,39 @@ json profile_to_json(const Profile& p) {
   if (p.sample_bytes) {
     doc["sample_bytes"] = *p.sample_bytes;
   } else {
-    json fields = json::array();
-    for (const Field& f : p.fields) fields.push_back({{"name", f.name}, {"shape", f.shape}, {"dtype", f.dtype}});
-    doc["fields"] = fields;
+    doc["fields"] = fields_to_json(p.fields);
   }
   doc["batch_size"] = p.batch_size;
   doc["workers_per_gpu"] = p.workers_per_gpu ? json(*p.workers_per_gpu) : json("auto");
   doc["prefetch_factor"] = p.prefetch_factor;
   doc["pin_memory"] = p.pin_memory;
   doc["headroom"] = p.headroom;
-  doc["nccl_reserve"] = engine_size(p.nccl_reserve);
+  if (p.nccl) {
+    const NcclSpec& n = *p.nccl;
+    doc["nccl"] = {{"transport", n.transport},
+                   {"channels", n.channels},
+                   {"buffsize", n.buffsize},
+                   {"ll_buffsize", n.ll_buffsize},
+                   {"ll128_buffsize", n.ll128_buffsize}};
+    if (n.measured) doc["nccl"]["measured"] = engine_size(*n.measured);
+  } else {
+    doc["nccl_reserve"] = engine_size(p.nccl_reserve);
+  }
+  if (!p.loaders.empty()) {
+    json loaders = json::array();
+    for (const Loader& l : p.loaders) {
+      json j = {{"name", l.name}, {"persistent_workers", l.persistent_workers}};
+      if (!l.fields.empty()) j["fields"] = fields_to_json(l.fields);
+      if (l.sample_bytes) j["sample_bytes"] = *l.sample_bytes;
+      if (l.batch_size) j["batch_size"] = *l.batch_size;
+      if (l.workers) j["workers"] = *l.workers;
+      if (l.workers_auto) j["workers"] = "auto";
+      if (l.prefetch_factor) j["prefetch_factor"] = *l.prefetch_factor;
+      if (l.pin_memory) j["pin_memory"] = *l.pin_memory;
+      loaders.push_back(j);
+    }
+    doc["loaders"] = loaders;
+  }
   doc["min_shm"] = engine_size(p.min_shm);
   doc["max_shm"] = engine_size(p.max_shm);
   if (p.calibration) {

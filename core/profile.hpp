@@ -30,6 +30,30 @@ struct Calibration {
   std::string measured_at;
 };
 
+// What a profile knows of NCCL's /dev/shm use between the ranks on one node (docs/ARCHITECTURE.md,
+// "The NCCL term"). Defaults are NCCL's own (src/init.cc DEFAULT_*BUFFSIZE; 2 channels).
+struct NcclSpec {
+  std::string transport = "shm";  // "shm": NCCL's SHM transport; "p2p" or "none": no segments per peer
+  std::uint64_t channels = 2;
+  std::uint64_t buffsize = 4194304;        // NCCL_BUFFSIZE (Simple protocol)
+  std::uint64_t ll_buffsize = 524288;      // NCCL_LL_BUFFSIZE
+  std::uint64_t ll128_buffsize = 4915200;  // NCCL_LL128_BUFFSIZE
+  std::optional<std::uint64_t> measured;   // a measured figure for all ranks of a node: used as is
+};
+
+// One DataLoader the job keeps alive. Unset values come from the profile's top-level keys.
+struct Loader {
+  std::string name;
+  std::vector<Field> fields;  // empty with sample_bytes, or when both are unset
+  std::optional<std::uint64_t> sample_bytes;
+  std::optional<std::uint64_t> batch_size;
+  std::optional<std::uint64_t> workers;  // nullopt with workers_auto: "auto"
+  bool workers_auto = false;
+  std::optional<std::uint64_t> prefetch_factor;
+  std::optional<bool> pin_memory;
+  bool persistent_workers = false;
+};
+
 // The profile every profile without "extends" extends, and the fallback when nothing names one.
 inline constexpr const char* kDefaultProfileName = "default";
 
@@ -44,7 +68,9 @@ struct Profile {
   std::uint64_t prefetch_factor = 0;
   bool pin_memory = true;
   double headroom = 1.0;
-  std::uint64_t nccl_reserve = 0;
+  std::uint64_t nccl_reserve = 0;  // a flat figure (profiles before the nccl section); used without nccl
+  std::optional<NcclSpec> nccl;    // set: the NCCL term comes from it, not from nccl_reserve
+  std::vector<Loader> loaders;     // empty: one loader, the top-level keys
   std::uint64_t min_shm = 0;
   std::uint64_t max_shm = 0;
   std::optional<Calibration> calibration;

@@ -12,6 +12,13 @@ namespace gpurun {
 namespace {
 
 constexpr std::uint64_t kPage = 4096;
+// sizeof(struct ncclSendMem) and sizeof(struct ncclRecvMem): unions padded to MEM_ALIGN (NCCL's
+// src/include/comm.h).
+constexpr std::uint64_t kNcclMemAlign = 4096;
+// A calibrated batch is a peak sampled at 100 Hz in one run divided by the model's bound, not a
+// bound itself: a plan that scales it keeps at least the headroom the built-ins had before the
+// modelled terms replaced it.
+constexpr double kCalibratedHeadroom = 1.25;
 
 std::uint64_t sat_mul(std::uint64_t a, std::uint64_t b) {
   if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
@@ -36,56 +43,159 @@ std::uint64_t recommend_workers(unsigned cpus, unsigned ranks, std::uint64_t bat
   return std::min<std::uint64_t>(per_rank, batch_size / 8 + 4);
 }
 
-ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
-  ShmPlan p;
-  p.profile = profile.name;
-  p.gpus = r.gpus;
-  p.ranks = std::max(1u, r.gpus);
-  p.cpus = r.cpus;
-  p.batch_size = r.batch_size.value_or(profile.batch_size);
-  p.prefetch_factor = r.prefetch_factor.value_or(profile.prefetch_factor);
-  p.pin_memory = profile.pin_memory;
+std::uint64_t loader_semaphore_bytes(std::uint64_t workers) {
+  // Each multiprocessing lock, semaphore and queue of a DataLoader is a glibc sem_open file of one
+  // page on /dev/shm. torch 1.13 creates per loader a result queue (3: Queue's _rlock, _wlock and
+  // _sem) and a workers-done Event (5: Condition's lock, sleeping, woken and wait semaphores, and the
+  // flag), per worker an index queue (3): 8 + 3 x workers. Measured in bench/torch (pages above the
+  // batches): 11-15 with 1 worker, 25-29 with 4, so 8 + 5 x workers pages bounds both.
+  if (workers == 0) return 0;
+  return sat_mul(sat_add(8, sat_mul(5, workers)), kPage);
+}
+
+std::uint64_t nccl_recv_segment(const NcclSpec& s) {
+  // NCCL's SHM transport (src/transport/shm.cc, shmRecvSetup, default NCCL_SHM_LOCALITY=2): one
+  // segment per receive connection, sizeof(struct ncclRecvMem) (a union padded to MEM_ALIGN = 4096,
+  // src/include/comm.h) plus the buffers of the three protocols, buffSizes[LL, LL128, Simple]
+  // (src/init.cc computeBuffSizes: NCCL_LL_BUFFSIZE, NCCL_LL128_BUFFSIZE, NCCL_BUFFSIZE).
+  // With the defaults 4096 + 524,288 + 4,915,200 + 4,194,304 = 9,637,888 bytes, the size NCCL
+  // prints when it cannot create one (NVIDIA/nccl#1518, pytorch/ci-infra#490).
+  return round_up(sat_add(sat_add(kNcclMemAlign, s.ll_buffsize), sat_add(s.ll128_buffsize, s.buffsize)), kPage);
+}
+
+NcclPlan plan_nccl(const Profile& profile, unsigned ranks) {
+  NcclPlan n;
+  if (ranks < 2) {
+    n.source = "single rank";
+    return n;
+  }
+  if (!profile.nccl) {
+    n.source = "nccl_reserve";
+    n.bytes = profile.nccl_reserve;
+    return n;
+  }
+  const NcclSpec& s = *profile.nccl;
+  n.transport = s.transport;
+  if (s.measured) {
+    n.source = "measured";
+    n.bytes = *s.measured;
+    return n;
+  }
+  n.source = "nccl";
+  // p2p: buffers in GPU memory (src/transport/p2p.cc); none: NCCL_SHM_DISABLE=1 and no P2P, so
+  // sockets. Neither puts a segment per peer on /dev/shm.
+  if (s.transport != "shm") return n;
+  // Per channel each rank receives from its ring predecessor, and the tree (a chain inside a
+  // node) adds its successor (src/graph/connect.cc, src/init.cc ncclTransportP2pConnect for ring
+  // and tree); with two ranks both are the same peer. The sender side opens sizeof(struct
+  // ncclSendMem) = 4096 (shmSendSetup).
+  n.channels = s.channels;
+  n.peers = ranks == 2 ? 1 : 2;
+  n.recv_segment = nccl_recv_segment(s);
+  n.send_segment = kNcclMemAlign;
+  n.bytes = sat_mul(sat_mul(sat_mul(ranks, n.channels), n.peers), sat_add(n.recv_segment, n.send_segment));
+  return n;
+}
+
+namespace {
+
+void describe_batch(const std::vector<Field>& fields, const std::optional<std::uint64_t>& sample_bytes, LoaderPlan& l) {
+  for (const Field& f : fields) {
+    std::uint64_t n = sat_mul(l.batch_size, dtype_size(f.dtype));
+    for (auto d : f.shape) n = sat_mul(n, d);
+    n = round_up(n, kPage);
+    l.fields.push_back({f.name, n});
+    l.batch_bytes = sat_add(l.batch_bytes, n);
+  }
+  if (sample_bytes) {
+    std::uint64_t n = round_up(sat_mul(l.batch_size, *sample_bytes), kPage);
+    l.fields.push_back({"sample", n});
+    l.batch_bytes = n;
+  }
+}
+
+// One loader: `entry` null for the profile's single loader (its top-level keys). The request's
+// workers, batch size and prefetch factor set the first loader only.
+LoaderPlan plan_loader(const Profile& profile, const Loader* entry, bool first, const SizingRequest& r,
+                       unsigned ranks) {
+  static const Loader kTopLevel;
+  const Loader& e = entry ? *entry : kTopLevel;
+  LoaderPlan l;
+  l.name = entry ? e.name : "loader";
+  l.batch_size = first && r.batch_size ? *r.batch_size : e.batch_size.value_or(profile.batch_size);
+  l.prefetch_factor =
+      first && r.prefetch_factor ? *r.prefetch_factor : e.prefetch_factor.value_or(profile.prefetch_factor);
+  l.pin_memory = e.pin_memory.value_or(profile.pin_memory);
+  l.persistent_workers = e.persistent_workers;
   // With pin_memory on a GPU, the pin thread copies each batch out of /dev/shm and drops the
   // shared one: only the prefetch_factor * workers outstanding batches are there. Without a
   // pin thread (no pin_memory, or no GPU: PyTorch then skips pinning) the loop's current batch
   // and the previous one are still in /dev/shm. Measured in bench/torch (bench/RESULTS.md).
-  p.hold = profile.pin_memory && r.gpus > 0 ? 0 : 2;
-  if (r.workers) {
-    p.workers = *r.workers;
-  } else if (profile.workers_per_gpu) {
-    p.workers = *profile.workers_per_gpu;
+  l.hold = l.pin_memory && r.gpus > 0 ? 0 : 2;
+  if (first && r.workers) {
+    l.workers = *r.workers;
+  } else if (e.workers) {
+    l.workers = *e.workers;
+  } else if (!e.workers_auto && profile.workers_per_gpu) {
+    l.workers = *profile.workers_per_gpu;
   } else {
-    p.workers = recommend_workers(r.cpus, p.ranks, p.batch_size);
-    p.workers_auto = true;
+    l.workers = recommend_workers(r.cpus, ranks, l.batch_size);
+    l.workers_auto = true;
   }
-  if (profile.calibration && profile.calibration->batch_size > 0) {
+  const bool own_samples = !e.fields.empty() || e.sample_bytes;
+  if (first && !own_samples && profile.calibration && profile.calibration->batch_size > 0) {
     // Scale the measured cost per outstanding batch to this batch size.
     const Calibration& c = *profile.calibration;
     std::uint64_t m_ranks = std::max<std::uint64_t>(1, c.gpus);
     std::uint64_t m_hold = c.pin_memory && c.gpus > 0 ? 0 : 2;
     std::uint64_t m_slots = m_ranks * (c.workers == 0 ? 1 : c.prefetch_factor * c.workers + m_hold);
     long double per_sample = static_cast<long double>(c.peak_shm) / m_slots / c.batch_size;
-    p.batch_bytes = round_up(ceil_bytes(per_sample * p.batch_size), kPage);
-    p.calibrated = true;
+    l.batch_bytes = round_up(ceil_bytes(per_sample * l.batch_size), kPage);
+    l.calibrated = true;
+  } else if (own_samples) {
+    describe_batch(e.fields, e.sample_bytes, l);
   } else {
-    for (const Field& f : profile.fields) {
-      std::uint64_t n = sat_mul(p.batch_size, dtype_size(f.dtype));
-      for (auto d : f.shape) n = sat_mul(n, d);
-      n = round_up(n, kPage);
-      p.fields.push_back({f.name, n});
-      p.batch_bytes = sat_add(p.batch_bytes, n);
-    }
-    if (profile.sample_bytes) {
-      std::uint64_t n = round_up(sat_mul(p.batch_size, *profile.sample_bytes), kPage);
-      p.fields.push_back({"sample", n});
-      p.batch_bytes = n;
-    }
+    describe_batch(profile.fields, profile.sample_bytes, l);
   }
   // With no workers the main process collates into ordinary memory: nothing goes to /dev/shm.
-  std::uint64_t slots = p.workers == 0 ? 0 : sat_add(sat_mul(p.prefetch_factor, p.workers), p.hold);
-  p.per_rank = sat_mul(slots, p.batch_bytes);
-  p.nccl = p.ranks > 1 ? profile.nccl_reserve : 0;
-  p.headroom = profile.headroom;
+  std::uint64_t slots = l.workers == 0 ? 0 : sat_add(sat_mul(l.prefetch_factor, l.workers), l.hold);
+  // A calibrated peak already holds the semaphores.
+  l.sem_bytes = l.calibrated ? 0 : loader_semaphore_bytes(l.workers);
+  l.bytes = sat_add(sat_mul(slots, l.batch_bytes), l.sem_bytes);
+  return l;
+}
+
+}  // namespace
+
+ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
+  ShmPlan p;
+  p.profile = profile.name;
+  p.gpus = r.gpus;
+  p.ranks = std::max(1u, r.gpus);
+  p.cpus = r.cpus;
+  if (profile.loaders.empty()) {
+    p.loaders.push_back(plan_loader(profile, nullptr, true, r, p.ranks));
+  } else {
+    for (std::size_t i = 0; i < profile.loaders.size(); ++i)
+      p.loaders.push_back(plan_loader(profile, &profile.loaders[i], i == 0, r, p.ranks));
+  }
+  // Every loader the profile lists is alive at once (a validation loader mid-epoch next to the
+  // training loader's prefetched batches; persistent workers keep theirs between passes), so
+  // their bounds add up.
+  for (const LoaderPlan& l : p.loaders) p.per_rank = sat_add(p.per_rank, l.bytes);
+  const LoaderPlan& main = p.loaders.front();
+  p.workers = main.workers;
+  p.workers_auto = main.workers_auto;
+  p.batch_size = main.batch_size;
+  p.prefetch_factor = main.prefetch_factor;
+  p.pin_memory = main.pin_memory;
+  p.hold = main.hold;
+  p.fields = main.fields;
+  p.calibrated = main.calibrated;
+  p.batch_bytes = main.batch_bytes;
+  p.nccl_plan = plan_nccl(profile, p.ranks);
+  p.nccl = p.nccl_plan.bytes;
+  p.headroom = main.calibrated ? std::max(profile.headroom, kCalibratedHeadroom) : profile.headroom;
   p.need = round_up(scale(sat_add(sat_mul(p.ranks, p.per_rank), p.nccl), p.headroom), kMiB);
   p.min_shm = profile.min_shm;
   p.max_shm = profile.max_shm;
@@ -129,31 +239,77 @@ void require_fits(const ShmPlan& plan) {
   if (!plan.problem.empty()) throw usage_error(plan.problem);
 }
 
+namespace {
+
+void explain_batch(std::ostringstream& out, const LoaderPlan& l, const char* indent) {
+  if (l.calibrated) {
+    out << indent << "batch_bytes  = " << format_size(l.batch_bytes) << " (scaled from the profile's calibration)\n";
+    return;
+  }
+  out << indent << "batch_bytes  = " << format_size(l.batch_bytes) << " =";
+  for (std::size_t i = 0; i < l.fields.size(); ++i)
+    out << (i ? " +" : "") << " " << l.fields[i].name << " " << format_size(l.fields[i].bytes);
+  out << " (page-rounded)\n";
+}
+
+void explain_slots(std::ostringstream& out, const LoaderPlan& l, const char* indent, const char* label) {
+  if (l.workers == 0) {
+    out << indent << label << " = 0 (workers=0: batches are collated in the main process, not in /dev/shm)\n";
+    return;
+  }
+  out << indent << label << " = (prefetch_factor " << l.prefetch_factor << " x workers " << l.workers << " + hold "
+      << l.hold << ") x batch_bytes + semaphores " << format_size(l.sem_bytes) << " = " << format_size(l.bytes) << "\n";
+}
+
+void explain_nccl(std::ostringstream& out, const NcclPlan& n, unsigned ranks) {
+  if (n.source == "single rank") {
+    out << "  nccl         = 0 (single rank)\n";
+  } else if (n.source == "nccl_reserve") {
+    out << "  nccl_reserve = " << format_size(n.bytes) << " (the profile's flat nccl_reserve)\n";
+  } else if (n.source == "measured") {
+    out << "  nccl         = " << format_size(n.bytes) << " (measured: the profile's nccl.measured)\n";
+  } else if (n.transport != "shm") {
+    out << "  nccl         = 0 (transport " << n.transport
+        << ": no NCCL segment per peer in /dev/shm; the profile's nccl section)\n";
+  } else {
+    out << "  nccl         = ranks " << ranks << " x channels " << n.channels << " x peers " << n.peers << " x (recv "
+        << format_size(n.recv_segment) << " + send " << format_size(n.send_segment) << ") = " << format_size(n.bytes)
+        << " (transport shm: NCCL's SHM segments, src/transport/shm.cc; the profile's nccl section)\n";
+  }
+}
+
+}  // namespace
+
 std::string explain(const ShmPlan& p) {
   std::ostringstream out;
+  const LoaderPlan& main = p.loaders.front();
   out << "profile " << p.profile << ": " << p.ranks << " rank(s)" << (p.gpus == 0 ? " (no GPU requested)" : "")
       << ", batch_size " << p.batch_size << ", workers " << p.workers
       << (p.workers_auto ? " (auto: " + std::to_string(p.cpus) + " CPUs / " + std::to_string(p.ranks) +
                                " rank(s), at most batch_size/8+4)"
                          : "")
       << ", prefetch_factor " << p.prefetch_factor << ", pin_memory " << (p.pin_memory ? "true" : "false") << "\n";
-  if (p.calibrated) {
-    out << "  batch_bytes  = " << format_size(p.batch_bytes) << " (scaled from the profile's calibration)\n";
+  if (p.loaders.size() == 1) {
+    explain_batch(out, main, "  ");
+    explain_slots(out, main, "  ", "per_rank    ");
   } else {
-    out << "  batch_bytes  = " << format_size(p.batch_bytes) << " =";
-    for (std::size_t i = 0; i < p.fields.size(); ++i)
-      out << (i ? " +" : "") << " " << p.fields[i].name << " " << format_size(p.fields[i].bytes);
-    out << " (page-rounded)\n";
+    for (const LoaderPlan& l : p.loaders) {
+      out << "  loader " << l.name << ": batch_size " << l.batch_size << ", workers " << l.workers
+          << (l.workers_auto ? " (auto)" : "") << ", prefetch_factor " << l.prefetch_factor << ", pin_memory "
+          << (l.pin_memory ? "true" : "false") << ", persistent_workers " << (l.persistent_workers ? "true" : "false")
+          << "\n";
+      explain_batch(out, l, "    ");
+      explain_slots(out, l, "    ", "bytes       ");
+    }
+    out << "  per_rank     =";
+    for (std::size_t i = 0; i < p.loaders.size(); ++i)
+      out << (i ? " +" : "") << " " << p.loaders[i].name << " " << format_size(p.loaders[i].bytes);
+    out << " = " << format_size(p.per_rank) << " (every loader alive at once)\n";
   }
-  if (p.workers == 0) {
-    out << "  per_rank     = 0 (workers=0: batches are collated in the main process, not in /dev/shm)\n";
-  } else {
-    out << "  per_rank     = (prefetch_factor " << p.prefetch_factor << " x workers " << p.workers << " + hold "
-        << p.hold << ") x batch_bytes = " << format_size(p.per_rank) << "\n";
-  }
-  out << "  nccl_reserve = " << format_size(p.nccl) << (p.ranks > 1 ? "" : " (single rank)") << "\n";
+  explain_nccl(out, p.nccl_plan, p.ranks);
   out << "  need         = headroom " << p.headroom << " x (" << p.ranks
-      << " x per_rank + nccl_reserve) = " << format_size(p.need) << "\n";
+      << " x per_rank + nccl) = " << format_size(p.need)
+      << (main.calibrated ? " (calibrated: headroom at least 1.25, a sampled peak is not a bound)" : "") << "\n";
   out << "  shm          = " << format_size(p.shm);
   if (p.shm > p.need) out << " (raised to min_shm " << format_size(p.min_shm) << ")";
   out << "\n";
@@ -182,6 +338,33 @@ nlohmann::json plan_to_json(const ShmPlan& p) {
             {"per_rank_bytes", p.per_rank},
             {"nccl_bytes", p.nccl},
             {"headroom", p.headroom}});
+  nlohmann::json loaders = nlohmann::json::array();
+  for (const LoaderPlan& l : p.loaders) {
+    nlohmann::json lf = nlohmann::json::array();
+    for (const auto& f : l.fields) lf.push_back({{"name", f.name}, {"bytes", f.bytes}});
+    loaders.push_back({{"name", l.name},
+                       {"workers", l.workers},
+                       {"workers_auto", l.workers_auto},
+                       {"batch_size", l.batch_size},
+                       {"prefetch_factor", l.prefetch_factor},
+                       {"pin_memory", l.pin_memory},
+                       {"persistent_workers", l.persistent_workers},
+                       {"hold", l.hold},
+                       {"fields", lf},
+                       {"calibrated", l.calibrated},
+                       {"batch_bytes", l.batch_bytes},
+                       {"semaphore_bytes", l.sem_bytes},
+                       {"bytes", l.bytes}});
+  }
+  j["loaders"] = loaders;
+  const NcclPlan& n = p.nccl_plan;
+  j["nccl"] = {{"source", n.source},
+               {"transport", n.transport},
+               {"channels", n.channels},
+               {"peers", n.peers},
+               {"recv_segment_bytes", n.recv_segment},
+               {"send_segment_bytes", n.send_segment},
+               {"bytes", n.bytes}};
   j.update({{"need_bytes", p.need},
             {"shm_bytes", p.shm},
             {"shm", engine_size(p.shm)},

@@ -26,6 +26,34 @@ struct FieldBytes {
   std::uint64_t bytes = 0;  // page-rounded bytes of this field per batch
 };
 
+// One DataLoader's share of a rank's /dev/shm.
+struct LoaderPlan {
+  std::string name;
+  std::uint64_t workers = 0;
+  bool workers_auto = false;
+  std::uint64_t batch_size = 0;
+  std::uint64_t prefetch_factor = 0;
+  bool pin_memory = true;
+  bool persistent_workers = false;
+  std::uint64_t hold = 0;
+  std::vector<FieldBytes> fields;
+  bool calibrated = false;
+  std::uint64_t batch_bytes = 0;
+  std::uint64_t sem_bytes = 0;  // its multiprocessing queues' semaphores (glibc sem_open pages)
+  std::uint64_t bytes = 0;      // (prefetch_factor x workers + hold) x batch_bytes + sem_bytes
+};
+
+// NCCL's /dev/shm for the ranks of one node, and where the figure came from.
+struct NcclPlan {
+  std::string source;  // "nccl" (the section), "measured", "nccl_reserve" (flat), "single rank"
+  std::string transport;
+  std::uint64_t channels = 0;
+  std::uint64_t peers = 0;         // receive connections per rank and channel
+  std::uint64_t recv_segment = 0;  // page-rounded bytes of one receive segment
+  std::uint64_t send_segment = 0;
+  std::uint64_t bytes = 0;
+};
+
 // The decided size and every term that led to it.
 struct ShmPlan {
   std::string profile;
@@ -41,8 +69,10 @@ struct ShmPlan {
   std::vector<FieldBytes> fields;
   bool calibrated = false;
   std::uint64_t batch_bytes = 0;
-  std::uint64_t per_rank = 0;
+  std::uint64_t per_rank = 0;       // the sum over loaders
+  std::vector<LoaderPlan> loaders;  // the first is the one the request's workers/batch/prefetch set
   std::uint64_t nccl = 0;
+  NcclPlan nccl_plan;
   double headroom = 1.0;
   std::uint64_t need = 0;  // before the min/max clamp
   std::uint64_t shm = 0;   // the size to apply
@@ -74,6 +104,14 @@ struct MemoryBudget {
 // PyTorch's DataLoader worker count for `ranks` loaders on `cpus` CPUs:
 // max(1, cpus / ranks), bounded by batch_size / 8 + 4.
 std::uint64_t recommend_workers(unsigned cpus, unsigned ranks, std::uint64_t batch_size);
+
+// Bytes of one receive segment of NCCL's SHM transport for `spec`'s buffer sizes, and the NCCL
+// term for `ranks` ranks on one node (docs/ARCHITECTURE.md, "The NCCL term").
+std::uint64_t nccl_recv_segment(const NcclSpec& spec);
+NcclPlan plan_nccl(const Profile& profile, unsigned ranks);
+
+// The /dev/shm pages of one DataLoader's multiprocessing semaphores with `workers` workers.
+std::uint64_t loader_semaphore_bytes(std::uint64_t workers);
 
 // Applies the model of docs/ARCHITECTURE.md ("The sizing model"). Pure: same inputs, same plan.
 ShmPlan plan_shm(const Profile& profile, const SizingRequest& request);

@@ -53,7 +53,8 @@ nlohmann::ordered_json calibrated_profile_document(const std::string& name, cons
   } else {
     // No parent to name (the base came from a path, or is the file being replaced): inline it.
     const nlohmann::json merged = profile_to_json(base);
-    for (const char* key : {"fields", "sample_bytes", "pin_memory", "headroom", "nccl_reserve", "min_shm", "max_shm"})
+    for (const char* key :
+         {"fields", "sample_bytes", "pin_memory", "headroom", "nccl_reserve", "nccl", "min_shm", "max_shm"})
       if (merged.contains(key)) doc[key] = merged[key];
   }
   doc["batch_size"] = c.batch_size;

@@ -151,12 +151,13 @@ std::vector<Finding> diagnose_crash(const CrashFacts& f) {
                       " bytes); its SHM transport creates one per peer it cannot reach by P2P, in every rank" +
                       (segments.size() > 1 ? " (" + std::to_string(segments.size()) + " failed in this log)" : "") + "."
                 : "";
-    out.push_back({Level::kFail, "nccl-shm",
-                   "NCCL could not create its shared-memory segment in /dev/shm (" + where(e) + ")." + numbers + had(f),
-                   "give /dev/shm room for NCCL on top of the DataLoader: gpu-run --profile " +
-                       f.profile.value_or("NAME") +
-                       " --gpus N ... counts the profile's nccl_reserve for more than one rank; or set "
-                       "NCCL_SHM_DISABLE=1 (NCCL then uses P2P or sockets: slower between GPUs without NVLink)"});
+    out.push_back(
+        {Level::kFail, "nccl-shm",
+         "NCCL could not create its shared-memory segment in /dev/shm (" + where(e) + ")." + numbers + had(f),
+         "give /dev/shm room for NCCL on top of the DataLoader: gpu-run --profile " + f.profile.value_or("NAME") +
+             " --gpus N ... counts NCCL's segments for more than one rank (the profile's nccl section: transport, "
+             "channels); or set "
+             "NCCL_SHM_DISABLE=1 (NCCL then uses P2P or sockets: slower between GPUs without NVLink)"});
   }
   const bool sigbus_exit = (f.exit_code && *f.exit_code == 135) || has(f, CrashEvidence::kSigbusExit);
   if (sigbus_exit && out.empty()) {

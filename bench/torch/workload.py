@@ -115,18 +115,66 @@ def wait_until_full(it, max_wait):
     return True
 
 
+def make_loader(spec, fields, batches, batch_size, workers, prefetch_factor, persistent):
+    sim_pin = spec["pin_memory"] and spec.get("pin_mode", "sim") == "sim"
+    ds = SyntheticDataset(fields, batches * batch_size)
+    return tud.DataLoader(
+        ds, batch_size=batch_size, num_workers=workers, prefetch_factor=prefetch_factor,
+        pin_memory=spec["pin_memory"], pin_memory_device=("sim" if sim_pin else ""), drop_last=True,
+        persistent_workers=persistent)
+
+
+def validate(val_loader, v, spec):
+    """A validation pass mid-epoch (Lightning's val_check_interval, limit_val_batches): the
+    training loader keeps its prefetched batches and the loop's current batch while this loader
+    fills its own queues. It stops after v["steps"] batches with its queues full, so with
+    persistent workers the prefetched validation batches stay in /dev/shm while training goes on."""
+    vit = iter(val_loader)
+    unfilled = 0 if wait_until_full(vit, spec["max_wait"]) else 1
+    got = 0
+    for vbatch in vit:
+        got += 1
+        time.sleep(spec["delay"])
+        if not wait_until_full(vit, spec["max_wait"]):
+            unfilled += 1
+        if got >= v["steps"]:
+            break
+    vbatch = None
+    return got, unfilled
+
+
+def init_nccl(spec, rank):
+    """GPU hosts only (--nccl): a real NCCL communicator between the ranks, one GPU each, so its
+    /dev/shm segments count in the measurement; returns the step's all-reduce."""
+    import torch.distributed as dist
+    torch.cuda.set_device(rank)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(spec["nccl_port"]))
+    dist.init_process_group("nccl", rank=rank, world_size=spec["ranks"])
+    grad = torch.ones(spec.get("nccl_elements", 1 << 22), device=f"cuda:{rank}")
+
+    def step():
+        dist.all_reduce(grad)
+        torch.cuda.synchronize()
+    step()  # connects the ring and tree channels (NCCL_RUNTIME_CONNECT connects on first use)
+    return step
+
+
 def rank_main(spec, rank, start_fd_r):
-    """One rank: its own DataLoader, a consumer slower than the workers."""
+    """One rank: its own DataLoader(s), a consumer slower than the workers."""
     try:
         sim_pin = spec["pin_memory"] and spec.get("pin_mode", "sim") == "sim"
         if sim_pin:
             install_pin_simulation()
+        nccl_step = init_nccl(spec, rank) if spec.get("nccl") else None
         n = spec["batches"]
-        ds = SyntheticDataset(spec["fields"], n * spec["batch_size"])
-        loader = tud.DataLoader(
-            ds, batch_size=spec["batch_size"], num_workers=spec["workers"],
-            prefetch_factor=spec["prefetch_factor"], pin_memory=spec["pin_memory"],
-            pin_memory_device=("sim" if sim_pin else ""), drop_last=True)
+        loader = make_loader(spec, spec["fields"], n, spec["batch_size"], spec["workers"], spec["prefetch_factor"],
+                             spec.get("persistent_workers", False))
+        v = spec.get("val")
+        val_loader = None
+        if v:
+            val_loader = make_loader(spec, v["fields"], v["batches"], v["batch_size"], v["workers"],
+                                     v["prefetch_factor"], v["persistent_workers"])
         os.read(start_fd_r, 1)  # all ranks start together, as DDP ranks do
         it = iter(loader)       # starts the workers; prefetch_factor*workers indices go out at once
         got = unfilled = 0
@@ -134,9 +182,17 @@ def rank_main(spec, rank, start_fd_r):
             unfilled += 1
         for batch in it:        # `batch` keeps the previous batch alive while next() runs
             got += 1
+            if nccl_step:
+                nccl_step()
             time.sleep(spec["delay"])  # the training step ...
             if not wait_until_full(it, spec["max_wait"]):  # ... which outlasts loading
                 unfilled += 1
+            if v and got % v["every"] == 0:
+                vgot, vunfilled = validate(val_loader, v, spec)
+                unfilled += vunfilled
+                if vgot != v["steps"]:
+                    print(f"rank {rank}: validation consumed {vgot} of {v['steps']} batches", file=sys.stderr, flush=True)
+                    os._exit(3)
         it = None
         if got:
             del batch
@@ -149,6 +205,14 @@ def rank_main(spec, rank, start_fd_r):
         msg = f"{type(e).__name__}: {e}".strip().splitlines()
         print(f"GPU_RUN_BENCH_ERROR rank {rank}: {msg[0] if msg else type(e).__name__}", file=sys.stderr, flush=True)
         os._exit(1)
+
+
+def val_spec(fields, batch_size, workers, prefetch_factor, persistent, every):
+    """A validation loader run every `every` training steps, stopped with its queues full after
+    prefetch_factor*workers + 2 batches (of a dataset twice that long)."""
+    steps = prefetch_factor * workers + 2
+    return {"fields": fields, "batch_size": batch_size, "workers": workers, "prefetch_factor": prefetch_factor,
+            "persistent_workers": persistent, "steps": steps, "batches": 2 * steps + 2, "every": every}
 
 
 def default_batches(prefetch_factor, workers):
@@ -209,6 +273,7 @@ def launch(spec):
         "timed_out": timed_out,
         "peak_shm_bytes": peak,
         "batch_bytes": batch_bytes_estimate(spec["fields"], spec["batch_size"]),
+        "val_batch_bytes": batch_bytes_estimate(spec["val"]["fields"], spec["val"]["batch_size"]) if spec.get("val") else None,
         "elapsed": round(time.monotonic() - t0, 3),
     }
 
@@ -314,19 +379,35 @@ def main():
     ap.add_argument("--prefetch-factor", type=int, default=2)
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--pin-memory", action="store_true")
-    ap.add_argument("--pin-mode", choices=["sim", "off"], default="sim")
+    ap.add_argument("--pin-mode", choices=["sim", "off", "real"], default="sim",
+                    help="sim: PyTorch's pin thread copying into ordinary memory (no CUDA here); real: a GPU host")
+    ap.add_argument("--nccl", action="store_true",
+                    help="GPU hosts: the ranks all-reduce over NCCL every step (one GPU per rank), so NCCL's "
+                         "/dev/shm segments are measured too")
     ap.add_argument("--batches", type=int, help="per rank (default 2*prefetch*workers+4)")
     ap.add_argument("--delay", type=float, default=0.02, help="consumer seconds per batch before it waits for full queues")
     ap.add_argument("--max-wait", type=float, default=30, help="longest wait for full queues per batch")
     ap.add_argument("--timeout", type=float, default=120)
+    ap.add_argument("--persistent-workers", action="store_true", help="persistent_workers=True on every loader")
+    ap.add_argument("--val-batch-size", type=int, help="also a validation loader, run mid-epoch, with this batch size")
+    ap.add_argument("--val-workers", type=int, default=2)
+    ap.add_argument("--val-prefetch-factor", type=int, default=2)
     ap.add_argument("--shm-size", help="run in a private mount namespace with a tmpfs of this size on /dev/shm")
     a = ap.parse_args()
     spec = {
         "fields": [parse_field(f) for f in a.field], "batch_size": a.batch_size, "workers": a.workers,
         "prefetch_factor": a.prefetch_factor, "ranks": a.ranks, "pin_memory": a.pin_memory,
         "pin_mode": a.pin_mode, "batches": a.batches or default_batches(a.prefetch_factor, a.workers),
-        "delay": a.delay, "max_wait": a.max_wait, "timeout": a.timeout,
+        "delay": a.delay, "max_wait": a.max_wait, "timeout": a.timeout, "persistent_workers": a.persistent_workers,
+        "nccl": a.nccl, "nccl_port": 29500 + os.getpid() % 20000,
     }
+    if (a.nccl or a.pin_mode == "real") and not torch.cuda.is_available():
+        sys.exit("workload.py: --nccl and --pin-mode real need CUDA GPUs (torch.cuda.is_available() is False here)")
+    if a.nccl and torch.cuda.device_count() < a.ranks:
+        sys.exit(f"workload.py: --nccl needs one GPU per rank: {a.ranks} ranks, {torch.cuda.device_count()} GPUs")
+    if a.val_batch_size:
+        spec["val"] = val_spec(spec["fields"], a.val_batch_size, a.val_workers, a.val_prefetch_factor,
+                               a.persistent_workers, a.prefetch_factor * a.workers + 2)
     if a.shm_size:
         res = measure(spec, parse_size(a.shm_size))
         res.pop("stderr_tail", None)

@@ -84,7 +84,7 @@ assert_contains "$(cat "$b/stderr")" "unknown profile 'imagenett': did you mean 
 b=$work/memlimit
 new_bundle "$b"
 add_env "$b" GPU_RUN_PROFILE=imagenet GPU_RUN_GPUS=2
-edit_bundle "$b" '.linux.resources.memory = {limit: 536870912}'
+edit_bundle "$b" '.linux.resources.memory = {limit: 402653184}'  # 384 MiB: at most 192 MiB of shm, the plan is at least 256
 add_hook_entry "$b" createRuntime "$cfg"
 run_bundle "$b" "t-mem-$$" >/dev/null
 assert_eq 1 $? "plan over the memory limit: the start fails"

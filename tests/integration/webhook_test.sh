@@ -39,7 +39,7 @@ cp "$work/a/tls.crt" "$work/tls.crt"
 cp "$work/a/tls.key" "$work/tls.key"
 
 # The profile the sizes are worked out for (tests/unit/webhook/review_test.cpp): 4 MiB
-# batches, 2 workers per GPU, NCCL 64 MiB: 8 GPUs -> 8 * (2*2) * 4 MiB + 64 MiB = 192 MiB.
+# batches, 2 workers per GPU, NCCL 64 MiB (flat): 8 GPUs -> 8 * ((2*2) * 4 MiB + 72 KiB semaphores) + 64 MiB -> 193 MiB.
 mkdir -p "$work/profiles"
 cat >"$work/profiles/webtest.json" <<'EOF'
 {"name": "webtest", "extends": null,
@@ -146,18 +146,18 @@ if phase == "main":
     pod = api.deserialize(Response(patched), "V1Pod")
     check(isinstance(pod, k.V1Pod), "the patched pod deserializes as a V1Pod")
     vols = [v for v in pod.spec.volumes or [] if v.empty_dir and v.empty_dir.medium == "Memory"]
-    check(len(vols) == 1 and vols[0].empty_dir.size_limit == "192Mi",
-          "emptyDir medium Memory sizeLimit 192Mi (8 * 16 MiB + 64 MiB)")
+    check(len(vols) == 1 and vols[0].empty_dir.size_limit == "193Mi",
+          "emptyDir medium Memory sizeLimit 193Mi (8 * (16 MiB + 72 KiB) + 64 MiB)")
     main = pod.spec.containers[0]
     mounts = [m for m in main.volume_mounts or [] if m.mount_path == "/dev/shm"]
     check(len(mounts) == 1 and mounts[0].name == vols[0].name, "the GPU container mounts it at /dev/shm")
     check(not pod.spec.containers[1].volume_mounts, "the sidecar is left alone")
     env = {e.name: e.value for e in main.env}
-    check(env.get("MASTER_ADDR") == "ddp-master-0" and env.get("GPU_RUN_SHM_SIZE") == "192m"
+    check(env.get("MASTER_ADDR") == "ddp-master-0" and env.get("GPU_RUN_SHM_SIZE") == "193m"
           and env.get("GPU_RUN_NUM_WORKERS") == "2" and env.get("GPU_RUN_PROFILE") == "webtest",
           "GPU_RUN_* env added, the pod's env kept")
-    check(main.resources.limits["memory"] == "65728Mi" and main.resources.requests["memory"] == "32960Mi",
-          "memory limit and request raised by 192Mi: " + str(main.resources.limits["memory"]))
+    check(main.resources.limits["memory"] == "65729Mi" and main.resources.requests["memory"] == "32961Mi",
+          "memory limit and request raised by 193Mi: " + str(main.resources.limits["memory"]))
 
     _, _, again = review(pod, "uid-again")
     check("patch" not in again["response"] and again["response"]["uid"] == "uid-again",
@@ -257,7 +257,7 @@ IT_FAILED=$((IT_FAILED + $(grep -c '^FAIL - ' "$work/client.out")))
 assert_eq 0 "$rc" "the TLS client's checks pass"
 
 logs=$(cat "$work/stderr")
-assert_contains "$logs" 'event=review uid=uid-ddp pod=ml/ddp-worker-0 outcome=patched size=192Mi' \
+assert_contains "$logs" 'event=review uid=uid-ddp pod=ml/ddp-worker-0 outcome=patched size=193Mi' \
   "one structured log line per review"
 assert_contains "$logs" 'event=review uid=uid-ns-default pod=ml/trainer outcome=patched size=96Mi containers=train namespace_profile=webtest' \
   "the log names the namespace's default profile"

@@ -87,15 +87,15 @@ wrapper_run_cases() {
   check_size "mnist 1 GPU" --profile mnist --gpus 1
   check_size "cifar 1 GPU 2 workers" --profile cifar --gpus 1 --workers 2
   # By hand: batch pageup(128*3*32*32*4) + pageup(128*8) = 1572864 + 4096 = 1576960; pin_memory
-  # on a GPU -> hold 0; per_rank = (2*2+0) * 1576960 = 6307840; 1.25 * 6307840 = 7884800
-  # -> 8 MiB need, raised to min_shm 128 MiB = 134217728.
-  assert_eq 134217728 "$PLANNED_BYTES" "cifar 1 GPU 2 workers: hand-computed 8 MiB need, min_shm 128 MiB"
+  # on a GPU -> hold 0; per_rank = (2*2+0) * 1576960 + 4096*(8+5*2) semaphore pages = 6381568
+  # -> 7 MiB need (headroom 1.0), raised to min_shm 128 MiB = 134217728.
+  assert_eq 134217728 "$PLANNED_BYTES" "cifar 1 GPU 2 workers: hand-computed 7 MiB need, min_shm 128 MiB"
   check_size "imagenet 2 GPUs 2 workers" --profile imagenet --gpus 2 --workers 2
   # By hand: batch pageup(64*3*224*224*4) + pageup(64*8) = 38535168 + 4096 = 38539264; hold 0;
-  # per_rank = (2*2+0) * 38539264 = 154157056; 1.25 * (2*154157056 + 1073741824)
-  # = 1.25 * 1382055936 = 1727569920; 1647 MiB = 1727004672 < it <= 1648 MiB = 1728053248
-  # -> 1648 MiB.
-  assert_eq $((1648 * 1048576)) "$PLANNED_BYTES" "imagenet 2 GPUs 2 workers: hand-computed 1648 MiB"
+  # per_rank = (2*2+0) * 38539264 + 4096*(8+5*2) = 154230784; NCCL's SHM segments for 2 ranks
+  # (2 channels, 1 peer): 2*2*1*(9637888+4096) = 38567936; 2*154230784 + 38567936 = 347029504;
+  # 330 MiB = 346030080 < it <= 331 MiB = 347078656 -> 331 MiB.
+  assert_eq $((331 * 1048576)) "$PLANNED_BYTES" "imagenet 2 GPUs 2 workers: hand-computed 331 MiB"
   check_size "imagenet 1 GPU auto workers" --profile imagenet --gpus 1
   check_size "imagenet 4 GPUs 1 worker batch 32" --profile imagenet --gpus 4 --workers 1 --batch-size 32
   check_size "cifar 2 GPUs prefetch 4" --profile cifar --gpus 2 --workers 3 --prefetch-factor 4
@@ -104,7 +104,8 @@ wrapper_run_cases() {
   check_size "default profile, device list" --profile default --gpus device=0,1 --workers 1
 
   # A profile given as a path, by hand: pageup(100 * 1 MiB) = 100 MiB per batch,
-  # (2 * 3 + 2) batches (pin_memory false -> hold 2), headroom 1, one rank: 800 MiB.
+  # (2 * 3 + 2) batches (pin_memory false -> hold 2) + the loader's semaphore pages
+  # 4096 * (8 + 5 * 3) = 92 KiB, headroom 1, one rank: 800 MiB + 92 KiB -> 801 MiB.
   mkdir -p "$work/profiles/team" "$work/profiles/dir.json"
   cat >"$work/custom.json" <<'EOF'
 {
@@ -121,17 +122,18 @@ wrapper_run_cases() {
 }
 EOF
   check_size "profile given as a path" --profile "$work/custom.json" --gpus 1
-  assert_eq $((800 * 1048576)) "$PLANNED_BYTES" "profile given as a path: hand-computed 800 MiB"
+  assert_eq $((801 * 1048576)) "$PLANNED_BYTES" "profile given as a path: hand-computed 801 MiB"
   sed 's/"name": "custom"/"name": "team\/custom"/' "$work/custom.json" >"$work/profiles/team/custom.json"
   check_size "team profile from --profile-dir" --profile-dir "$work/profiles" --profile team/custom --gpus 1
-  assert_eq $((800 * 1048576)) "$PLANNED_BYTES" "team profile from --profile-dir: 800 MiB"
+  assert_eq $((801 * 1048576)) "$PLANNED_BYTES" "team profile from --profile-dir: 801 MiB"
   # The same profile with pin_memory true: on a GPU the pin thread copies batches out, hold 0:
-  # (2 * 3 + 0) * 100 MiB = 600 MiB; with --gpus 0 PyTorch starts no pin thread, hold 2: 800 MiB.
+  # (2 * 3 + 0) * 100 MiB + 92 KiB -> 601 MiB; with --gpus 0 PyTorch starts no pin thread, hold 2:
+  # 801 MiB.
   sed 's/"pin_memory": false/"pin_memory": true/' "$work/custom.json" >"$work/custom-pin.json"
   check_size "pin_memory profile on a GPU" --profile "$work/custom-pin.json" --gpus 1
-  assert_eq $((600 * 1048576)) "$PLANNED_BYTES" "pin_memory on a GPU: hand-computed 600 MiB (hold 0)"
+  assert_eq $((601 * 1048576)) "$PLANNED_BYTES" "pin_memory on a GPU: hand-computed 601 MiB (hold 0)"
   check_size "pin_memory profile without a GPU" --profile "$work/custom-pin.json" --gpus 0
-  assert_eq $((800 * 1048576)) "$PLANNED_BYTES" "pin_memory with --gpus 0: hand-computed 800 MiB (hold 2)"
+  assert_eq $((801 * 1048576)) "$PLANNED_BYTES" "pin_memory with --gpus 0: hand-computed 801 MiB (hold 2)"
 
   # What the container is told: env and label.
   out=$(gr --gpu-request none --profile cifar --gpus 1 --workers 2 --rm "$IMAGE" env 2>&1)
@@ -151,12 +153,12 @@ EOF
   out=$IT_OUT
   assert_eq "$before" "$(eng_count)" "--dry-run starts no container"
   assert_contains "$out" "--shm-size" "--dry-run argv has --shm-size"
-  assert_contains "$out" "1648m" "--dry-run argv has the 1648m size"
+  assert_contains "$out" "331m" "--dry-run argv has the 331m size"
   assert_contains "$out" "$ENGINE" "--dry-run argv names the engine"
   assert_not_contains "$out" "--gpus" "--gpu-request none: no --gpus in argv"
   assert_not_contains "$out" "nvidia.com/gpu" "--gpu-request none: no CDI device in argv"
   n=$(eval "$out" 2>&1 | df_kib)
-  assert_eq 1687552 "$n" "the --dry-run command line, run by a shell, gives 1648 MiB (1648 * 1024 KiB)"
+  assert_eq 338944 "$n" "the --dry-run command line, run by a shell, gives 331 MiB (331 * 1024 KiB)"
 
   # GPU requests (dry run only: no GPUs here).
   assert_exit 0 gr --gpu-request docker --profile mnist --gpus 2 --dry-run "$IMAGE" true
@@ -169,7 +171,7 @@ EOF
   json=$(gr --gpu-request none --profile imagenet --gpus 2 --workers 2 --json "$IMAGE" true 2>/dev/null)
   assert_eq "$before" "$(eng_count)" "--json starts no container"
   assert_contains "$json" '"plan"' "--json has the plan"
-  assert_eq $((1648 * 1048576)) "$(plan_shm_bytes <<<"$json")" "--json shm_bytes"
+  assert_eq $((331 * 1048576)) "$(plan_shm_bytes <<<"$json")" "--json shm_bytes"
 
   # --explain prints a breakdown on stderr and runs the container.
   assert_exit 0 gr --gpu-request none --profile cifar --gpus 1 --workers 2 --explain --rm "$IMAGE" df -k /dev/shm
@@ -180,8 +182,8 @@ EOF
   assert_exit 7 gr --profile mnist --gpu-request none --rm "$IMAGE" sh -c 'exit 7'
   assert_exit 0 gr --profile mnist --gpu-request none --rm "$IMAGE" true
 
-  # The user's explicit --shm-size wins, with a warning.
-  assert_exit 0 gr --gpu-request none --profile imagenet --gpus 2 --shm-size 300m --rm "$IMAGE" df -k /dev/shm
+  # The user's explicit --shm-size wins, with a warning (the plan is 331 MiB, above).
+  assert_exit 0 gr --gpu-request none --profile imagenet --gpus 2 --workers 2 --shm-size 300m --rm "$IMAGE" df -k /dev/shm
   assert_eq 307200 "$(df_kib <<<"$IT_OUT")" "explicit --shm-size 300m wins"
   assert_contains "$IT_ERR" "shm" "explicit --shm-size: warning on stderr"
   assert_exit 0 gr --gpu-request none --profile imagenet --gpus 2 --dry-run --shm-size=300m "$IMAGE" true
@@ -196,8 +198,8 @@ EOF
   # Memory limit: a plan that fits runs; one that does not is refused before anything starts.
   assert_exit 0 gr --gpu-request none --profile cifar --gpus 1 --workers 2 --memory 1g --rm "$IMAGE" df -k /dev/shm
   assert_eq 131072 "$(df_kib <<<"$IT_OUT")" "--memory 1g with cifar: runs with 128 MiB"
-  check_bad "--memory 512m with imagenet 2 GPUs" --gpu-request none --profile imagenet --gpus 2 --memory 512m --rm "$IMAGE" true
-  check_bad "--memory=512m with imagenet 2 GPUs" --gpu-request none --profile imagenet --gpus 2 --memory=512m --rm "$IMAGE" true
+  check_bad "--memory 512m with imagenet 2 GPUs" --gpu-request none --profile imagenet --gpus 2 --workers 2 --memory 512m --rm "$IMAGE" true
+  check_bad "--memory=512m with imagenet 2 GPUs" --gpu-request none --profile imagenet --gpus 2 --workers 2 --memory=512m --rm "$IMAGE" true
 
   # Engine options with values pass through untouched; so do the command's own arguments.
   mkdir -p "$work/share"

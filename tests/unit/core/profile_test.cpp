@@ -117,6 +117,19 @@ TEST(ProfileDocument, WrongTypesNameTheKey) {
       {R"({"fields": []})", "'fields'"},
       {R"({"fields": {"name": "x"}})", "'fields'"},
       {R"({"calibration": 5})", "'calibration'"},
+      {R"({"nccl": "shm"})", "'nccl'"},
+      {R"({"nccl": {"transport": "nvlink"}})", "'nccl.transport'"},
+      {R"({"nccl": {"channels": 0}})", "'nccl.channels'"},
+      {R"({"nccl": {"channels": 65}})", "'nccl.channels'"},
+      {R"({"nccl": {"buffsize": "4x"}})", "'nccl.buffsize'"},
+      {R"({"nccl": {"measured": true}})", "'nccl.measured'"},
+      {R"({"loaders": []})", "'loaders'"},
+      {R"({"loaders": [5]})", "'loaders[0]'"},
+      {R"({"loaders": [{"name": ""}]})", "'loaders[0].name'"},
+      {R"({"loaders": [{"name": "v", "batch_size": 0}]})", "'loaders[0].batch_size'"},
+      {R"({"loaders": [{"name": "v", "workers": "some"}]})", "'loaders[0].workers'"},
+      {R"({"loaders": [{"name": "v", "persistent_workers": 1}]})", "'loaders[0].persistent_workers'"},
+      {R"({"loaders": [{"name": "v", "fields": []}]})", "'loaders[0].fields'"},
   };
   for (const auto& c : cases) {
     std::string m = parse_error(c.text);
@@ -287,6 +300,66 @@ TEST(ProfileFromDocument, MissingRequiredKeyNamesIt) {
   json d = doc;
   d.erase("fields");
   EXPECT_CONTAINS(error_of([&] { profile_from_document(d, "p.json"); }), "'fields'");
+}
+
+TEST(ProfileDocument, NcclAndLoadersOtherErrors) {
+  EXPECT_CONTAINS(parse_error(R"({"nccl": {"channel": 2}})"), "'nccl.channel': unknown key");
+  EXPECT_CONTAINS(parse_error(R"({"loaders": [{"name": "v", "batch": 2}]})"), "'loaders[0].batch': unknown key");
+  EXPECT_CONTAINS(parse_error(R"({"loaders": [{"batch_size": 2}]})"), "'loaders[0].name': missing");
+  EXPECT_CONTAINS(parse_error(R"({"loaders": [{"name": "v"}, {"name": "v"}]})"), "duplicate loader name 'v'");
+  EXPECT_CONTAINS(parse_error(R"({"loaders": [{"name": "v", "sample_bytes": 4, "fields": [{"name": "a", "shape": [],
+      "dtype": "int8"}]}]})"),
+                  "exclude each other");
+}
+
+TEST(ProfileFromDocument, NcclSectionAndLoaders) {
+  json doc = parse_profile_document(kComplete, "p.json");
+  doc.erase("nccl_reserve");
+  doc["nccl"] =
+      parse_profile_document(R"({"nccl": {"transport": "shm", "channels": 4, "buffsize": "1m"}})", "n")["nccl"];
+  doc["loaders"] = parse_profile_document(
+      R"({"loaders": [{"name": "train"}, {"name": "val", "batch_size": 256, "workers": "auto", "persistent_workers": true,
+          "sample_bytes": "1k"}]})",
+      "l")["loaders"];
+  Profile p = profile_from_document(doc, "p.json");
+  ASSERT_TRUE(p.nccl.has_value());
+  EXPECT_EQ(p.nccl->transport, "shm");
+  EXPECT_EQ(p.nccl->channels, 4u);
+  EXPECT_EQ(p.nccl->buffsize, 1048576u);
+  EXPECT_EQ(p.nccl->ll_buffsize, 524288u);      // NCCL's default
+  EXPECT_EQ(p.nccl->ll128_buffsize, 4915200u);  // NCCL's default
+  EXPECT_FALSE(p.nccl->measured.has_value());
+  ASSERT_EQ(p.loaders.size(), 2u);
+  EXPECT_EQ(p.loaders[0].name, "train");
+  EXPECT_FALSE(p.loaders[0].batch_size.has_value());
+  EXPECT_EQ(p.loaders[1].batch_size, std::optional<std::uint64_t>(256));
+  EXPECT_TRUE(p.loaders[1].workers_auto);
+  EXPECT_TRUE(p.loaders[1].persistent_workers);
+  EXPECT_EQ(p.loaders[1].sample_bytes, std::optional<std::uint64_t>(1024));
+  // The document form reads back to the same profile.
+  Profile again = profile_from_document(parse_profile_document(profile_to_json(p).dump(), "again"), "again");
+  EXPECT_EQ(again.nccl->channels, 4u);
+  EXPECT_EQ(again.nccl->buffsize, 1048576u);
+  ASSERT_EQ(again.loaders.size(), 2u);
+  EXPECT_TRUE(again.loaders[1].workers_auto);
+  EXPECT_EQ(again.loaders[1].sample_bytes, std::optional<std::uint64_t>(1024));
+}
+
+TEST(ProfileMerge, NcclSectionAndFlatReserveExcludeEachOther) {
+  json parent = parse_profile_document(kComplete, "p.json");  // nccl_reserve 1g
+  json with_section = merge_profile_documents(parent, parse_profile_document(R"({"nccl": {"transport": "p2p"}})", "c"));
+  EXPECT_FALSE(with_section.contains("nccl_reserve"));
+  EXPECT_EQ(with_section["nccl"]["transport"], "p2p");
+  // A grandchild changes one key of the section and keeps the rest.
+  json channels = merge_profile_documents(with_section, parse_profile_document(R"({"nccl": {"channels": 8}})", "g"));
+  EXPECT_EQ(channels["nccl"]["transport"], "p2p");
+  EXPECT_EQ(channels["nccl"]["channels"], 8);
+  // A flat nccl_reserve below a section wins over it: existing profiles keep their figure.
+  json flat = merge_profile_documents(channels, parse_profile_document(R"({"nccl_reserve": "2g"})", "f"));
+  EXPECT_FALSE(flat.contains("nccl"));
+  Profile p = profile_from_document(flat, "f.json");
+  EXPECT_FALSE(p.nccl.has_value());
+  EXPECT_EQ(p.nccl_reserve, 2u * 1073741824u);
 }
 
 TEST(ProfileFromDocument, MinAboveMaxIsAnError) {

@@ -59,10 +59,10 @@ TEST_F(ShmDecisionTest, ImagenetTwoGpusMatchesTheModel) {
   ShmDecision d = decide(spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}, {"GPU_RUN_GPUS", "2"}}));
   ASSERT_TRUE(d.act) << d.error;
   // 2 CPUs / 2 ranks -> 1 worker. batch = pageup(64*3*224*224*4) + pageup(64*8) = 38535168 + 4096.
-  // pin_memory on 2 GPUs -> hold 0: per_rank = (2*1+0) * 38539264 = 77078528;
-  // 1.25 * (2*77078528 + 1073741824) = 1.25 * 1227898880 = 1534873600;
-  // 1463 MiB = 1534066688 < it <= 1464 MiB = 1535115264 -> 1464 MiB.
-  EXPECT_EQ(d.size, 1464 * kMiB);
+  // pin_memory on 2 GPUs -> hold 0: per_rank = (2*1+0) * 38539264 + 4096*(8+5) = 77131776;
+  // NCCL's SHM segments: 2 ranks x 2 channels x 1 peer x (9637888 + 4096) = 38567936;
+  // 2*77131776 + 38567936 = 192831488 -> 184 MiB, raised to imagenet's min_shm 256 MiB.
+  EXPECT_EQ(d.size, 256 * kMiB);
   EXPECT_EQ(d.workers, 1u);
   EXPECT_EQ(d.gpus, 2u);
 }
@@ -120,7 +120,7 @@ TEST_F(ShmDecisionTest, BadInputsAreErrorsNotThrows) {
 
 TEST_F(ShmDecisionTest, MemoryLimitBoundsThePlanAndExplicitSizes) {
   SpecFacts spec = spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}, {"GPU_RUN_GPUS", "2"}});
-  spec.memory_limit = 512 * kMiB;
+  spec.memory_limit = 384 * kMiB;  // at most 192 MiB of shm; the plan is 256 MiB
   ShmDecision d = decide(spec);
   EXPECT_FALSE(d.act);
   EXPECT_NE(d.error.find("does not fit the memory limit"), std::string::npos) << d.error;

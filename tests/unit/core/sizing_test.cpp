@@ -22,7 +22,8 @@ constexpr std::uint64_t GiB = 1073741824;
 // hold (batches beyond prefetch_factor * workers) is 0 with pin_memory on a GPU (gpus > 0:
 // the pin thread copies each batch out of /dev/shm), else 2 (no pin thread: the loop's
 // current and previous batch are still there). So with this profile gpus >= 1 -> hold 0,
-// gpus 0 -> hold 2.
+// gpus 0 -> hold 2. Each loader adds its semaphore pages, 4096 x (8 + 5 x workers): 114,688 bytes
+// with 4 workers (kSem4).
 Profile imagenet_like() {
   Profile p;
   p.name = "test";
@@ -51,6 +52,7 @@ SizingRequest request(unsigned gpus, std::optional<std::uint64_t> workers, unsig
 //   batch_bytes = 38,539,264
 constexpr std::uint64_t kImage64 = 38535168;
 constexpr std::uint64_t kBatch64 = 38539264;
+constexpr std::uint64_t kSem4 = 4096 * (8 + 5 * 4);
 
 TEST(PlanShm, OneGpuPinMemory) {
   ShmPlan p = plan_shm(imagenet_like(), request(1, 4));
@@ -63,10 +65,11 @@ TEST(PlanShm, OneGpuPinMemory) {
   EXPECT_EQ(p.workers, 4u);
   EXPECT_FALSE(p.workers_auto);
   EXPECT_EQ(p.hold, 0u);  // pin_memory on a GPU
-  // per_rank = (2 * 4 + 0) * 38,539,264 = 8 * 38,539,264 = 308,314,112
-  EXPECT_EQ(p.per_rank, 308314112u);
+  // per_rank = (2 * 4 + 0) * 38,539,264 + 114,688 = 308,314,112 + 114,688 = 308,428,800
+  EXPECT_EQ(p.per_rank, 308428800u);
+  EXPECT_EQ(p.loaders.front().sem_bytes, kSem4);
   EXPECT_EQ(p.nccl, 0u);  // a single rank reserves nothing for NCCL
-  // need = 1.25 * 308,314,112 = 385,392,640; 367 MiB = 384,827,392 < it <= 368 MiB = 385,875,968
+  // need = 1.25 * 308,428,800 = 385,536,000; 367 MiB = 384,827,392 < it <= 368 MiB = 385,875,968
   //   -> 368 MiB
   EXPECT_EQ(p.need, 368 * MiB);
   EXPECT_EQ(p.shm, 368 * MiB);
@@ -79,9 +82,9 @@ TEST(PlanShm, NoPinMemoryHoldsTwo) {
   prof.pin_memory = false;
   ShmPlan p = plan_shm(prof, request(1, 4));
   EXPECT_EQ(p.hold, 2u);
-  // per_rank = (2 * 4 + 2) * 38,539,264 = 385,392,640
-  EXPECT_EQ(p.per_rank, 385392640u);
-  // need = 1.25 * 385,392,640 = 481,740,800 = 459.42 MiB -> 460 MiB
+  // per_rank = (2 * 4 + 2) * 38,539,264 + 114,688 = 385,507,328
+  EXPECT_EQ(p.per_rank, 385507328u);
+  // need = 1.25 * 385,507,328 = 481,884,160 = 459.56 MiB -> 460 MiB
   EXPECT_EQ(p.shm, 460 * MiB);
 }
 
@@ -94,8 +97,8 @@ TEST(PlanShm, ZeroGpusIsOneRankWithoutPinThread) {
   EXPECT_EQ(zero.ranks, 1u);
   EXPECT_EQ(zero.nccl, 0u);
   EXPECT_EQ(zero.hold, 2u);
-  // per_rank = (2 * 4 + 2) * 38,539,264 = 385,392,640; * 1.25 = 481,740,800 = 459.42 MiB -> 460 MiB
-  EXPECT_EQ(zero.per_rank, 385392640u);
+  // per_rank = (2 * 4 + 2) * 38,539,264 + 114,688 = 385,507,328; * 1.25 = 459.56 MiB -> 460 MiB
+  EXPECT_EQ(zero.per_rank, 385507328u);
   EXPECT_EQ(zero.shm, 460 * MiB);
   EXPECT_EQ(one.shm, 368 * MiB);  // OneGpuPinMemory
 }
@@ -109,27 +112,27 @@ TEST(PlanShm, HoldIsZeroOnlyWithPinMemoryOnAGpu) {
   // pin_memory true, 1 GPU: the pin thread copies batches out -> hold 0.
   ShmPlan pin1 = plan_shm(pin, request(1, 4));
   EXPECT_EQ(pin1.hold, 0u);
-  // per_rank = (2 * 4 + 0) * 38,539,264 = 308,314,112
-  EXPECT_EQ(pin1.per_rank, 308314112u);
+  // per_rank = (2 * 4 + 0) * 38,539,264 + 114,688 = 308,428,800
+  EXPECT_EQ(pin1.per_rank, 308428800u);
   EXPECT_CONTAINS(explain(pin1), "(prefetch_factor 2 x workers 4 + hold 0)");
   EXPECT_EQ(plan_to_json(pin1)["hold"], 0u);
 
   // pin_memory true, 0 GPUs: PyTorch starts no pin thread without CUDA -> hold 2.
   ShmPlan pin0 = plan_shm(pin, request(0, 4));
   EXPECT_EQ(pin0.hold, 2u);
-  // per_rank = (2 * 4 + 2) * 38,539,264 = 10 * 38,539,264 = 385,392,640
-  EXPECT_EQ(pin0.per_rank, 385392640u);
+  // per_rank = (2 * 4 + 2) * 38,539,264 + 114,688 = 385,507,328
+  EXPECT_EQ(pin0.per_rank, 385507328u);
   EXPECT_CONTAINS(explain(pin0), "(prefetch_factor 2 x workers 4 + hold 2)");
   EXPECT_EQ(plan_to_json(pin0)["hold"], 2u);
 
   // pin_memory false, 2 GPUs: no pin thread -> hold 2.
   ShmPlan nopin2 = plan_shm(nopin, request(2, 4));
   EXPECT_EQ(nopin2.hold, 2u);
-  // per_rank = (2 * 4 + 2) * 38,539,264 = 385,392,640
-  // need = 1.25 * (2 * 385,392,640 + 1,073,741,824) = 1.25 * 1,844,527,104 = 2,305,658,880
-  //   2198 MiB = 2,304,770,048 < it <= 2199 MiB = 2,305,818,624 -> 2199 MiB
-  EXPECT_EQ(nopin2.per_rank, 385392640u);
-  EXPECT_EQ(nopin2.shm, 2199 * MiB);
+  // per_rank = (2 * 4 + 2) * 38,539,264 + 114,688 = 385,507,328
+  // need = 1.25 * (2 * 385,507,328 + 1,073,741,824) = 1.25 * 1,844,756,480 = 2,305,945,600
+  //   2199 MiB = 2,305,818,624 < it <= 2200 MiB = 2,306,867,200 -> 2200 MiB
+  EXPECT_EQ(nopin2.per_rank, 385507328u);
+  EXPECT_EQ(nopin2.shm, 2200 * MiB);
 
   // pin_memory false with 0 GPUs is hold 2 as well, and so is the same profile at gpus 0
   // with and without pin_memory: the flag only matters on a GPU.
@@ -141,18 +144,18 @@ TEST(PlanShm, TwoRanksAddNcclReserve) {
   ShmPlan p = plan_shm(imagenet_like(), request(2, 4));
   EXPECT_EQ(p.ranks, 2u);
   EXPECT_EQ(p.nccl, GiB);
-  // hold 0: per_rank 308,314,112 (OneGpuPinMemory)
-  // 2 * 308,314,112 + 1,073,741,824 = 616,628,224 + 1,073,741,824 = 1,690,370,048
-  // * 1.25 = 2,112,962,560; 2015 MiB = 2,112,880,640 < it <= 2016 MiB = 2,113,929,216 -> 2016 MiB
+  // hold 0: per_rank 308,428,800 (OneGpuPinMemory); nccl_reserve is flat, as before the nccl section
+  // 2 * 308,428,800 + 1,073,741,824 = 616,857,600 + 1,073,741,824 = 1,690,599,424
+  // * 1.25 = 2,113,249,280; 2015 MiB = 2,112,880,640 < it <= 2016 MiB = 2,113,929,216 -> 2016 MiB
   EXPECT_EQ(p.need, 2016 * MiB);
   EXPECT_EQ(p.shm, 2016 * MiB);
 }
 
 TEST(PlanShm, EightRanks) {
   ShmPlan p = plan_shm(imagenet_like(), request(8, 4));
-  // 8 * 308,314,112 + 1 GiB = 2,466,512,896 + 1,073,741,824 = 3,540,254,720
-  // * 1.25 = 4,425,318,400; 4220 MiB = 4,424,990,720 < it <= 4221 MiB = 4,426,039,296 -> 4221 MiB
-  EXPECT_EQ(p.shm, 4221 * MiB);
+  // 8 * 308,428,800 + 1 GiB = 2,467,430,400 + 1,073,741,824 = 3,541,172,224
+  // * 1.25 = 4,426,465,280; 4221 MiB = 4,426,039,296 < it <= 4222 MiB = 4,427,087,872 -> 4222 MiB
+  EXPECT_EQ(p.shm, 4222 * MiB);
 }
 
 TEST(PlanShm, MinShmClamp) {
@@ -163,8 +166,9 @@ TEST(PlanShm, MinShmClamp) {
   ShmPlan p = plan_shm(prof, request(1, 1));
   // image 64 * 784 * 4 = 200,704 = 49 pages; label one page -> batch 204,800
   EXPECT_EQ(p.batch_bytes, 204800u);
-  // per_rank = (2 * 1 + 0) * 204,800 = 409,600; need = 1.25 * 409,600 = 512,000 -> 1 MiB
-  EXPECT_EQ(p.per_rank, 409600u);
+  // per_rank = (2 * 1 + 0) * 204,800 + 4096 * (8 + 5) = 409,600 + 53,248 = 462,848;
+  // need = 1.25 * 462,848 = 578,560 -> 1 MiB
+  EXPECT_EQ(p.per_rank, 462848u);
   EXPECT_EQ(p.need, 1 * MiB);
   EXPECT_EQ(p.shm, 128 * MiB);
   EXPECT_TRUE(p.problem.empty());
@@ -252,10 +256,10 @@ TEST(PlanShm, AutoWorkers) {
   EXPECT_TRUE(p.workers_auto);
   EXPECT_EQ(p.workers, 8u);
   EXPECT_EQ(p.cpus, 16u);
-  // per_rank = (2 * 8 + 0) * 38,539,264 = 16 * 38,539,264 = 616,628,224
-  EXPECT_EQ(p.per_rank, 616628224u);
-  // 2 * 616,628,224 + 1 GiB = 1,233,256,448 + 1,073,741,824 = 2,306,998,272
-  // * 1.25 = 2,883,747,840; 2750 MiB = 2,883,584,000 < it <= 2751 MiB = 2,884,632,576 -> 2751 MiB
+  // per_rank = (2 * 8 + 0) * 38,539,264 + 4096 * (8 + 40) = 616,628,224 + 196,608 = 616,824,832
+  EXPECT_EQ(p.per_rank, 616824832u);
+  // 2 * 616,824,832 + 1 GiB = 1,233,649,664 + 1,073,741,824 = 2,307,391,488
+  // * 1.25 = 2,884,239,360; 2750 MiB = 2,883,584,000 < it <= 2751 MiB = 2,884,632,576 -> 2751 MiB
   EXPECT_EQ(p.shm, 2751 * MiB);
   EXPECT_CONTAINS(explain(p), "auto: 16 CPUs / 2 rank(s)");
 }
@@ -280,9 +284,9 @@ TEST(PlanShm, RequestOverridesBatchAndPrefetch) {
   EXPECT_EQ(p.prefetch_factor, 4u);
   // image 32 * 602,112 = 19,267,584 (4704 pages); label 256 -> 4096; batch 19,271,680
   EXPECT_EQ(p.batch_bytes, 19271680u);
-  // per_rank = (4 * 2 + 0) * 19,271,680 = 154,173,440; * 1.25 = 192,716,800
-  // 183 MiB = 191,889,408 < it <= 184 MiB = 192,937,984 -> 184 MiB, below min_shm 256 MiB
-  EXPECT_EQ(p.per_rank, 154173440u);
+  // per_rank = (4 * 2 + 0) * 19,271,680 + 4096 * (8 + 10) = 154,173,440 + 73,728 = 154,247,168
+  // * 1.25 = 192,808,960; 183 MiB = 191,889,408 < it <= 184 MiB = 192,937,984 -> 184 MiB, below min_shm
+  EXPECT_EQ(p.per_rank, 154247168u);
   EXPECT_EQ(p.need, 184 * MiB);
   EXPECT_EQ(p.shm, 256 * MiB);
 }
@@ -417,13 +421,18 @@ TEST(PlanToJson, Keys) {
                                           "min_shm_bytes",
                                           "max_shm_bytes",
                                           "fits",
-                                          "memory_limit_bytes"};
+                                          "memory_limit_bytes",
+                                          "loaders",
+                                          "nccl"};
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["profile"], "test");
   EXPECT_EQ(j["shm"], "368m");  // OneGpuPinMemory
   EXPECT_EQ(j["shm_bytes"], 368 * MiB);
   EXPECT_EQ(j["batch_bytes"], kBatch64);
-  EXPECT_EQ(j["per_rank_bytes"], 308314112u);
+  EXPECT_EQ(j["per_rank_bytes"], 308428800u);
+  ASSERT_EQ(j["loaders"].size(), 1u);
+  EXPECT_EQ(j["loaders"][0]["semaphore_bytes"], kSem4);
+  EXPECT_EQ(j["nccl"]["source"], "single rank");
   EXPECT_EQ(j["hold"], 0u);
   EXPECT_EQ(j["fits"], true);
   EXPECT_TRUE(j["memory_limit_bytes"].is_null());
@@ -447,6 +456,185 @@ TEST(Explain, ShowsEveryTerm) {
   EXPECT_CONTAINS(e, "nccl_reserve = 1GiB");
   EXPECT_CONTAINS(e, "shm          = 2.0GiB");  // 2016 MiB (TwoRanksAddNcclReserve) / 1024 = 1.97 GiB
   EXPECT_EQ(e.find("DOES NOT FIT"), std::string::npos);
+}
+
+// NCCL's SHM transport: one receive segment of sizeof(ncclRecvMem) = 4096 plus the LL (524,288),
+// LL128 (4,915,200) and Simple (4,194,304) buffers = 9,637,888 bytes, the size NCCL reports in
+// "Error while creating shared memory segment /dev/shm/nccl-... (size 9637888)".
+TEST(NcclTerm, DefaultSegmentIsTheSizeNcclReports) {
+  EXPECT_EQ(nccl_recv_segment(NcclSpec{}), 9637888u);
+  NcclSpec small;
+  small.buffsize = 1 << 20;  // NCCL_BUFFSIZE=1048576 (e.g. its ARM default)
+  EXPECT_EQ(nccl_recv_segment(small), 4096u + 524288 + 4915200 + 1048576);
+  small.ll128_buffsize = 1;  // page-rounded: 4096 + 524,288 + 1 + 1,048,576 -> 1,576,961 -> 1,581,056
+  EXPECT_EQ(nccl_recv_segment(small), 1581056u);
+}
+
+TEST(NcclTerm, ShmTransportCountsRanksChannelsAndPeers) {
+  Profile prof = imagenet_like();
+  prof.nccl = NcclSpec{};                          // shm, 2 channels
+  constexpr std::uint64_t kPair = 9637888 + 4096;  // receive + send segment
+  EXPECT_EQ(plan_nccl(prof, 1).bytes, 0u);
+  EXPECT_EQ(plan_nccl(prof, 1).source, "single rank");
+  // 2 ranks: the ring's predecessor and the tree's other end are the same peer.
+  NcclPlan two = plan_nccl(prof, 2);
+  EXPECT_EQ(two.source, "nccl");
+  EXPECT_EQ(two.peers, 1u);
+  EXPECT_EQ(two.bytes, 2 * 2 * 1 * kPair);  // 38,567,936
+  // 4 and 8 ranks: two peers per channel.
+  EXPECT_EQ(plan_nccl(prof, 4).bytes, 4 * 2 * 2 * kPair);  // 154,271,744 = 147.1 MiB
+  EXPECT_EQ(plan_nccl(prof, 8).bytes, 8 * 2 * 2 * kPair);
+  prof.nccl->channels = 4;
+  EXPECT_EQ(plan_nccl(prof, 8).bytes, 8 * 4 * 2 * kPair);
+  // p2p and none put no segment per peer on /dev/shm.
+  prof.nccl->transport = "p2p";
+  EXPECT_EQ(plan_nccl(prof, 8).bytes, 0u);
+  prof.nccl->transport = "none";
+  EXPECT_EQ(plan_nccl(prof, 8).bytes, 0u);
+  // A measured figure is used as it is.
+  prof.nccl->measured = 40 * MiB;
+  EXPECT_EQ(plan_nccl(prof, 8).bytes, 40 * MiB);
+  EXPECT_EQ(plan_nccl(prof, 8).source, "measured");
+  EXPECT_EQ(plan_nccl(prof, 1).bytes, 0u);
+}
+
+TEST(NcclTerm, FlatReserveWithoutTheSection) {
+  Profile prof = imagenet_like();  // nccl_reserve 1 GiB, no section
+  EXPECT_EQ(plan_nccl(prof, 2).bytes, GiB);
+  EXPECT_EQ(plan_nccl(prof, 2).source, "nccl_reserve");
+}
+
+TEST(NcclTerm, PlanAndExplainShowTheTermAndItsSource) {
+  Profile prof = imagenet_like();
+  prof.headroom = 1.0;
+  prof.nccl = NcclSpec{};
+  ShmPlan p = plan_shm(prof, request(2, 4));
+  EXPECT_EQ(p.nccl, 38567936u);
+  // 2 * 308,428,800 + 38,567,936 = 655,425,536 -> 626 MiB (625.06)
+  EXPECT_EQ(p.shm, 626 * MiB);
+  const std::string e = explain(p);
+  EXPECT_CONTAINS(e, "nccl         = ranks 2 x channels 2 x peers 1 x (recv 9.2MiB + send 4KiB) = 36.8MiB");
+  EXPECT_CONTAINS(e, "transport shm");
+  EXPECT_CONTAINS(e, "src/transport/shm.cc");
+  nlohmann::json j = plan_to_json(p);
+  EXPECT_EQ(j["nccl"]["source"], "nccl");
+  EXPECT_EQ(j["nccl"]["recv_segment_bytes"], 9637888u);
+  EXPECT_EQ(j["nccl_bytes"], 38567936u);
+  prof.nccl->transport = "p2p";
+  EXPECT_CONTAINS(explain(plan_shm(prof, request(2, 4))), "nccl         = 0 (transport p2p");
+  prof.nccl->measured = 50 * MiB;
+  EXPECT_CONTAINS(explain(plan_shm(prof, request(2, 4))), "nccl         = 50MiB (measured");
+}
+
+// Train + validation: both loaders hold their prefetched batches at once.
+Profile train_and_val() {
+  Profile prof = imagenet_like();
+  prof.headroom = 1.0;
+  prof.pin_memory = false;
+  Loader train;
+  train.name = "train";
+  Loader val;
+  val.name = "val";
+  val.batch_size = 128;  // bigger than train's 64
+  val.workers = 2;
+  val.prefetch_factor = 4;
+  val.persistent_workers = true;
+  prof.loaders = {train, val};
+  return prof;
+}
+
+TEST(Loaders, EveryLoaderAddsItsBound) {
+  ShmPlan p = plan_shm(train_and_val(), request(1, 4));
+  ASSERT_EQ(p.loaders.size(), 2u);
+  // train: the request's 4 workers, profile's batch 64 and prefetch 2, hold 2 (no pin):
+  //   (2 * 4 + 2) * 38,539,264 + 114,688 = 385,507,328
+  EXPECT_EQ(p.loaders[0].name, "train");
+  EXPECT_EQ(p.loaders[0].workers, 4u);
+  EXPECT_EQ(p.loaders[0].bytes, 385507328u);
+  // val: batch 128 -> 77,070,336 (18,816 pages) + 4096 = 77,074,432; 2 workers, prefetch 4:
+  //   (4 * 2 + 2) * 77,074,432 + 4096 * (8 + 10) = 770,744,320 + 73,728 = 770,818,048
+  EXPECT_EQ(p.loaders[1].batch_bytes, 77074432u);
+  EXPECT_EQ(p.loaders[1].workers, 2u);
+  EXPECT_EQ(p.loaders[1].prefetch_factor, 4u);
+  EXPECT_TRUE(p.loaders[1].persistent_workers);
+  EXPECT_EQ(p.loaders[1].bytes, 770818048u);
+  // per_rank = 385,507,328 + 770,818,048 = 1,156,325,376 -> 1103 MiB (1102.76)
+  EXPECT_EQ(p.per_rank, 1156325376u);
+  EXPECT_EQ(p.shm, 1103 * MiB);
+  // The plan's single-loader view is the first loader's.
+  EXPECT_EQ(p.workers, 4u);
+  EXPECT_EQ(p.batch_bytes, kBatch64);
+  const std::string e = explain(p);
+  EXPECT_CONTAINS(e, "loader train: batch_size 64, workers 4");
+  EXPECT_CONTAINS(e,
+                  "loader val: batch_size 128, workers 2, prefetch_factor 4, pin_memory false, "
+                  "persistent_workers true");
+  EXPECT_CONTAINS(e, "(every loader alive at once)");
+  nlohmann::json j = plan_to_json(p);
+  ASSERT_EQ(j["loaders"].size(), 2u);
+  EXPECT_EQ(j["loaders"][1]["bytes"], 770818048u);
+}
+
+TEST(Loaders, RequestSetsOnlyTheFirstLoader) {
+  SizingRequest r = request(1, 1);
+  r.batch_size = 32;
+  r.prefetch_factor = 3;
+  ShmPlan p = plan_shm(train_and_val(), r);
+  EXPECT_EQ(p.loaders[0].batch_size, 32u);
+  EXPECT_EQ(p.loaders[0].prefetch_factor, 3u);
+  EXPECT_EQ(p.loaders[0].workers, 1u);
+  EXPECT_EQ(p.loaders[1].batch_size, 128u);
+  EXPECT_EQ(p.loaders[1].prefetch_factor, 4u);
+  EXPECT_EQ(p.loaders[1].workers, 2u);
+}
+
+TEST(Loaders, OwnSamplesAutoWorkersAndPinThread) {
+  Profile prof = train_and_val();
+  prof.pin_memory = true;
+  prof.loaders[1].fields = {{"clip", {3, 8, 64, 64}, "uint8"}};
+  prof.loaders[1].workers.reset();
+  prof.loaders[1].workers_auto = true;
+  ShmPlan p = plan_shm(prof, request(2, 2, 16));
+  // val: 128 * 3*8*64*64 = 12,582,912 bytes (3072 pages); auto workers min(16/2, 128/8+4) = 8
+  ASSERT_EQ(p.loaders[1].fields.size(), 1u);
+  EXPECT_EQ(p.loaders[1].fields[0].name, "clip");
+  EXPECT_EQ(p.loaders[1].batch_bytes, 12582912u);
+  EXPECT_TRUE(p.loaders[1].workers_auto);
+  EXPECT_EQ(p.loaders[1].workers, 8u);
+  EXPECT_EQ(p.loaders[1].hold, 0u);  // pin_memory on a GPU
+  EXPECT_EQ(p.loaders[1].bytes, 4 * 8 * 12582912u + 4096 * (8 + 40));
+  // Two ranks: each holds both loaders' bounds; the flat nccl_reserve comes on top.
+  EXPECT_EQ(p.per_rank, p.loaders[0].bytes + p.loaders[1].bytes);
+  EXPECT_EQ(p.need, (2 * p.per_rank + GiB + MiB - 1) / MiB * MiB);
+}
+
+TEST(Loaders, NoWorkersNothingInShm) {
+  Profile prof = train_and_val();
+  prof.loaders[1].workers = 0;
+  ShmPlan p = plan_shm(prof, request(1, 4));
+  EXPECT_EQ(p.loaders[1].bytes, 0u);
+  EXPECT_EQ(p.loaders[1].sem_bytes, 0u);
+  EXPECT_EQ(p.per_rank, p.loaders[0].bytes);
+}
+
+TEST(PlanShm, CalibratedPlanKeepsHeadroomOfAtLeastOneQuarter) {
+  Profile prof = imagenet_like();
+  prof.headroom = 1.0;
+  Calibration c;
+  c.peak_shm = 400 * MiB;
+  c.workers = 4;
+  c.batch_size = 64;
+  c.gpus = 1;
+  c.prefetch_factor = 2;
+  prof.calibration = c;
+  ShmPlan p = plan_shm(prof, request(1, 4));
+  EXPECT_TRUE(p.calibrated);
+  EXPECT_EQ(p.headroom, 1.25);
+  EXPECT_EQ(p.loaders.front().sem_bytes, 0u);  // the measured peak holds the semaphores
+  EXPECT_EQ(p.need, 500 * MiB);                // 1.25 x the peak at its own conditions
+  EXPECT_CONTAINS(explain(p), "calibrated: headroom at least 1.25");
+  prof.calibration.reset();
+  EXPECT_EQ(plan_shm(prof, request(1, 4)).headroom, 1.0);
 }
 
 }  // namespace

@@ -39,14 +39,15 @@ TEST_F(WrapperTest, BuildsTheEngineCommand) {
   EXPECT_EQ(a[0], "docker");
   EXPECT_EQ(a[1], "run");
   // imagenet, 2 CPUs / 2 ranks -> 1 worker, pin_memory on a GPU -> hold 0:
-  // per_rank = (2*1+0) * 38539264 = 77078528; 1.25 * (2*77078528 + 1073741824) = 1534873600
-  // -> 1464 MiB (1463 MiB = 1534066688 < it <= 1464 MiB = 1535115264).
-  EXPECT_TRUE(has_pair(a, "--shm-size", "1464m"));
+  // per_rank = (2*1+0) * 38539264 + 4096*(8+5) = 77131776; NCCL's SHM segments for 2 ranks:
+  // 2*2*1*(9637888+4096) = 38567936; 2*77131776 + 38567936 = 192831488 -> 184 MiB, raised to
+  // imagenet's min_shm 256 MiB.
+  EXPECT_TRUE(has_pair(a, "--shm-size", "256m"));
   EXPECT_TRUE(has_pair(a, "--gpus", "2"));
   EXPECT_TRUE(has_pair(a, "-e", "GPU_RUN_PROFILE=imagenet"));
   EXPECT_TRUE(has_pair(a, "-e", "GPU_RUN_NUM_WORKERS=1"));
   EXPECT_TRUE(has_pair(a, "-e", "GPU_RUN_BATCH_SIZE=64"));
-  EXPECT_TRUE(has_pair(a, "-e", "GPU_RUN_SHM_SIZE=1464m"));
+  EXPECT_TRUE(has_pair(a, "-e", "GPU_RUN_SHM_SIZE=256m"));
   EXPECT_TRUE(has_pair(a, "--label", "gpu-run.profile=imagenet"));
   EXPECT_EQ(Args(a.end() - 5, a.end()), (Args{"-e", "X=1", "img", "df", "/dev/shm"}));
   EXPECT_TRUE(inv.warnings.empty());
@@ -75,10 +76,10 @@ TEST_F(WrapperTest, NoGpusMeansOneLoader) {
 }
 
 TEST_F(WrapperTest, ExplicitShmSizeWinsWithAWarningWhenBelowThePlan) {
-  EngineInvocation inv = run({"--profile", "imagenet", "--gpus", "2", "--shm-size", "300m", "img"});
+  EngineInvocation inv = run({"--profile", "imagenet", "--gpus", "2", "--shm-size", "200m", "img"});
   EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--shm-size"), 1);
-  EXPECT_TRUE(has_pair(inv.argv, "--shm-size", "300m"));
-  EXPECT_TRUE(has_pair(inv.argv, "-e", "GPU_RUN_SHM_SIZE=300m"));
+  EXPECT_TRUE(has_pair(inv.argv, "--shm-size", "200m"));  // the plan is 256m (BuildsTheEngineCommand)
+  EXPECT_TRUE(has_pair(inv.argv, "-e", "GPU_RUN_SHM_SIZE=200m"));
   ASSERT_EQ(inv.warnings.size(), 1u);
   EXPECT_NE(inv.warnings[0].find("below gpu-run's plan"), std::string::npos);
   inv = run({"--profile", "mnist", "--shm-size=4g", "img"});
@@ -97,17 +98,17 @@ TEST_F(WrapperTest, IpcHostIsNotSized) {
 
 TEST_F(WrapperTest, MemoryBoundsThePlan) {
   try {
-    run({"--profile", "imagenet", "--gpus", "2", "--memory", "512m", "img"});
+    run({"--profile", "imagenet", "--gpus", "2", "--memory", "384m", "img"});
     FAIL() << "plan over --memory accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.exit_code(), kExitUsage);
     const std::string m = e.what();
-    // 1464 MiB (BuildsTheEngineCommand) = 1464 / 1024 = 1.43 GiB; at most 50% of --memory may be
-    // shm, so --memory must be at least 2 * 1464 = 2928 MiB.
-    EXPECT_NE(m.find("1.4GiB"), std::string::npos) << m;
-    EXPECT_NE(m.find("raise --memory to at least 2928m"), std::string::npos) << m;
+    // 256 MiB (BuildsTheEngineCommand); at most 50% of --memory may be shm (192 MiB of 384m),
+    // so --memory must be at least 2 * 256 = 512 MiB.
+    EXPECT_NE(m.find("256MiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("raise --memory to at least 512m"), std::string::npos) << m;
   }
-  // 4g: 50% = 2048 MiB >= 1464 MiB.
+  // 4g: 50% = 2048 MiB >= 256 MiB.
   EXPECT_NO_THROW(run({"--profile", "imagenet", "--gpus", "2", "--memory", "4g", "img"}));
 }
 

@@ -14,11 +14,13 @@ namespace {
 using nlohmann::json;
 
 // A profile whose sizes are worked out by hand: 4 samples of 1 MiB per batch (4 MiB, page
-// aligned), 2 workers per GPU, prefetch 2, pin_memory, headroom 1.0, NCCL reserve 64 MiB.
-//   per_rank(gpus > 0) = (2 * 2 + 0) * 4 MiB = 16 MiB      (hold 0: pin thread)
-//   per_rank(gpus = 0) = (2 * 2 + 2) * 4 MiB = 24 MiB      (hold 2: no pin thread without CUDA)
-//   shm(8 GPUs) = 8 * 16 + 64 = 192 MiB; shm(2) = 2 * 16 + 64 = 96 MiB; shm(1) = 16 MiB
-// (cross-checked: gpu-run-ctl plan --profile-dir DIR --profile webtest --gpus 8 -> 192m).
+// aligned), 2 workers per GPU, prefetch 2, pin_memory, headroom 1.0, NCCL reserve 64 MiB (flat).
+// Each loader adds its semaphore pages, 4096 * (8 + 5 * workers) = 72 KiB with 2 workers.
+//   per_rank(gpus > 0) = (2 * 2 + 0) * 4 MiB + 72 KiB = 16 MiB + 72 KiB   (hold 0: pin thread)
+//   per_rank(gpus = 0) = (2 * 2 + 2) * 4 MiB + 72 KiB = 24 MiB + 72 KiB   (hold 2: no pin thread without CUDA)
+//   shm(8 GPUs) = 8 * 16 MiB + 576 KiB + 64 MiB -> 193 MiB; shm(2) = 32 MiB + 144 KiB + 64 MiB -> 97 MiB;
+//   shm(1) -> 17 MiB; shm(0) -> 25 MiB (MiB-rounded up)
+// (cross-checked: gpu-run-ctl plan --profile-dir DIR --profile webtest --gpus 8 -> 193m).
 constexpr const char* kWebtest = R"({
   "name": "webtest", "extends": null,
   "fields": [{"name": "x", "shape": [1048576], "dtype": "uint8"}],
@@ -29,7 +31,7 @@ constexpr const char* kWebtest = R"({
 constexpr const char* kWebauto = R"({
   "name": "webauto", "extends": "webtest", "workers_per_gpu": "auto"})";
 
-// The same with max_shm 100 MiB: 8 GPUs (192 MiB) are refused.
+// The same with max_shm 100 MiB: 8 GPUs (193 MiB) are refused.
 constexpr const char* kWebsmall = R"({
   "name": "websmall", "extends": "webtest", "max_shm": "100m"})";
 
@@ -124,8 +126,8 @@ class ReviewTest : public ::testing::Test {
 };
 
 TEST_F(ReviewTest, PyTorchJobDdpWorkerWithEightGpus) {
-  // 8 GPUs, 2 workers each: 8 * (2*2+0) * 4 MiB + 64 MiB NCCL = 192 MiB. The memory limit
-  // 64Gi and request 32Gi are raised by 192Mi: 65728Mi and 32960Mi.
+  // 8 GPUs, 2 workers each: 8 * ((2*2+0) * 4 MiB + 72 KiB) + 64 MiB NCCL -> 193 MiB. The memory
+  // limit 64Gi and request 32Gi are raised by 193Mi: 65729Mi and 32961Mi.
   json p = pod({{"gpu-run.profile", "webtest"}},
                {container("pytorch", {{"nvidia.com/gpu", "8"}, {"memory", "64Gi"}, {"cpu", "32"}},
                           {{"nvidia.com/gpu", "8"}, {"memory", "32Gi"}})});
@@ -136,74 +138,77 @@ TEST_F(ReviewTest, PyTorchJobDdpWorkerWithEightGpus) {
   EXPECT_EQ(r.review["response"]["allowed"], true);
   EXPECT_EQ(r.review["apiVersion"], "admission.k8s.io/v1");
   const json out = patched(p, r);
-  EXPECT_EQ(shm_volume_size(out), "192Mi");
+  EXPECT_EQ(shm_volume_size(out), "193Mi");
   const json& c = out["spec"]["containers"][0];
   EXPECT_TRUE(mounts_shm(c));
-  EXPECT_EQ(c["resources"]["limits"]["memory"], "65728Mi");
-  EXPECT_EQ(c["resources"]["requests"]["memory"], "32960Mi");
+  EXPECT_EQ(c["resources"]["limits"]["memory"], "65729Mi");
+  EXPECT_EQ(c["resources"]["requests"]["memory"], "32961Mi");
   EXPECT_EQ(c["resources"]["limits"]["nvidia.com/gpu"], "8");
   EXPECT_EQ(env_of(c, "MASTER_ADDR"), "job-master-0");
   EXPECT_EQ(env_of(c, "GPU_RUN_PROFILE"), "webtest");
   EXPECT_EQ(env_of(c, "GPU_RUN_NUM_WORKERS"), "2");
   EXPECT_EQ(env_of(c, "GPU_RUN_BATCH_SIZE"), "4");
-  EXPECT_EQ(env_of(c, "GPU_RUN_SHM_SIZE"), "192m");
+  EXPECT_EQ(env_of(c, "GPU_RUN_SHM_SIZE"), "193m");
   EXPECT_CONTAINS(r.fields, "outcome=patched");
-  EXPECT_CONTAINS(r.fields, "size=192Mi");
+  EXPECT_CONTAINS(r.fields, "size=193Mi");
 }
 
 TEST_F(ReviewTest, BuiltInImagenetWithEightGpusMatchesCtlPlan) {
   // imagenet: batch 64 of 3x224x224 float32 (38535168 B) + 64 int64 (512 B -> 4096) =
   // 38539264 B; workers auto on 16 CPUs / 8 ranks = 2 (bound 64/8+4 = 12); per_rank =
-  // (2*2+0) * 38539264 = 154157056; need = 1.25 * (8 * 154157056 + 1 GiB) = 2883737600 B ->
-  // 2751 MiB rounded up (gpu-run-ctl plan --profile imagenet --gpus 8 --cpus 16: 2751m).
+  // (2*2+0) * 38539264 + 4096 * (8 + 10) = 154230784; NCCL's SHM segments (transport shm, 2
+  // channels, 2 peers): 8 * 2 * 2 * (9637888 + 4096) = 308543488; need = 8 * 154230784 +
+  // 308543488 = 1542389760 B -> 1471 MiB rounded up (gpu-run-ctl plan --profile imagenet --gpus 8
+  // --cpus 16: 1471m).
   const json p = pod({{"gpu-run.profile", "imagenet"}}, {container("trainer", {{"nvidia.com/gpu", 8}, {"cpu", "16"}})});
   const ReviewResult r = run(review_of(p));
   ASSERT_EQ(r.outcome, "patched") << r.review.dump();
-  EXPECT_EQ(shm_volume_size(patched(p, r)), "2751Mi");
+  EXPECT_EQ(shm_volume_size(patched(p, r)), "1471Mi");
 }
 
 TEST_F(ReviewTest, RayWorkerGetsWorkersFromItsCpuLimit) {
   // 1 GPU, cpu 3500m -> 3 CPUs; workers auto = min(max(1, 3 / 1), 4/8 + 4 = 4) = 3;
-  // shm = (2*3+0) * 4 MiB = 24 MiB. No memory limit: none is added.
+  // shm = (2*3+0) * 4 MiB + 4096 * (8 + 15) -> 25 MiB. No memory limit: none is added.
   const json p =
       pod({{"gpu-run.profile", "webauto"}}, {container("ray-worker", {{"nvidia.com/gpu", "1"}, {"cpu", "3500m"}})});
   const ReviewResult r = run(review_of(p));
   ASSERT_EQ(r.outcome, "patched") << r.review.dump();
   const json out = patched(p, r);
-  EXPECT_EQ(shm_volume_size(out), "24Mi");
+  EXPECT_EQ(shm_volume_size(out), "25Mi");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "3");
   EXPECT_FALSE(out["spec"]["containers"][0]["resources"]["limits"].contains("memory"));
 }
 
 TEST_F(ReviewTest, NotebookWithoutGpus) {
   // No GPU anywhere: every container, sized for one loader without a pin thread:
-  // (2*2+2) * 4 MiB = 24 MiB. Memory limit 8Gi -> 8216Mi.
+  // (2*2+2) * 4 MiB + 72 KiB -> 25 MiB. Memory limit 8Gi -> 8217Mi.
   const json p = pod({{"gpu-run.profile", "webtest"}}, {container("notebook", {{"memory", "8Gi"}})});
   const ReviewResult r = run(review_of(p));
   ASSERT_EQ(r.outcome, "patched") << r.review.dump();
   const json out = patched(p, r);
-  EXPECT_EQ(shm_volume_size(out), "24Mi");
-  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "8216Mi");
+  EXPECT_EQ(shm_volume_size(out), "25Mi");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "8217Mi");
   EXPECT_TRUE(mounts_shm(out["spec"]["containers"][0]));
 }
 
 TEST_F(ReviewTest, TwoGpuContainersAndASidecar) {
-  // trainer-a 2 GPUs: 2*16 + 64 = 96 MiB; trainer-b 1 GPU: 16 MiB. One shared volume of
-  // 96 + 16 = 112 MiB; each container's limit raised by its own plan; the sidecar untouched.
+  // trainer-a 2 GPUs: 2 * (16 MiB + 72 KiB) + 64 MiB -> 97 MiB; trainer-b 1 GPU: 17 MiB. One
+  // shared volume of 97 + 17 = 114 MiB; each container's limit raised by its own plan; the sidecar
+  // untouched.
   const json p = pod({{"gpu-run.profile", "webtest"}},
                      {container("trainer-a", {{"nvidia.com/gpu", "2"}, {"memory", "16Gi"}}), container("log-shipper"),
                       container("trainer-b", {{"nvidia.com/gpu", "1"}, {"memory", "16Gi"}})});
   const ReviewResult r = run(review_of(p));
   ASSERT_EQ(r.outcome, "patched") << r.review.dump();
   const json out = patched(p, r);
-  EXPECT_EQ(shm_volume_size(out), "112Mi");
+  EXPECT_EQ(shm_volume_size(out), "114Mi");
   const json& cs = out["spec"]["containers"];
-  EXPECT_EQ(cs[0]["resources"]["limits"]["memory"], "16480Mi");
-  EXPECT_EQ(env_of(cs[0], "GPU_RUN_SHM_SIZE"), "96m");
+  EXPECT_EQ(cs[0]["resources"]["limits"]["memory"], "16481Mi");
+  EXPECT_EQ(env_of(cs[0], "GPU_RUN_SHM_SIZE"), "97m");
   EXPECT_FALSE(mounts_shm(cs[1]));
   EXPECT_FALSE(cs[1].contains("env"));
-  EXPECT_EQ(cs[2]["resources"]["limits"]["memory"], "16400Mi");
-  EXPECT_EQ(env_of(cs[2], "GPU_RUN_SHM_SIZE"), "16m");
+  EXPECT_EQ(cs[2]["resources"]["limits"]["memory"], "16401Mi");
+  EXPECT_EQ(env_of(cs[2], "GPU_RUN_SHM_SIZE"), "17m");
   EXPECT_CONTAINS(r.fields, "containers=trainer-a,trainer-b");
 }
 
@@ -218,8 +223,8 @@ TEST_F(ReviewTest, ContainersAnnotationNamesInitContainersToo) {
   EXPECT_FALSE(mounts_shm(out["spec"]["containers"][1]));
   EXPECT_TRUE(mounts_shm(out["spec"]["initContainers"][0]));
   EXPECT_FALSE(mounts_shm(out["spec"]["initContainers"][1]));
-  // main 16 MiB + prep (no GPU: 24 MiB) = 40 MiB.
-  EXPECT_EQ(shm_volume_size(out), "40Mi");
+  // main 17 MiB + prep (no GPU: 25 MiB) = 42 MiB.
+  EXPECT_EQ(shm_volume_size(out), "42Mi");
 }
 
 TEST_F(ReviewTest, InitContainersAreNotMountedUnlessNamed) {
@@ -287,7 +292,7 @@ TEST_F(ReviewTest, ExistingGpuRunEnvIsReplacedNotDuplicated) {
   const json& env = out["spec"]["containers"][0]["env"];
   EXPECT_EQ(env.size(), 4u);
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "2");
-  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "16m");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "17m");
 }
 
 TEST_F(ReviewTest, ContainerEnvIsARequestAsTheContractSays) {
@@ -301,7 +306,7 @@ TEST_F(ReviewTest, ContainerEnvIsARequestAsTheContractSays) {
 
 TEST_F(ReviewTest, GpusAnnotationAndExplicitShmSize) {
   const json gpus = pod({{"gpu-run.profile", "webtest"}, {"gpu-run.gpus", "2"}}, {container("main")});
-  EXPECT_EQ(shm_volume_size(patched(gpus, run(review_of(gpus)))), "96Mi");
+  EXPECT_EQ(shm_volume_size(patched(gpus, run(review_of(gpus)))), "97Mi");
   const json sized = pod({{"gpu-run.shm-size", "3g"}}, {container("main", {{"memory", "10Gi"}})});
   const ReviewResult r = run(review_of(sized));
   ASSERT_EQ(r.outcome, "patched") << r.review.dump();
@@ -312,19 +317,19 @@ TEST_F(ReviewTest, GpusAnnotationAndExplicitShmSize) {
 }
 
 TEST_F(ReviewTest, PolicyForAPlanOverTheMemoryBudget) {
-  // 192 MiB of shm under a 256Mi limit: the budget is 50% = 128 MiB.
+  // 193 MiB of shm under a 256Mi limit: the budget is 50% = 128 MiB.
   const json p =
       pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "8"}, {"memory", "256Mi"}})});
-  // raise: 256 + 192 = 448Mi (budget 224 MiB holds 192).
-  EXPECT_EQ(patched(p, run(review_of(p)))["spec"]["containers"][0]["resources"]["limits"]["memory"], "448Mi");
+  // raise: 256 + 193 = 449Mi (budget 224.5 MiB holds 193).
+  EXPECT_EQ(patched(p, run(review_of(p)))["spec"]["containers"][0]["resources"]["limits"]["memory"], "449Mi");
   config_.policy = WebhookPolicy::kDeny;
   const ReviewResult denied = run(review_of(p));
   EXPECT_EQ(denied.outcome, "denied");
   EXPECT_EQ(denied.review["response"]["allowed"], false);
   EXPECT_EQ(denied.review["response"]["status"]["code"], 403);
   EXPECT_EQ(denied.review["response"]["status"]["message"],
-            "gpu-run: container 'main': planned /dev/shm of 192MiB does not fit the memory limit 256MiB (shm pages "
-            "count against it; at most 50% = 128MiB may be shm): raise resources.limits.memory to at least 384Mi, or "
+            "gpu-run: container 'main': planned /dev/shm of 193MiB does not fit the memory limit 256MiB (shm pages "
+            "count against it; at most 50% = 128MiB may be shm): raise resources.limits.memory to at least 386Mi, or "
             "lower the annotation gpu-run.workers (now 2) or gpu-run.batch-size (now 4)");
   config_.policy = WebhookPolicy::kWarn;
   const ReviewResult warned = run(review_of(p));
@@ -335,12 +340,12 @@ TEST_F(ReviewTest, PolicyForAPlanOverTheMemoryBudget) {
 }
 
 TEST_F(ReviewTest, RaiseKeepsTheBudgetWithASmallFraction) {
-  // fraction 0.25: 8Gi + 192Mi = 8384Mi holds 2096 MiB, enough; 256Mi + 192Mi = 448Mi holds
-  // 112 MiB, not enough: the limit becomes limit_for(192 MiB) = 768Mi.
+  // fraction 0.25: 8Gi + 193Mi = 8385Mi holds 2096 MiB, enough; 256Mi + 193Mi = 449Mi holds
+  // 112 MiB, not enough: the limit becomes limit_for(193 MiB) = 772Mi.
   config_.memory_fraction_max = 0.25;
   const json p =
       pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "8"}, {"memory", "256Mi"}})});
-  EXPECT_EQ(patched(p, run(review_of(p)))["spec"]["containers"][0]["resources"]["limits"]["memory"], "768Mi");
+  EXPECT_EQ(patched(p, run(review_of(p)))["spec"]["containers"][0]["resources"]["limits"]["memory"], "772Mi");
 }
 
 TEST_F(ReviewTest, OverMaxShmIsDeniedUnderRaiseAndDeny) {
