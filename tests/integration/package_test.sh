@@ -193,7 +193,7 @@ if [[ -f /usr/share/bash-completion/bash_completion ]]; then
     _gpu_run gpu-run ima --profile; echo "${COMPREPLY[*]}"
     COMP_WORDS=(gpu-run-ctl configure ""); COMP_CWORD=2; COMP_LINE="gpu-run-ctl configure "; COMP_POINT=${#COMP_LINE}
     _gpu_run_ctl gpu-run-ctl "" configure; echo "${COMPREPLY[*]}"' _ "$root" 2>&1)
-  assert_eq $'imagenet\ndocker podman' "$completed" "bash completion: profile names and subcommands"
+  assert_eq $'imagenet\ndocker podman containerd' "$completed" "bash completion: profile names and subcommands"
 else
   it_fail "bash-completion is not installed on this host (scripts/install-deps installs it)"
 fi
