@@ -170,6 +170,14 @@ SpecFacts spec_facts(const json& spec, const fs::path& bundle) {
   return f;
 }
 
+bool uses_host_shm(const SpecFacts& spec) {
+  if (!spec.has_ipc_namespace) return true;
+  if (spec.shm_type != std::string("bind") || !spec.shm_source) return false;
+  fs::path source = fs::path(*spec.shm_source).lexically_normal();
+  if (!source.has_filename()) source = source.parent_path();  // "/dev/shm/"
+  return source == fs::path("/dev/shm");
+}
+
 int find_shm_mount(const json& spec) {
   if (!spec.contains("mounts") || !spec["mounts"].is_array()) return -1;
   int found = -1;

@@ -59,6 +59,11 @@ struct SpecFacts {
   std::optional<std::uint64_t> shm_size;  // size= option of a tmpfs entry
 };
 
+// True when the container's /dev/shm is the host's: no ipc namespace of its own (--ipc=host),
+// or /dev/shm bind-mounted from the host's /dev/shm (containerd's app containers of a hostIPC
+// pod, which join the sandbox's ipc namespace, the host's, by path).
+bool uses_host_shm(const SpecFacts& spec);
+
 // Extracts SpecFacts; tolerant of missing sections, strict about types it reads.
 SpecFacts spec_facts(const nlohmann::json& spec, const fs::path& bundle);
 
