@@ -19,7 +19,8 @@ ROOT=$(cd "$HERE/../.." && pwd)
 
 D=$(it_tmpdir)
 it_on_exit it_cri_stop "$D"
-IT_CRI_SOCK=$D/ctd.sock
+IT_CRI_SOCK=$D/ctd.sock  # read by cri_lib.sh
+export IT_CRI_SOCK
 it_rootfs
 
 LOG=$D/gpu-run.log
@@ -72,7 +73,7 @@ assert_contains "$(sandbox_shm_opts "$a_pod")" "rw," "profile pod: the pod's shm
 assert_contains "$(sandbox_shm_opts "$a_pod")" "size=$((want / 1024))k" "profile pod: the pod's shm tmpfs on the host has the planned size"
 assert_eq 1 "$(grep -c "container=\"\{0,1\}$a_pod\"\{0,1\} stage=\"\{0,1\}createRuntime\"\{0,1\} action=resized" "$LOG")" \
   "profile pod: the sandbox's hook resized the pod's /dev/shm once"
-assert_eq 2 "$(grep -E "container=\"?($a0|$a1)\"? .*action=unchanged" "$LOG" | wc -l)" \
+assert_eq 2 "$(grep -cE "container=\"?($a0|$a1)\"? .*action=unchanged" "$LOG")" \
   "profile pod: the app containers' hooks found it sized (unchanged, not resized again)"
 
 # --- app containers grow the pod's /dev/shm, never shrink it --------------------------------------
@@ -137,8 +138,7 @@ cp -a "$IT_ROOTFS" "$D/evil/rootfs"
 rm -rf "$D/evil/rootfs/dev/shm"
 ln -s /etc "$D/evil/rootfs/dev/shm"
 (IT_ROOTFS=$D/evil/rootfs IT_CRI_IMAGE=docker.io/gpurun/evil:test it_cri_image "$D/evil")
-pod "$D/x4.json" evil --annotations '{"gpu-run.shm-size": "256m"}' --image docker.io/gpurun/evil:test
-if [[ $? -eq 0 ]]; then
+if pod "$D/x4.json" evil --annotations '{"gpu-run.shm-size": "256m"}' --image docker.io/gpurun/evil:test; then
   x4=$(jq -r '.containers[0]' "$D/x4.json")
   assert_eq $((256 * 1024)) "$(shm_kib "$x4")" "an image with /dev/shm -> /etc: the pod's /dev/shm (containerd's tmpfs /dev hides the link)"
   assert_not_contains "$(it_cri exec "$x4" stat -f -c %T /etc)" "tmpfs" "an image with /dev/shm -> /etc: /etc is not mounted over"
