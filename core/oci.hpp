@@ -59,9 +59,14 @@ struct SpecFacts {
   std::optional<std::uint64_t> shm_size;  // size= option of a tmpfs entry
 };
 
-// True when the container's /dev/shm is the host's: no ipc namespace of its own (--ipc=host),
-// or /dev/shm bind-mounted from the host's /dev/shm (containerd's app containers of a hostIPC
-// pod, which join the sandbox's ipc namespace, the host's, by path).
+// True when a /dev/shm bind's source is an engine's own shm tmpfs: containerd's pod shm
+// (.../io.containerd.grpc.v1.cri/sandboxes/<id>/shm), docker's (.../containers/<id>/mounts/shm),
+// podman's and CRI-O's (.../userdata/shm).
+bool is_engine_shm_source(const std::string& source);
+
+// True when the container's /dev/shm is the host's: no ipc namespace of its own (--ipc=host), or
+// a bind from anything but an engine's own shm: the host's /dev/shm (containerd's app containers
+// of a hostIPC pod), a hostPath volume, `-v /run:/dev/shm`. Such a tmpfs is never resized.
 bool uses_host_shm(const SpecFacts& spec);
 
 // Extracts SpecFacts; tolerant of missing sections, strict about types it reads.

@@ -81,8 +81,10 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
   }
   if (uses_host_shm(spec)) {
     d.host_ipc = true;
-    d.reason = spec.has_ipc_namespace ? "/dev/shm is bind-mounted from the host's /dev/shm (a hostIPC pod)"
-                                      : "no ipc namespace: the container uses the host's /dev/shm";
+    d.reason = spec.has_ipc_namespace
+                   ? "/dev/shm is bind-mounted from the host (" + spec.shm_source.value_or("").substr(0, 200) +
+                         "), not from an engine's own shm: the host's is never resized"
+                   : "no ipc namespace: the container uses the host's /dev/shm";
     return d;
   }
   try {

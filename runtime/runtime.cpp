@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "clock.hpp"
+#include "config.hpp"
 #include "door.hpp"
 #include "enum_name.hpp"
 #include "error.hpp"
@@ -167,9 +168,15 @@ void run_runtime(int argc, char** argv) {
   RuntimeArgs ra = parse_runtime_args(args);
   std::vector<std::string> runtimes;
   try {
-    const DecisionContext ctx(config_path(std::nullopt), "gpu-run-runtime");
-    if (ra.subcommand == "create" || ra.subcommand == "run") prepare_bundle(ra.bundle.value_or("."), ctx);
-    runtimes = ctx.config.runtimes;
+    if (ra.subcommand == "create" || ra.subcommand == "run") {
+      const DecisionContext ctx(config_path(std::nullopt), "gpu-run-runtime");
+      prepare_bundle(ra.bundle.value_or("."), ctx);
+      runtimes = ctx.config.runtimes;
+    } else {
+      // state, start, kill, delete, ...: containerd's shim runs several per container; they
+      // need the real runtime's name only, not the log or the profile store.
+      runtimes = load_config(config_path(std::nullopt)).runtimes;
+    }
   } catch (const Error& e) {
     report_runtime_error(ra, e.what());
     throw;

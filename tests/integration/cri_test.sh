@@ -100,7 +100,7 @@ h_kib=$(shm_kib "$(jq -r '.containers[0]' "$D/h.json")")
 assert_eq "$(df -k /dev/shm | awk 'NR == 2 { print $2 }')" "$h_kib" "hostIPC pod sees the host's /dev/shm, unresized"
 assert_eq "$host_shm_before" "$(stat -f -c '%b %S' /dev/shm)" "hostIPC pod: the host's /dev/shm size is unchanged"
 assert_contains "$(grep "$(jq -r .pod "$D/h.json")" "$LOG")" "no ipc namespace" "hostIPC pod: the sandbox is left alone (log)"
-assert_contains "$(grep "$(jq -r '.containers[0]' "$D/h.json")" "$LOG")" "bind-mounted from the host's /dev/shm" \
+assert_contains "$(grep "$(jq -r '.containers[0]' "$D/h.json")" "$LOG")" "bind-mounted from the host (/dev/shm)" \
   "hostIPC pod: its app container, in the host's ipc namespace by path, is left alone (log)"
 
 # --- impossible requests fail the pod, the message in the CRI error -------------------------
@@ -131,6 +131,16 @@ fi
 pod "$D/x3.json" dotdot --annotations '{"gpu-run.profile": "../../../etc/passwd"}'
 assert_eq 1 $? "a profile name with .. fails the pod"
 assert_contains "$(cat "$D/x3.json.err")" "profile" "the CRI error is about the profile name"
+
+# A host tmpfs mounted at /dev/shm as a volume (a hostPath): the host's, never resized.
+mkdir -p "$D/vol"
+mount -t tmpfs -o size=10m gr-cri-vol "$D/vol" || it_die "cannot mount a tmpfs on $D/vol"
+if pod "$D/x5.json" volume --annotations '{"gpu-run.shm-size": "512m"}' --mount "$D/vol:/dev/shm"; then
+  assert_eq 10240 "$(shm_kib "$(jq -r '.containers[0]' "$D/x5.json")")" "a hostPath tmpfs at /dev/shm: the container sees the volume, unresized"
+else
+  it_fail "a pod with a hostPath tmpfs at /dev/shm starts: $(cat "$D/x5.json.err")"
+fi
+assert_eq 10240 "$(df -k "$D/vol" | awk 'NR == 2 { print $2 }')" "a hostPath tmpfs at /dev/shm: the host's tmpfs keeps its 10m"
 
 # An image whose /dev/shm is a symlink out of the container.
 mkdir -p "$D/evil"

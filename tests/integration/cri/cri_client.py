@@ -8,6 +8,7 @@ at start with grpc_tools.protoc; nothing generated is kept.
   cri_client.py SOCK version
   cri_client.py SOCK pod --name N [--handler H] [--annotations JSON|@FILE] [--host-ipc]
                          [--containers K] [--image IMG] [--memory BYTES] [--device PATH]... [--env K=V]...
+                         [--mount HOST:CONTAINER]...
       prints {"pod": ID, "containers": [ID...]}; a CRI error: one line on stderr, exit 1
   cri_client.py SOCK exec CONTAINER CMD...   the command's stdout; its exit code
   cri_client.py SOCK rm-pod ID...
@@ -75,7 +76,7 @@ class Cri:
         resp = self.call(self.rt, "RunPodSandbox", pb.RunPodSandboxRequest(config=cfg, runtime_handler=handler))
         return resp.pod_sandbox_id, cfg
 
-    def create_start(self, pod_id, cfg, name, image, memory=0, devices=(), host_ipc=False, env=()):
+    def create_start(self, pod_id, cfg, name, image, memory=0, devices=(), host_ipc=False, env=(), mounts=()):
         ns = pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER, ipc=pb.NODE if host_ipc else pb.POD)
         linux = pb.LinuxContainerConfig(
             resources=pb.LinuxContainerResources(memory_limit_in_bytes=memory),
@@ -84,6 +85,7 @@ class Cri:
             metadata=pb.ContainerMetadata(name=name), image=pb.ImageSpec(image=image),
             command=["/bin/sleep", "1000000"], linux=linux,
             envs=[pb.KeyValue(key=k, value=v) for k, v in (e.split("=", 1) for e in env)],
+            mounts=[pb.Mount(host_path=h, container_path=c) for h, c in (m.split(":", 1) for m in mounts)],
             devices=[pb.Device(container_path=d, host_path=d, permissions="rw") for d in devices])
         cid = self.call(self.rt, "CreateContainer",
                         pb.CreateContainerRequest(pod_sandbox_id=pod_id, config=ccfg, sandbox_config=cfg)).container_id
@@ -112,7 +114,7 @@ def cmd_pod(cri, a):
     ids = []
     try:
         for i in range(a.containers):
-            ids.append(cri.create_start(pod_id, cfg, "c%d" % i, a.image, a.memory, a.device, a.host_ipc, a.env))
+            ids.append(cri.create_start(pod_id, cfg, "c%d" % i, a.image, a.memory, a.device, a.host_ipc, a.env, a.mount))
     except CriError:
         try:
             cri.rm_pod(pod_id)
@@ -176,6 +178,7 @@ def main():
     q.add_argument("--memory", type=int, default=0)
     q.add_argument("--device", action="append", default=[])
     q.add_argument("--env", action="append", default=[], help="K=V in every app container")
+    q.add_argument("--mount", action="append", default=[], help="HOST:CONTAINER in every app container")
     q = sub.add_parser("exec")
     q.add_argument("container")
     q.add_argument("cmd", nargs=argparse.REMAINDER)

@@ -174,7 +174,9 @@ TEST_F(ShmDecisionTest, ShmBoundFromTheHostsIsLeftAlone) {
   ShmDecision d = decide(spec);
   EXPECT_FALSE(d.act);
   EXPECT_TRUE(d.host_ipc);
-  EXPECT_NE(d.reason.find("host's /dev/shm"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("bind-mounted from the host (/dev//shm/)"), std::string::npos) << d.reason;
+  spec.shm_source = "/run";  // a hostPath volume at /dev/shm: the host's tmpfs, never resized
+  EXPECT_TRUE(decide(spec).host_ipc);
   spec.shm_source = "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/abc/shm";  // the pod's own tmpfs
   EXPECT_TRUE(decide(spec).act);
 }
