@@ -32,6 +32,10 @@ std::string request_annotation_pattern() {
   return "^gpu-run\\.(" + alternatives + ")$";
 }
 
+std::vector<std::string> request_annotation_globs() {
+  return {std::string(kAnnotationPrefix) + "*", kCrioShmSizeAnnotation};
+}
+
 NameValues container_env(const std::string& profile, std::uint64_t workers, std::uint64_t batch_size,
                          std::uint64_t shm_bytes) {
   return {{kEnvProfile, profile},

@@ -58,6 +58,11 @@ bool has_request_annotation(const std::map<std::string, std::string>& annotation
 // derived from kRequestKeys: "^gpu-run\.(profile|gpus|...)$".
 std::string request_annotation_pattern();
 
+// The glob patterns (Go's filepath.Match, as containerd's pod_annotations) that let every
+// request annotation, CRI-O's ShmSize included, through a CRI runtime handler to the OCI spec:
+// "gpu-run.*", "io.kubernetes.cri-o.ShmSize".
+std::vector<std::string> request_annotation_globs();
+
 // What gpu-run tells a container it sized.
 inline constexpr const char* kEnvProfile = "GPU_RUN_PROFILE";
 inline constexpr const char* kEnvNumWorkers = "GPU_RUN_NUM_WORKERS";

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "calibrate.hpp"
+#include "configure_containerd.hpp"
 #include "configure_docker.hpp"
 #include "configure_podman.hpp"
 #include "doctor.hpp"
@@ -56,6 +57,7 @@ void add_ctl_commands(CLI::App& app) {
   configure->require_subcommand(1);
   add_configure_docker_command(*configure);
   add_configure_podman_command(*configure);
+  add_configure_containerd_command(*configure);
 }
 
 int report_parse_error(const CLI::App& app, const CLI::ParseError& error) {

@@ -1,7 +1,5 @@
 #include "configure_docker.hpp"
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
@@ -96,13 +94,7 @@ FileEdit merge_daemon_json(const std::optional<std::string>& existing, const std
 }
 
 void run_configure_docker(const ConfigureDockerOptions& o) {
-  const fs::path runtime = fs::absolute(o.runtime_path ? fs::path(*o.runtime_path) : self_dir() / "gpu-run-runtime");
-  if (::access(runtime.c_str(), X_OK) != 0)
-    throw usage_error(o.runtime_path ? "--runtime-path " + runtime.string() +
-                                           ": not an executable file; give gpu-run-runtime's path"
-                                     : runtime.string() +
-                                           ": no executable gpu-run-runtime next to gpu-run-ctl; install it there "
-                                           "or pass --runtime-path PATH");
+  const fs::path runtime = gpu_run_binary(o.runtime_path, "gpu-run-runtime", "--runtime-path");
   const fs::path config_file = config_path(o.config);
   const std::string missing_config = check_gpu_run_config(config_file);
 
@@ -125,9 +117,7 @@ void run_configure_docker(const ConfigureDockerOptions& o) {
     for (const auto& n : edit.notes) std::cout << "note: " << n << "\n";
     return;
   }
-  const std::optional<fs::path> backup =
-      existing ? std::optional<fs::path>(daemon_json.string() + ".gpu-run.bak") : std::nullopt;
-  replace_file(daemon_json, edit.text, existing, backup);
+  const std::optional<fs::path> backup = replace_file_with_backup(daemon_json, edit.text, existing);
   std::cout << "wrote " << daemon_json.string() << ": runtimes.gpu-run.path = " << runtime.string()
             << (o.set_default ? ", default-runtime = gpu-run" : "") << "\n";
   if (backup) std::cout << "backup of the previous file: " << backup->string() << "\n";

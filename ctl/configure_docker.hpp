@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "ctl_common.hpp"
+
 namespace CLI {
 class App;
 }
@@ -19,13 +21,6 @@ struct ConfigureDockerOptions {
   std::string daemon_json = kDefaultDaemonJson;
   std::optional<std::string> config;        // the gpu-run config the runtime should read
   std::optional<std::string> runtime_path;  // default: gpu-run-runtime next to this program
-};
-
-// The outcome of merging gpu-run into a daemon.json.
-struct FileEdit {
-  std::string text;                // the whole resulting file
-  bool changed = false;            // false: already configured, nothing to write
-  std::vector<std::string> notes;  // one line each, for the person running it
 };
 
 // Sets runtimes."gpu-run".path (keeping its runtimeArgs and every other key, in order) and,

@@ -1,7 +1,5 @@
 #include "configure_podman.hpp"
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
@@ -53,14 +51,8 @@ FileEdit hook_file_edit(const std::optional<std::string>& existing, const std::s
 }
 
 void run_configure_podman(const ConfigurePodmanOptions& o) {
-  const fs::path hook = fs::absolute(o.hook_path ? fs::path(*o.hook_path) : self_dir() / "gpu-run-hook");
   // podman stats the hook's path when it reads hooks.d and refuses to run any container otherwise.
-  if (::access(hook.c_str(), X_OK) != 0)
-    throw usage_error(o.hook_path
-                          ? "--hook-path " + hook.string() + ": not an executable file; give gpu-run-hook's path"
-                          : hook.string() +
-                                ": no executable gpu-run-hook next to gpu-run-ctl; install it there or "
-                                "pass --hook-path PATH");
+  const fs::path hook = gpu_run_binary(o.hook_path, "gpu-run-hook", "--hook-path");
   const fs::path config_file = fs::absolute(config_path(o.config));
   const std::string missing_config = check_gpu_run_config(config_file);
   const fs::path file = fs::path(o.hooks_dir) / kHookFileName;
@@ -80,9 +72,7 @@ void run_configure_podman(const ConfigurePodmanOptions& o) {
               << config_file.string() << "); nothing changed\n";
     return;
   }
-  const std::optional<fs::path> backup =
-      existing ? std::optional<fs::path>(file.string() + ".gpu-run.bak") : std::nullopt;
-  replace_file(file, edit.text, existing, backup);
+  const std::optional<fs::path> backup = replace_file_with_backup(file, edit.text, existing);
   std::cout << "wrote " << file.string() << ": gpu-run-hook at createRuntime with --config " << config_file.string()
             << "\n";
   if (backup) std::cout << "backup of the previous file: " << backup->string() << "\n";

@@ -1,6 +1,7 @@
 #include "ctl_common.hpp"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -79,7 +80,8 @@ void replace_file(const fs::path& link, const std::string& text, const std::opti
   if (link_ec) throw Error(link.string() + ": cannot resolve the symlink: " + link_ec.message(), link_ec.value());
   unsigned mode = 0644;
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) mode = st.st_mode & 07777;
+  const bool existed = ::stat(path.c_str(), &st) == 0;
+  if (existed) mode = st.st_mode & 07777;
   std::error_code ec;
   if (path.has_parent_path() && !fs::is_directory(path.parent_path(), ec)) {
     fs::create_directories(path.parent_path(), ec);
@@ -95,6 +97,36 @@ void replace_file(const fs::path& link, const std::string& text, const std::opti
     throw Error(std::string(e.what()) + (e.errno_value() == EACCES ? " (run as root, or pick another path)" : ""),
                 e.errno_value(), e.exit_code());
   }
+  // The new file is ours; give it back to the old one's owner (a config kept by another user).
+  if (existed && (st.st_uid != ::geteuid() || st.st_gid != ::getegid()) &&
+      ::chown(path.c_str(), st.st_uid, st.st_gid) != 0)
+    throw system_error(
+        "chown " + path.string() + " back to its owner " + std::to_string(st.st_uid) + ":" + std::to_string(st.st_gid),
+        errno);
+}
+
+std::optional<fs::path> replace_file_with_backup(const fs::path& path, const std::string& text,
+                                                 const std::optional<std::string>& old_text) {
+  std::optional<fs::path> backup;
+  if (old_text) backup = path.string() + ".gpu-run.bak";
+  replace_file(path, text, old_text, backup);
+  return backup;
+}
+
+fs::path gpu_run_binary(const std::optional<std::string>& given, const std::string& name, const std::string& flag,
+                        const std::optional<fs::path>& fallback) {
+  if (given) {
+    const fs::path path = fs::absolute(*given);
+    if (::access(path.c_str(), X_OK) != 0)
+      throw usage_error(flag + " " + path.string() + ": not an executable file; give " + name + "'s path");
+    return path;
+  }
+  const fs::path beside = self_dir() / name;
+  if (::access(beside.c_str(), X_OK) == 0) return beside;
+  if (fallback && ::access(fallback->c_str(), X_OK) == 0) return *fallback;
+  throw usage_error(beside.string() + ": no executable " + name + " next to gpu-run-ctl" +
+                    (fallback ? " (nor " + fallback->string() + ")" : "") + "; install it there or pass " + flag +
+                    " PATH");
 }
 
 std::string check_gpu_run_config(const fs::path& path) {

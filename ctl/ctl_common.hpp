@@ -49,11 +49,29 @@ fs::path self_dir();
 // An existing file's text, or nullopt when it does not exist. Throws Error naming the path.
 std::optional<std::string> read_existing_file(const fs::path& path, const std::string& what);
 
+// The outcome of merging gpu-run into a file `configure` edits.
+struct FileEdit {
+  std::string text;                // the whole resulting file
+  bool changed = false;            // false: already configured, nothing to write
+  std::vector<std::string> notes;  // one line each, for the person running it
+};
+
 // How `configure` replaces a file it edits: the old text (if any) goes to `backup`
-// first, then the new text replaces `path` atomically, keeping the old file's mode.
+// first, then the new text replaces `path` atomically, keeping the old file's mode and owner.
 // Creates missing parent directories. Throws Error naming the path.
 void replace_file(const fs::path& path, const std::string& text, const std::optional<std::string>& old_text,
                   const std::optional<fs::path>& backup);
+
+// replace_file with the backup every `configure` makes: <path>.gpu-run.bak when the file
+// existed (`old_text`). Returns the backup's path, if one was written.
+std::optional<fs::path> replace_file_with_backup(const fs::path& path, const std::string& text,
+                                                 const std::optional<std::string>& old_text);
+
+// The gpu-run binary `name` that `configure` registers: `given` (from `flag`), else the one
+// next to gpu-run-ctl, else `fallback` when given. Absolute. Throws Error (exit 2) when it is
+// not an executable file.
+fs::path gpu_run_binary(const std::optional<std::string>& given, const std::string& name, const std::string& flag,
+                        const std::optional<fs::path>& fallback = std::nullopt);
 
 // Checks the gpu-run config that `configure` points the runtime or hook at: loads it when it
 // exists (throwing its Error, naming the file and key, when malformed). Returns a note line

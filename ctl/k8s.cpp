@@ -20,17 +20,17 @@ namespace {
 
 using nlohmann::ordered_json;
 
-bool is_dns_label(const std::string& s) {
-  static const std::regex label("[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?");
-  return std::regex_match(s, label);
-}
-
 bool is_dns_subdomain(const std::string& s) {
   static const std::regex subdomain("[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*");
   return s.size() <= 253 && std::regex_match(s, subdomain);
 }
 
 }  // namespace
+
+bool is_dns_label(const std::string& s) {
+  static const std::regex label("[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?");
+  return std::regex_match(s, label);
+}
 
 ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
   if (!is_dns_label(o.container))
@@ -88,13 +88,29 @@ std::string render_k8s(const K8sOptions& o, const Config& config, const HostInfo
 
 void run_k8s(const K8sOptions& o) { std::cout << render_k8s(o, load_ctl_config(), probe_host()); }
 
+std::string runtime_class_manifest(const std::string& handler) {
+  if (!is_dns_label(handler))
+    throw usage_error("--handler '" + k8s_shown(handler) +
+                      "': expected the runtime handler's name in containerd's config (lowercase letters, digits and "
+                      "'-', at most 63)");
+  ordered_json rc;
+  rc["apiVersion"] = "node.k8s.io/v1";
+  rc["kind"] = "RuntimeClass";
+  rc["metadata"] = {{"name", handler}};
+  rc["handler"] = handler;
+  return "# gpu-run-ctl k8s runtimeclass: pods with `runtimeClassName: " + handler +
+         "` run through the containerd handler " + handler + " (gpu-run-ctl configure containerd on each node)\n" +
+         to_yaml(rc);
+}
+
 void add_k8s_command(CLI::App& app) {
   auto o = std::make_shared<K8sOptions>();
   CLI::App* cmd = app.add_subcommand("k8s", "Print a pod spec patch giving a container a /dev/shm of the planned size");
   // The pod is described, not this machine: no default profile, a GPU count, CPUs from --cpus.
   const SizingFlagOptions sizing = add_sizing_flags(*cmd, o->sizing);
-  sizing.profile->description("Profile name or path to a .json file")->required();
-  sizing.gpus->description("GPUs of the container (nvidia.com/gpu; 0 for none)")->required();
+  // Required unless the command is `k8s runtimeclass` (CLI11 would require them there too).
+  sizing.profile->description("Profile name or path to a .json file (required)");
+  sizing.gpus->description("GPUs of the container (nvidia.com/gpu; 0 for none) (required)");
   sizing.workers->description("DataLoader workers per GPU (default: the profile's, or from --cpus)");
   cmd->add_option("--memory", o->memory,
                   "Memory the job needs besides /dev/shm, a Kubernetes quantity (e.g. 16Gi); requests and limits "
@@ -119,7 +135,22 @@ void add_k8s_command(CLI::App& app) {
       "For a Deployment, Job or StatefulSet wrap it in the pod template:\n"
       "  kubectl patch deployment NAME -p \"{\\\"spec\\\":{\\\"template\\\":$(gpu-run-ctl k8s ... --format json)}}\"\n"
       "(a running Pod's volumes cannot be changed: patch its template, or the manifest before creating it).");
-  cmd->callback([o] { run_k8s(*o); });
+  auto handler = std::make_shared<std::string>("gpu-run");
+  CLI::App* rc =
+      cmd->add_subcommand("runtimeclass", "Print the RuntimeClass that selects the containerd runtime handler gpu-run");
+  rc->add_option("--handler", *handler, "The runtime handler's name (configure containerd --handler)")
+      ->type_name("NAME")
+      ->capture_default_str();
+  rc->footer(
+      "Apply it once per cluster (`gpu-run-ctl k8s runtimeclass | kubectl apply -f -`) after\n"
+      "`gpu-run-ctl configure containerd` on each node; pods then set `runtimeClassName: gpu-run`.");
+  rc->callback([handler] { std::cout << runtime_class_manifest(*handler); });
+  cmd->callback([o, cmd] {
+    if (cmd->got_subcommand("runtimeclass")) return;
+    for (const char* flag : {"--profile", "--gpus"})
+      if (cmd->count(flag) == 0) throw CLI::RequiredError(flag);
+    run_k8s(*o);
+  });
 }
 
 }  // namespace gpurun

@@ -34,6 +34,10 @@ struct K8sOptions {
   std::string format = "yaml";  // yaml | json
 };
 
+// True for a Kubernetes DNS label (RFC 1123: lowercase letters, digits and '-', at most 63),
+// what container names and RuntimeClass handlers must be.
+bool is_dns_label(const std::string& s);
+
 // The patch for a plan: spec.volumes (emptyDir, medium Memory, sizeLimit = shm), the container
 // (name, env, resources, the /dev/shm mount) and spec.runtimeClassName when asked. Pure.
 // Throws Error (exit 2) on a bad container or runtime class name or --memory.
@@ -46,6 +50,11 @@ std::string render_k8s(const K8sOptions& options, const Config& config, const Ho
                        const EnvLookup& env = process_env);
 
 void run_k8s(const K8sOptions& options);
+
+// The RuntimeClass (node.k8s.io/v1) named `handler` that selects the containerd runtime
+// handler `handler` (`gpu-run-ctl configure containerd`), as YAML. Throws Error (exit 2)
+// when `handler` is not a DNS label. Pure.
+std::string runtime_class_manifest(const std::string& handler);
 
 // Registers `k8s` on `app`.
 void add_k8s_command(CLI::App& app);

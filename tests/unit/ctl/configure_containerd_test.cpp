@@ -1,0 +1,264 @@
+#include "configure_containerd.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <toml.hpp>
+#include <vector>
+
+#include "contract.hpp"
+#include "error.hpp"
+#include "test_util.hpp"
+
+namespace gpurun {
+namespace {
+
+constexpr const char* kRuntime = "/usr/bin/gpu-run-runtime";
+constexpr const char* kV2Runtimes = R"(plugins."io.containerd.grpc.v1.cri".containerd.runtimes)";
+
+// The file as containerd would read it (no comments, any order).
+toml::value parsed(const std::string& text) {
+  std::istringstream in(text);
+  return toml::parse(in, "out.toml");
+}
+
+const toml::value& runtimes(const toml::value& doc, const std::string& plugin = "io.containerd.grpc.v1.cri") {
+  return doc.at("plugins").at(plugin).at("containerd").at("runtimes");
+}
+
+std::vector<std::string> strings(const toml::value& array) {
+  std::vector<std::string> out;
+  for (const auto& v : array.as_array()) out.push_back(v.as_string());
+  return out;
+}
+
+ContainerdEdit merge(const std::string& text, const std::string& handler = "gpu-run") {
+  return merge_containerd_config(text, "config.toml", kRuntime, handler);
+}
+
+// A kubeadm-style config: comments, other plugins, runc with the systemd cgroup driver, another handler.
+constexpr const char* kNodeConfig = R"(# node config, managed by hand
+version = 2
+root = "/var/lib/containerd"
+
+[grpc]
+  address = "/run/containerd/containerd.sock" # the kubelet's endpoint
+
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    # pinned for the air-gapped cluster
+    sandbox_image = "registry.local/pause:3.9"
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      default_runtime_name = "runc"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+          SystemdCgroup = true
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+        runtime_type = "io.containerd.runc.v2"
+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+          BinaryName = "/usr/bin/nvidia-container-runtime"
+)";
+
+TEST(ContainerdConfig, AddsTheHandlerAndKeepsCommentsAndEveryOtherSetting) {
+  const ContainerdEdit edit = merge(kNodeConfig);
+  EXPECT_TRUE(edit.file.changed);
+  EXPECT_EQ(edit.version, 2);
+  EXPECT_EQ(edit.table, std::string(kV2Runtimes) + ".gpu-run");
+  for (const char* comment :
+       {"# node config, managed by hand", "# the kubelet's endpoint", "# pinned for the air-gapped cluster"})
+    EXPECT_CONTAINS(edit.file.text, comment);
+
+  const toml::value doc = parsed(edit.file.text);
+  EXPECT_EQ(doc.at("version").as_integer(), 2);
+  EXPECT_EQ(doc.at("root").as_string(), "/var/lib/containerd");
+  EXPECT_EQ(doc.at("grpc").at("address").as_string(), "/run/containerd/containerd.sock");
+  EXPECT_EQ(doc.at("plugins").at("io.containerd.grpc.v1.cri").at("sandbox_image").as_string(),
+            "registry.local/pause:3.9");
+  const toml::value& rt = runtimes(doc);
+  EXPECT_EQ(rt.at("nvidia").at("options").at("BinaryName").as_string(), "/usr/bin/nvidia-container-runtime");
+  EXPECT_TRUE(rt.at("runc").at("options").at("SystemdCgroup").as_boolean());
+
+  const toml::value& ours = rt.at("gpu-run");
+  EXPECT_EQ(ours.at("runtime_type").as_string(), "io.containerd.runc.v2");
+  EXPECT_EQ(strings(ours.at("pod_annotations")), request_annotation_globs());
+  EXPECT_EQ(ours.at("options").at("BinaryName").as_string(), kRuntime);
+  // The node's cgroup driver, from the default runtime.
+  EXPECT_TRUE(ours.at("options").at("SystemdCgroup").as_boolean());
+}
+
+TEST(ContainerdConfig, KeepsTheFilesOrderOfTables) {
+  const std::string text = merge(kNodeConfig).file.text;
+  const auto grpc = text.find("[grpc]");
+  const auto runc = text.find("runtimes.runc]");
+  const auto nvidia = text.find("runtimes.nvidia]");
+  const auto ours = text.find("runtimes.gpu-run]");
+  ASSERT_NE(ours, std::string::npos);
+  EXPECT_LT(grpc, runc);
+  EXPECT_LT(runc, nvidia);
+  EXPECT_LT(nvidia, ours);
+}
+
+TEST(ContainerdConfig, PodAnnotationsComeFromTheContract) {
+  EXPECT_EQ(request_annotation_globs(), (std::vector<std::string>{"gpu-run.*", kCrioShmSizeAnnotation}));
+}
+
+TEST(ContainerdConfig, IsIdempotent) {
+  const ContainerdEdit first = merge(kNodeConfig);
+  const ContainerdEdit second = merge(first.file.text);
+  EXPECT_FALSE(second.file.changed);
+  EXPECT_TRUE(second.file.notes.empty());
+  // A missing file too: the second run finds it configured.
+  const ContainerdEdit created = merge_containerd_config(std::nullopt, "c.toml", kRuntime, "gpu-run");
+  EXPECT_FALSE(merge(created.file.text).file.changed);
+}
+
+TEST(ContainerdConfig, UpdatesADifferentHandlerAndSaysWhatChanged) {
+  std::string text = merge(kNodeConfig).file.text;
+  text = merge_containerd_config(text, "config.toml", "/opt/gpu-run/bin/gpu-run-runtime", "gpu-run").file.text;
+  const ContainerdEdit edit = merge(text);
+  EXPECT_TRUE(edit.file.changed);
+  ASSERT_EQ(edit.file.notes.size(), 1u);
+  EXPECT_CONTAINS(edit.file.notes[0], ".gpu-run.options.BinaryName was \"/opt/gpu-run/bin/gpu-run-runtime\"");
+  EXPECT_CONTAINS(edit.file.notes[0], kRuntime);
+  EXPECT_EQ(runtimes(parsed(edit.file.text)).at("gpu-run").at("options").at("BinaryName").as_string(), kRuntime);
+}
+
+TEST(ContainerdConfig, KeepsTheUsersExtraPodAnnotationsAndAddsOurs) {
+  const std::string text = R"(version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.gpu-run]
+  runtime_type = "io.containerd.runc.v1"
+  pod_annotations = ["example.com/*", "gpu-run.*"]
+  privileged_without_host_devices = true
+)";
+  const ContainerdEdit edit = merge(text);
+  const toml::value doc = parsed(edit.file.text);
+  const toml::value& ours = runtimes(doc).at("gpu-run");
+  EXPECT_EQ(strings(ours.at("pod_annotations")),
+            (std::vector<std::string>{"example.com/*", "gpu-run.*", kCrioShmSizeAnnotation}));
+  EXPECT_EQ(ours.at("runtime_type").as_string(), "io.containerd.runc.v2");
+  EXPECT_TRUE(ours.at("privileged_without_host_devices").as_boolean());
+  std::string notes;
+  for (const auto& n : edit.file.notes) notes += n + "\n";
+  EXPECT_CONTAINS(notes, "runtime_type was \"io.containerd.runc.v1\", now \"io.containerd.runc.v2\"");
+  EXPECT_CONTAINS(notes, "pod_annotations: added \"io.kubernetes.cri-o.ShmSize\"");
+}
+
+TEST(ContainerdConfig, MissingOrEmptyFileBecomesAMinimalVersion2Config) {
+  for (const std::optional<std::string>& existing :
+       {std::optional<std::string>(), std::optional<std::string>(""), std::optional<std::string>("# nothing yet\n")}) {
+    const ContainerdEdit edit = merge_containerd_config(existing, "c.toml", kRuntime, "gpu-run");
+    EXPECT_TRUE(edit.file.changed);
+    const toml::value doc = parsed(edit.file.text);
+    EXPECT_EQ(doc.at("version").as_integer(), 2);
+    // containerd drops its built-in runc once the file names a runtime: runc is written too.
+    EXPECT_EQ(runtimes(doc).at("runc").at("runtime_type").as_string(), "io.containerd.runc.v2");
+    EXPECT_EQ(runtimes(doc).at("gpu-run").at("options").at("BinaryName").as_string(), kRuntime);
+  }
+}
+
+TEST(ContainerdConfig, DebianDefaultConfigGetsRuncBecauseItNamesNoRuntime) {
+  const ContainerdEdit edit = merge(R"(version = 2
+
+[plugins]
+  [plugins."io.containerd.grpc.v1.cri"]
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+      conf_dir = "/etc/cni/net.d"
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "/var/lib/containerd/opt"
+)");
+  const toml::value doc = parsed(edit.file.text);
+  EXPECT_EQ(runtimes(doc).at("runc").at("runtime_type").as_string(), "io.containerd.runc.v2");
+  EXPECT_FALSE(runtimes(doc).at("gpu-run").at("options").contains("SystemdCgroup"));
+  EXPECT_EQ(doc.at("plugins").at("io.containerd.internal.v1.opt").at("path").as_string(), "/var/lib/containerd/opt");
+  ASSERT_FALSE(edit.file.notes.empty());
+  EXPECT_CONTAINS(edit.file.notes[0], "runtimes.runc");
+}
+
+TEST(ContainerdConfig, AnotherDefaultRuntimeWithoutItsTableIsRefused) {
+  const std::string text = R"(version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  default_runtime_name = "nvidia"
+)";
+  const Error e = expect_error([&] { merge(text); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "config.toml: ");
+  EXPECT_CONTAINS(e.what(), "default_runtime_name is \"nvidia\"");
+}
+
+TEST(ContainerdConfig, Version3UsesTheCriRuntimePlugin) {
+  const std::string text = R"(version = 3
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+  runtime_type = 'io.containerd.runc.v2'
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+)";
+  const ContainerdEdit edit = merge(text);
+  EXPECT_EQ(edit.version, 3);
+  EXPECT_EQ(edit.table, R"(plugins."io.containerd.cri.v1.runtime".containerd.runtimes.gpu-run)");
+  const toml::value doc = parsed(edit.file.text);
+  EXPECT_EQ(doc.at("version").as_integer(), 3);
+  const toml::value& ours = runtimes(doc, "io.containerd.cri.v1.runtime").at("gpu-run");
+  EXPECT_EQ(ours.at("runtime_type").as_string(), "io.containerd.runc.v2");
+  EXPECT_EQ(ours.at("options").at("BinaryName").as_string(), kRuntime);
+  EXPECT_EQ(strings(ours.at("pod_annotations")), request_annotation_globs());
+  EXPECT_FALSE(doc.at("plugins").contains("io.containerd.grpc.v1.cri"));
+  EXPECT_EQ(doc.at("plugins").at("io.containerd.cri.v1.images").at("snapshotter").as_string(), "overlayfs");
+  EXPECT_FALSE(merge(edit.file.text).file.changed);
+}
+
+TEST(ContainerdConfig, Version1AndUnknownVersionsAreRefused) {
+  struct Case {
+    const char* text;
+    const char* says;
+  };
+  for (const Case& c :
+       {Case{"version = 1\n[plugins.cri]\n", "config version 1"}, Case{"[plugins.cri]\n", "no `version = 2` line"},
+        Case{"version = 4\n", "unknown config version 4"}, Case{"version = \"2\"\n", "key version: expected 2 or 3"}}) {
+    const Error e = expect_error([&] { merge(c.text); });
+    EXPECT_EQ(e.exit_code(), kExitUsage) << c.text;
+    EXPECT_CONTAINS(e.what(), c.says);
+    EXPECT_CONTAINS(e.what(), "leaves the file as it is");
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+  }
+}
+
+TEST(ContainerdConfig, MalformedTomlIsOneLineWithFileAndLine) {
+  const Error e = expect_error(
+      [] { merge_containerd_config(std::string("version = 2\n[plugins\n"), "/etc/c.toml", kRuntime, "gpu-run"); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "/etc/c.toml:2: ");
+  EXPECT_CONTAINS(e.what(), "key");
+  EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+  const Error twice = expect_error([] { merge(std::string("version = 2\nroot = \"a\"\nroot = \"b\"\n")); });
+  EXPECT_CONTAINS(twice.what(), "config.toml:3: ");
+}
+
+TEST(ContainerdConfig, WrongShapesOnTheWayAreRefusedNamingTheKey) {
+  const Error e = expect_error([] { merge("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\ncontainerd = 1\n"); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), R"(plugins."io.containerd.grpc.v1.cri".containerd: expected a table, got integer)");
+  const Error array = expect_error([] {
+    merge(std::string(kNodeConfig) +
+          "      [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.gpu-run]\n"
+          "        pod_annotations = \"gpu-run.*\"\n");
+  });
+  EXPECT_CONTAINS(array.what(), "pod_annotations: expected an array of strings");
+}
+
+TEST(ContainerdConfig, HandlerNameMustBeADnsLabel) {
+  for (const char* bad : {"", "GPU", "gpu_run", "a.b", "-x"}) {
+    const Error e = expect_error([&] { merge(kNodeConfig, bad); });
+    EXPECT_EQ(e.exit_code(), kExitUsage) << bad;
+    EXPECT_CONTAINS(e.what(), "--handler");
+  }
+  const ContainerdEdit edit = merge(kNodeConfig, "gpu-run-b");
+  EXPECT_TRUE(runtimes(parsed(edit.file.text)).contains("gpu-run-b"));
+}
+
+}  // namespace
+}  // namespace gpurun
