@@ -53,24 +53,11 @@ EOT
 }
 
 # it_cri_handler DIR BIN: adds the runtime handler "gpu-run" (BIN/gpu-run-runtime) to
-# DIR/config.toml, as an admin would: gpu-run-ctl configure containerd.
+# DIR/config.toml as an admin would: gpu-run-ctl configure containerd.
 it_cri_handler() {
   local dir=$1 bin=$2
-  if "$bin/gpu-run-ctl" configure --help 2>/dev/null | grep -qw containerd; then
-    "$bin/gpu-run-ctl" configure containerd --config "$dir/config.toml" --runtime-path "$bin/gpu-run-runtime" \
-      >"$dir/configure.out" 2>&1 || { cat "$dir/configure.out" >&2; it_die "gpu-run-ctl configure containerd failed"; }
-  else
-    # Until `gpu-run-ctl configure containerd` is merged: the same handler, by hand.
-    it_log "gpu-run-ctl has no 'configure containerd' yet: writing the handler by hand"
-    cat >>"$dir/config.toml" <<EOT
-
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.gpu-run]
-        runtime_type = "io.containerd.runc.v2"
-        pod_annotations = ["gpu-run.*", "io.kubernetes.cri-o.ShmSize"]
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.gpu-run.options]
-          BinaryName = "$bin/gpu-run-runtime"
-EOT
-  fi
+  "$bin/gpu-run-ctl" configure containerd --config "$dir/config.toml" --runtime-path "$bin/gpu-run-runtime" \
+    >"$dir/configure.out" 2>&1 || { cat "$dir/configure.out" >&2; it_die "gpu-run-ctl configure containerd failed"; }
 }
 
 # it_cri_start DIR: starts containerd on DIR/config.toml and waits for its CRI socket.
