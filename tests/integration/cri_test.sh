@@ -73,8 +73,9 @@ assert_contains "$(sandbox_shm_opts "$a_pod")" "rw," "profile pod: the pod's shm
 assert_contains "$(sandbox_shm_opts "$a_pod")" "size=$((want / 1024))k" "profile pod: the pod's shm tmpfs on the host has the planned size"
 assert_eq 1 "$(grep -c "container=\"\{0,1\}$a_pod\"\{0,1\} stage=\"\{0,1\}createRuntime\"\{0,1\} action=resized" "$LOG")" \
   "profile pod: the sandbox's hook resized the pod's /dev/shm once"
-assert_eq 2 "$(grep -cE "container=\"?($a0|$a1)\"? .*action=unchanged" "$LOG")" \
-  "profile pod: the app containers' hooks found it sized (unchanged, not resized again)"
+assert_eq 2 "$(grep -cE "gpu-run-runtime.*($a0|$a1)\"? action=unchanged .* before=$((want >> 20))m$" "$LOG")" \
+  "profile pod: the runtime found the pod's tmpfs sized for both app containers (unchanged, no hook)"
+assert_eq 0 "$(grep -cE "gpu-run-hook.*($a0|$a1)" "$LOG")" "profile pod: no hook ran for the app containers"
 
 # --- app containers grow the pod's /dev/shm, never shrink it --------------------------------------
 want=$(plan_bytes --profile imagenet)
