@@ -17,6 +17,7 @@ at start with grpc_tools.protoc; nothing generated is kept.
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -36,11 +37,13 @@ def load_stubs():
     if rc != 0:
         sys.exit("cri_client: protoc failed on " + os.path.join(HERE, "api.proto"))
     sys.path.insert(0, out)
-    import api_pb2
-    import api_pb2_grpc
-    for f in os.listdir(out):
-        if os.path.isfile(os.path.join(out, f)):
-            os.unlink(os.path.join(out, f))
+    sys.dont_write_bytecode = True
+    try:
+        import api_pb2
+        import api_pb2_grpc
+    finally:
+        sys.path.remove(out)
+        shutil.rmtree(out, ignore_errors=True)
     return api_pb2, api_pb2_grpc
 
 
