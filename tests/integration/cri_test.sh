@@ -77,6 +77,16 @@ assert_eq 2 "$(grep -cE "gpu-run-runtime.*($a0|$a1)\"? action=unchanged .* befor
   "profile pod: the runtime found the pod's tmpfs sized for both app containers (unchanged, no hook)"
 assert_eq 0 "$(grep -cE "gpu-run-hook.*($a0|$a1)" "$LOG")" "profile pod: no hook ran for the app containers"
 
+# --- GPUs from the app containers' devices: the pod grows to their plan ---------------------------
+# The sandbox has no devices (a 1-rank plan); the app containers have two /dev/nvidiaN (here
+# /dev/null and /dev/zero under those names), so their plan is for 2 ranks.
+want=$(plan_bytes --profile default --gpus 2)
+pod "$D/d.json" devices --annotations '{"gpu-run.profile": "default"}' --device /dev/null:/dev/nvidia0 \
+  --device /dev/zero:/dev/nvidia1
+assert_eq 0 $? "a pod whose app container has two GPU devices ($(cat "$D/d.json.err"))"
+assert_eq $((want / 1024)) "$(shm_kib "$(jq -r '.containers[0]' "$D/d.json")")" \
+  "GPU count from the app container's devices: the pod's /dev/shm grows to the 2-rank plan"
+
 # --- app containers grow the pod's /dev/shm, never shrink it --------------------------------------
 want=$(plan_bytes --profile imagenet)
 pod "$D/g.json" shrink --annotations '{"gpu-run.profile": "imagenet"}' --env GPU_RUN_SHM_SIZE=100m --containers 2

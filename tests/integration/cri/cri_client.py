@@ -7,7 +7,7 @@ at start with grpc_tools.protoc; nothing generated is kept.
 
   cri_client.py SOCK version
   cri_client.py SOCK pod --name N [--handler H] [--annotations JSON|@FILE] [--host-ipc]
-                         [--containers K] [--image IMG] [--memory BYTES] [--device PATH]... [--env K=V]...
+                         [--containers K] [--image IMG] [--memory BYTES] [--device HOST[:CONTAINER]]... [--env K=V]...
                          [--mount HOST:CONTAINER]...
       prints {"pod": ID, "containers": [ID...]}; a CRI error: one line on stderr, exit 1
   cri_client.py SOCK exec CONTAINER CMD...   the command's stdout; its exit code
@@ -89,7 +89,8 @@ class Cri:
             command=["/bin/sleep", "1000000"], linux=linux,
             envs=[pb.KeyValue(key=k, value=v) for k, v in (e.split("=", 1) for e in env)],
             mounts=[pb.Mount(host_path=h, container_path=c) for h, c in (m.split(":", 1) for m in mounts)],
-            devices=[pb.Device(container_path=d, host_path=d, permissions="rw") for d in devices])
+            devices=[pb.Device(host_path=d.split(":", 1)[0], container_path=d.split(":", 1)[-1], permissions="rw")
+                     for d in devices])
         cid = self.call(self.rt, "CreateContainer",
                         pb.CreateContainerRequest(pod_sandbox_id=pod_id, config=ccfg, sandbox_config=cfg)).container_id
         self.call(self.rt, "StartContainer", pb.StartContainerRequest(container_id=cid))
@@ -179,7 +180,7 @@ def main():
     q.add_argument("--containers", type=int, default=1)
     q.add_argument("--image", default="docker.io/gpurun/busybox:test")
     q.add_argument("--memory", type=int, default=0)
-    q.add_argument("--device", action="append", default=[])
+    q.add_argument("--device", action="append", default=[], help="HOST[:CONTAINER] in every app container")
     q.add_argument("--env", action="append", default=[], help="K=V in every app container")
     q.add_argument("--mount", action="append", default=[], help="HOST:CONTAINER in every app container")
     q = sub.add_parser("exec")
