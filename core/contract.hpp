@@ -58,7 +58,7 @@ bool has_request_annotation(const std::map<std::string, std::string>& annotation
 // derived from kRequestKeys: "^gpu-run\.(profile|gpus|...)$".
 std::string request_annotation_pattern();
 
-// The glob patterns (Go's filepath.Match, as containerd's pod_annotations) that let every
+// The glob patterns (Go's path.Match, as containerd matches pod_annotations) that let every
 // request annotation, CRI-O's ShmSize included, through a CRI runtime handler to the OCI spec:
 // "gpu-run.*", "io.kubernetes.cri-o.ShmSize".
 std::vector<std::string> request_annotation_globs();

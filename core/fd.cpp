@@ -43,7 +43,8 @@ void write_all(int fd, const std::string& data, const std::string& what) {
   }
 }
 
-void write_file_atomic(const std::string& path, const std::string& data, unsigned mode, Durability durability) {
+void write_file_atomic(const std::string& path, const std::string& data, unsigned mode, Durability durability,
+                       std::optional<FileOwner> owner) {
   std::string dir = ".";
   auto slash = path.rfind('/');
   if (slash != std::string::npos) dir = slash == 0 ? "/" : path.substr(0, slash);
@@ -52,6 +53,8 @@ void write_file_atomic(const std::string& path, const std::string& data, unsigne
   if (!fd) throw system_error("write " + path + ": create " + tmp, errno);
   try {
     write_all(fd.get(), data, "write " + tmp);
+    // chown before chmod: chown clears set-id bits.
+    if (owner && ::fchown(fd.get(), owner->uid, owner->gid) != 0) throw system_error("chown " + tmp, errno);
     if (::fchmod(fd.get(), mode) != 0) throw system_error("chmod " + tmp, errno);
     if (durability == Durability::kDurable && ::fsync(fd.get()) != 0) throw system_error("fsync " + tmp, errno);
   } catch (...) {

@@ -1,6 +1,9 @@
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "unique_handle.hpp"
@@ -20,10 +23,15 @@ std::string read_bounded(int fd, std::size_t max_bytes, const std::string& what)
 void write_all(int fd, const std::string& data, const std::string& what);
 
 // Atomically replaces `path` with `data`: a temp file in the same directory, rename. Keeps
-// `mode`. kDurable also fsyncs the file and the directory, so that the new content survives
-// a crash; kVolatile is for files whose life is shorter than the machine's uptime.
+// `mode`, and gives the file to `owner` before the rename when given. kDurable also fsyncs the
+// file and the directory, so that the new content survives a crash; kVolatile is for files
+// whose life is shorter than the machine's uptime.
 enum class Durability { kDurable, kVolatile };
+struct FileOwner {
+  uid_t uid;
+  gid_t gid;
+};
 void write_file_atomic(const std::string& path, const std::string& data, unsigned mode = 0644,
-                       Durability durability = Durability::kDurable);
+                       Durability durability = Durability::kDurable, std::optional<FileOwner> owner = std::nullopt);
 
 }  // namespace gpurun

@@ -52,8 +52,8 @@ void add_ctl_commands(CLI::App& app) {
   add_calibrate_command(app);
   add_tune_command(app);
   add_doctor_command(app);
-  CLI::App* configure =
-      app.add_subcommand("configure", "Register gpu-run with docker (daemon.json) or podman (hooks.d)");
+  CLI::App* configure = app.add_subcommand(
+      "configure", "Register gpu-run with docker (daemon.json), podman (hooks.d) or containerd (config.toml)");
   configure->require_subcommand(1);
   add_configure_docker_command(*configure);
   add_configure_podman_command(*configure);

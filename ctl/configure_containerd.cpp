@@ -151,6 +151,23 @@ int config_version(const Toml& doc, const std::string& source) {
                     "; gpu-run-ctl knows versions 2 (containerd 1.x) and 3 (containerd 2.x)" + kKeep);
 }
 
+// The file's text. Width 0: every table under its own [header], as containerd's own files
+// are (toml11 would otherwise turn short tables into inline ones). toml11 leaves runs of empty
+// lines after nested tables; they are squeezed to one when the result reads back the same
+// (a multi-line string could hold such a run).
+std::string format_config(const Toml& doc, const std::string& source) {
+  const std::string text = toml::format(doc, 0);
+  std::string squeezed;
+  squeezed.reserve(text.size());
+  for (const char c : text) {
+    const auto n = squeezed.size();
+    if (c == '\n' && n >= 2 && squeezed[n - 1] == '\n' && squeezed[n - 2] == '\n') continue;
+    squeezed += c;
+  }
+  if (squeezed == text || toml::format(parse_toml_config(squeezed, source), 0) != text) return text;
+  return squeezed;
+}
+
 }  // namespace
 
 ContainerdEdit merge_containerd_config(const std::optional<std::string>& existing, const std::string& source,
@@ -226,9 +243,7 @@ ContainerdEdit merge_containerd_config(const std::optional<std::string>& existin
 
   for (auto& n : ed.notes()) result.file.notes.push_back(n);
   result.file.changed = ed.changed() || !existing;
-  // Width 0: every table under its own [header], as containerd's own files are (toml11 would
-  // otherwise turn short tables into inline ones).
-  result.file.text = toml::format(doc, 0);
+  result.file.text = format_config(doc, source);
   return result;
 }
 
@@ -241,7 +256,7 @@ void run_configure_containerd(const ConfigureContainerdOptions& o) {
   const FileEdit& file = edit.file;
 
   if (o.print) {
-    std::cout << file.text;
+    std::cout << (file.changed || !existing ? file.text : *existing);
     std::cout.flush();
     std::cerr << "gpu-run-ctl: --print: " << config.string()
               << (file.changed ? " would become the TOML above" : " is already configured") << " (nothing written)\n";

@@ -82,6 +82,9 @@ void replace_file(const fs::path& link, const std::string& text, const std::opti
   struct stat st {};
   const bool existed = ::stat(path.c_str(), &st) == 0;
   if (existed) mode = st.st_mode & 07777;
+  // The new file goes to the old one's owner (a config kept by another user).
+  std::optional<FileOwner> owner;
+  if (existed && (st.st_uid != ::geteuid() || st.st_gid != ::getegid())) owner = FileOwner{st.st_uid, st.st_gid};
   std::error_code ec;
   if (path.has_parent_path() && !fs::is_directory(path.parent_path(), ec)) {
     fs::create_directories(path.parent_path(), ec);
@@ -91,18 +94,12 @@ void replace_file(const fs::path& link, const std::string& text, const std::opti
                   ec.value(), kExitFailure);
   }
   try {
-    if (old_text && backup) write_file_atomic(backup->string(), *old_text, mode);
-    write_file_atomic(path.string(), text, mode);
+    if (old_text && backup) write_file_atomic(backup->string(), *old_text, mode, Durability::kDurable, owner);
+    write_file_atomic(path.string(), text, mode, Durability::kDurable, owner);
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + (e.errno_value() == EACCES ? " (run as root, or pick another path)" : ""),
                 e.errno_value(), e.exit_code());
   }
-  // The new file is ours; give it back to the old one's owner (a config kept by another user).
-  if (existed && (st.st_uid != ::geteuid() || st.st_gid != ::getegid()) &&
-      ::chown(path.c_str(), st.st_uid, st.st_gid) != 0)
-    throw system_error(
-        "chown " + path.string() + " back to its owner " + std::to_string(st.st_uid) + ":" + std::to_string(st.st_gid),
-        errno);
 }
 
 std::optional<fs::path> replace_file_with_backup(const fs::path& path, const std::string& text,

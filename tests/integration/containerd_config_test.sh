@@ -41,19 +41,22 @@ dump_section() {
     awk -v t="$table" 'index($0, t) { on = 1 } on && /^ *\[/ && !index($0, "runtimes.gpu-run") { on = 0 } on'
 }
 
+# start_containerd CONFIG SOCKET LOG: a private containerd on CONFIG (its root, state and SOCKET
+# set in it), stopped at exit; IT_CTD_PID is its pid. Returns when SOCKET is there.
+start_containerd() {
+  containerd --config "$1" >"$3" 2>&1 </dev/null &
+  IT_CTD_PID=$!
+  it_on_exit it__stop_pid "$IT_CTD_PID" 15
+  for ((i = 0; i < 60; i++)); do
+    [[ -S $2 ]] && return 0
+    sleep 0.25
+  done
+  it_die "private containerd on $1 did not come up: $(tail -n 5 "$3")"
+}
+
 # --- 1. Debian's stock /etc/containerd/config.toml (as the package ships it) ----------------------
 stock=$work/stock.toml
-cat >"$stock" <<'EOF'
-version = 2
-
-[plugins]
-  [plugins."io.containerd.grpc.v1.cri"]
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "/usr/lib/cni"
-      conf_dir = "/etc/cni/net.d"
-  [plugins."io.containerd.internal.v1.opt"]
-    path = "/var/lib/containerd/opt"
-EOF
+cp "$here/../data/containerd/debian-stock.toml" "$stock"
 cp "$stock" "$work/stock.orig"
 assert_exit 0 "$CTL" configure containerd --config "$stock" --runtime-path "$RUNTIME"
 printf '%s\n' "$IT_OUT" >"$work/first-run.txt"
@@ -91,69 +94,36 @@ assert_eq "no" "$([[ -e $stock.gpu-run.bak ]] && echo yes || echo no)" "a second
 # --- 3. A private containerd on the written config loads its CRI plugin with the handler ------------
 ctd=$work/ctd
 mkdir -p "$ctd"
-{
-  printf 'root = "%s/root"\nstate = "%s/state"\n' "$ctd" "$ctd"
-  printf '[grpc]\n  address = "%s/c.sock"\n[ttrpc]\n  address = "%s/c.sock.ttrpc"\n' "$ctd" "$ctd"
-} >"$ctd/top.toml"
-# The written file with a private root, state and socket (top-level keys must precede the tables).
-{
-  sed -n '/^version/p' "$stock"
-  cat "$ctd/top.toml"
-  sed '/^version/d' "$stock"
-} >"$ctd/config.toml"
-containerd --config "$ctd/config.toml" >"$ctd/log" 2>&1 </dev/null &
-ctd_pid=$!
-it_on_exit it__stop_pid "$ctd_pid" 15
-for ((i = 0; i < 60; i++)); do
-  [[ -S $ctd/c.sock ]] && break
-  sleep 0.25
-done
-plugins=$(ctr --address "$ctd/c.sock" plugins ls 2>&1)
-assert_contains "$(grep 'io.containerd.grpc.v1' <<<"$plugins" | grep -w cri)" "ok" \
-  "containerd's CRI plugin loads with the written config"
-assert_not_contains "$(cat "$ctd/log")" "no corresponding runtime configured" "containerd finds its default runtime"
-it__stop_pid "$ctd_pid" 15
+# cri_status SRC NAME: starts a private containerd on a copy of SRC (its own root, state and
+# socket; top-level keys must precede the tables, so they go right after the version line),
+# prints the state of its CRI plugin as `ctr plugins ls` shows it (ok, error) and stops it.
+# Its log stays in $ctd/NAME.log.
+cri_status() {
+  local sock=$ctd/$2.sock
+  {
+    sed -n '/^version/p' "$1"
+    printf 'root = "%s/root"\nstate = "%s/state"\n' "$ctd" "$ctd"
+    printf '[grpc]\n  address = "%s"\n[ttrpc]\n  address = "%s.ttrpc"\n' "$sock" "$sock"
+    sed '/^version/d' "$1"
+  } >"$ctd/$2.toml"
+  start_containerd "$ctd/$2.toml" "$sock" "$ctd/$2.log"
+  ctr --address "$sock" plugins ls 2>&1 | awk '$1 == "io.containerd.grpc.v1" && $2 == "cri" { print $NF }'
+  it__stop_pid "$IT_CTD_PID" 15
+}
+assert_eq "ok" "$(cri_status "$stock" written)" "containerd's CRI plugin loads with the written config"
+assert_not_contains "$(cat "$ctd/written.log")" "no corresponding runtime configured" \
+  "containerd finds its default runtime"
 
 # Without the runc table the same containerd refuses its CRI plugin: the reason gpu-run-ctl adds it.
-{
-  sed -n '/^version/p' "$stock"
-  printf 'root = "%s/root"\nstate = "%s/state"\n' "$ctd" "$ctd"
-  printf '[grpc]\n  address = "%s/d.sock"\n[ttrpc]\n  address = "%s/d.sock.ttrpc"\n' "$ctd" "$ctd"
-  printf '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.gpu-run]\n  runtime_type = "io.containerd.runc.v2"\n'
-} >"$ctd/norunc.toml"
-containerd --config "$ctd/norunc.toml" >"$ctd/norunc.log" 2>&1 </dev/null &
-norunc_pid=$!
-it_on_exit it__stop_pid "$norunc_pid" 15
-for ((i = 0; i < 60; i++)); do
-  [[ -S $ctd/d.sock ]] && break
-  sleep 0.25
-done
-plugins=$(ctr --address "$ctd/d.sock" plugins ls 2>&1)
-assert_contains "$(grep 'io.containerd.grpc.v1' <<<"$plugins" | grep -w cri)" "error" \
+printf 'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.gpu-run]\n  runtime_type = "%s"\n' \
+  io.containerd.runc.v2 >"$work/norunc.toml"
+assert_eq "error" "$(cri_status "$work/norunc.toml" norunc)" \
   "control: without runc's table containerd's CRI plugin fails to load"
-it__stop_pid "$norunc_pid" 15
+assert_contains "$(cat "$ctd/norunc.log")" "no corresponding runtime configured" "control: containerd says why"
 
 # --- 4. A kubeadm-style config: comments, other runtimes and settings survive -------------------------
 node=$work/node.toml
-cat >"$node" <<'EOF'
-# node config, managed by hand
-version = 2
-
-[plugins]
-  [plugins."io.containerd.grpc.v1.cri"]
-    # pinned for the air-gapped cluster
-    sandbox_image = "registry.local/pause:3.9"
-    [plugins."io.containerd.grpc.v1.cri".containerd]
-      default_runtime_name = "runc"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-        runtime_type = "io.containerd.runc.v2"
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-          SystemdCgroup = true
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
-        runtime_type = "io.containerd.runc.v2"
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
-          BinaryName = "/usr/bin/nvidia-container-runtime"
-EOF
+cp "$here/../data/containerd/kubeadm.toml" "$node"
 chmod 0600 "$node"
 chown nobody:nogroup "$node"
 assert_exit 0 "$CTL" configure containerd --config "$node" --runtime-path "$RUNTIME"
@@ -190,6 +160,7 @@ assert_contains "$(dump_section "$fresh")" 'pod_annotations = ["gpu-run.*", "io.
   "containerd reads the new file's handler"
 assert_exit 0 "$CTL" configure containerd --config "$fresh" --runtime-path "$RUNTIME" --print
 assert_contains "$IT_ERR" "is already configured" "--print on a configured file says so"
+assert_eq "$(cat "$fresh")" "$IT_OUT" "--print on a configured file shows the file as it is"
 
 # --- 6. Refused, and left as they were: malformed TOML, version 1, a bad handler name --------------
 bad=$work/bad.toml

@@ -21,6 +21,34 @@ TEST(Contract, HooksDPatternIsDerivedFromTheRequestKeys) {
     EXPECT_FALSE(std::regex_match(other, ere)) << other;
 }
 
+// Go's path.Match, as containerd matches pod_annotations, for the globs used here: '*'
+// matches any run of characters but '/', everything else itself.
+bool glob_match(const std::string& glob, const std::string& name) {
+  if (glob.empty()) return name.empty();
+  if (glob[0] == '*') {
+    for (std::size_t i = 0; i <= name.size(); ++i) {
+      if (glob_match(glob.substr(1), name.substr(i))) return true;
+      if (i < name.size() && name[i] == '/') break;
+    }
+    return false;
+  }
+  return !name.empty() && glob[0] == name[0] && glob_match(glob.substr(1), name.substr(1));
+}
+
+TEST(Contract, PodAnnotationGlobsLetEveryRequestAnnotationThrough) {
+  const std::vector<std::string> globs = request_annotation_globs();
+  EXPECT_EQ(globs, (std::vector<std::string>{"gpu-run.*", kCrioShmSizeAnnotation}));
+  auto passes = [&](const std::string& key) {
+    for (const auto& g : globs)
+      if (glob_match(g, key)) return true;
+    return false;
+  };
+  for (const RequestKeySpec& k : kRequestKeys) EXPECT_TRUE(passes(k.annotation)) << k.annotation;
+  EXPECT_TRUE(passes(kCrioShmSizeAnnotation));
+  for (const char* other : {"gpu-runXprofile", "io.kubernetes.cri-o.Devices", "example.com/gpu-run.profile"})
+    EXPECT_FALSE(passes(other)) << other;
+}
+
 TEST(Contract, EveryRequestKeyReachesTheRequestByAnnotationAndByEnv) {
   for (const RequestKeySpec& k : kRequestKeys) {
     SpecFacts by_env;

@@ -170,6 +170,20 @@ TEST(WriteFileAtomic, KeepsTheModeDespiteUmask) {
   EXPECT_EQ(st.st_mode & 07777, 0600u);
 }
 
+TEST(WriteFileAtomic, GivesTheFileToTheOwnerBeforeItAppears) {
+  TempDir d;
+  fs::path f = d / "config.toml";
+  // As root, another user's (nobody); otherwise only our own ids can be given.
+  const FileOwner owner = ::geteuid() == 0 ? FileOwner{65534, 65534} : FileOwner{::geteuid(), ::getegid()};
+  write_file_atomic(f.string(), "version = 2\n", 0600, Durability::kVolatile, owner);
+  struct stat st {};
+  ASSERT_EQ(::stat(f.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, owner.uid);
+  EXPECT_EQ(st.st_gid, owner.gid);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_FALSE(has_temp_files(d.path()));
+}
+
 TEST(WriteFileAtomic, ReplacesASymlinkRatherThanWritingThroughIt) {
   TempDir d;
   fs::path target = d.write("elsewhere", "untouched");

@@ -14,7 +14,8 @@ namespace {
 
 TEST(Cli, UsageErrorsExitTwo) {
   for (const char* args : {"", "plan --bogus", "plan --profile", "k8s --profile imagenet", "profiles", "profiles show",
-                           "configure", "configure docker --set-default=maybe", "nope"}) {
+                           "configure", "configure docker --set-default=maybe", "nope", "k8s --gpus 1",
+                           "k8s runtimeclass --handler", "configure containerd --print=maybe"}) {
     CLI::App app;
     add_ctl_commands(app);
     try {

@@ -9,6 +9,7 @@
 
 #include "contract.hpp"
 #include "error.hpp"
+#include "test_files.hpp"
 #include "test_util.hpp"
 
 namespace gpurun {
@@ -37,38 +38,23 @@ ContainerdEdit merge(const std::string& text, const std::string& handler = "gpu-
   return merge_containerd_config(text, "config.toml", kRuntime, handler);
 }
 
-// A kubeadm-style config: comments, other plugins, runc with the systemd cgroup driver, another handler.
-constexpr const char* kNodeConfig = R"(# node config, managed by hand
-version = 2
-root = "/var/lib/containerd"
-
-[grpc]
-  address = "/run/containerd/containerd.sock" # the kubelet's endpoint
-
-[plugins]
-  [plugins."io.containerd.grpc.v1.cri"]
-    # pinned for the air-gapped cluster
-    sandbox_image = "registry.local/pause:3.9"
-    [plugins."io.containerd.grpc.v1.cri".containerd]
-      default_runtime_name = "runc"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-        runtime_type = "io.containerd.runc.v2"
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-          SystemdCgroup = true
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
-        runtime_type = "io.containerd.runc.v2"
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
-          BinaryName = "/usr/bin/nvidia-container-runtime"
-)";
+// A kubeadm-style config: comments, other plugins, runc with the systemd cgroup driver, another
+// handler (the integration test gives the same file to the real containerd).
+std::string node_config() {
+  return test::read_text(std::string(GPU_RUN_SOURCE_TEST_DATA) + "/containerd/kubeadm.toml");
+}
 
 TEST(ContainerdConfig, AddsTheHandlerAndKeepsCommentsAndEveryOtherSetting) {
-  const ContainerdEdit edit = merge(kNodeConfig);
+  const ContainerdEdit edit = merge(node_config());
   EXPECT_TRUE(edit.file.changed);
   EXPECT_EQ(edit.version, 2);
   EXPECT_EQ(edit.table, std::string(kV2Runtimes) + ".gpu-run");
   for (const char* comment :
        {"# node config, managed by hand", "# the kubelet's endpoint", "# pinned for the air-gapped cluster"})
     EXPECT_CONTAINS(edit.file.text, comment);
+  // Each comment stays with its key (an end-of-line comment moves above it).
+  EXPECT_CONTAINS(edit.file.text, "# pinned for the air-gapped cluster\nsandbox_image = ");
+  EXPECT_CONTAINS(edit.file.text, "# the kubelet's endpoint\naddress = ");
 
   const toml::value doc = parsed(edit.file.text);
   EXPECT_EQ(doc.at("version").as_integer(), 2);
@@ -89,7 +75,7 @@ TEST(ContainerdConfig, AddsTheHandlerAndKeepsCommentsAndEveryOtherSetting) {
 }
 
 TEST(ContainerdConfig, KeepsTheFilesOrderOfTables) {
-  const std::string text = merge(kNodeConfig).file.text;
+  const std::string text = merge(node_config()).file.text;
   const auto grpc = text.find("[grpc]");
   const auto runc = text.find("runtimes.runc]");
   const auto nvidia = text.find("runtimes.nvidia]");
@@ -100,12 +86,8 @@ TEST(ContainerdConfig, KeepsTheFilesOrderOfTables) {
   EXPECT_LT(nvidia, ours);
 }
 
-TEST(ContainerdConfig, PodAnnotationsComeFromTheContract) {
-  EXPECT_EQ(request_annotation_globs(), (std::vector<std::string>{"gpu-run.*", kCrioShmSizeAnnotation}));
-}
-
 TEST(ContainerdConfig, IsIdempotent) {
-  const ContainerdEdit first = merge(kNodeConfig);
+  const ContainerdEdit first = merge(node_config());
   const ContainerdEdit second = merge(first.file.text);
   EXPECT_FALSE(second.file.changed);
   EXPECT_TRUE(second.file.notes.empty());
@@ -115,7 +97,7 @@ TEST(ContainerdConfig, IsIdempotent) {
 }
 
 TEST(ContainerdConfig, UpdatesADifferentHandlerAndSaysWhatChanged) {
-  std::string text = merge(kNodeConfig).file.text;
+  std::string text = merge(node_config()).file.text;
   text = merge_containerd_config(text, "config.toml", "/opt/gpu-run/bin/gpu-run-runtime", "gpu-run").file.text;
   const ContainerdEdit edit = merge(text);
   EXPECT_TRUE(edit.file.changed);
@@ -147,6 +129,16 @@ TEST(ContainerdConfig, KeepsTheUsersExtraPodAnnotationsAndAddsOurs) {
   EXPECT_CONTAINS(notes, "pod_annotations: added \"io.kubernetes.cri-o.ShmSize\"");
 }
 
+TEST(ContainerdConfig, AMultiLineStringKeepsItsEmptyLines) {
+  const std::string text =
+      "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".cni]\nconf_template = \"\"\"a\n\n\n\nb\"\"\"\n";
+  const ContainerdEdit edit = merge(text);
+  EXPECT_EQ(
+      parsed(edit.file.text).at("plugins").at("io.containerd.grpc.v1.cri").at("cni").at("conf_template").as_string(),
+      "a\n\n\n\nb");
+  EXPECT_FALSE(merge(edit.file.text).file.changed);
+}
+
 TEST(ContainerdConfig, MissingOrEmptyFileBecomesAMinimalVersion2Config) {
   for (const std::optional<std::string>& existing :
        {std::optional<std::string>(), std::optional<std::string>(""), std::optional<std::string>("# nothing yet\n")}) {
@@ -161,16 +153,10 @@ TEST(ContainerdConfig, MissingOrEmptyFileBecomesAMinimalVersion2Config) {
 }
 
 TEST(ContainerdConfig, DebianDefaultConfigGetsRuncBecauseItNamesNoRuntime) {
-  const ContainerdEdit edit = merge(R"(version = 2
+  // /etc/containerd/config.toml as Debian 12's containerd package ships it.
+  const ContainerdEdit edit =
+      merge(test::read_text(std::string(GPU_RUN_SOURCE_TEST_DATA) + "/containerd/debian-stock.toml"));
 
-[plugins]
-  [plugins."io.containerd.grpc.v1.cri"]
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "/usr/lib/cni"
-      conf_dir = "/etc/cni/net.d"
-  [plugins."io.containerd.internal.v1.opt"]
-    path = "/var/lib/containerd/opt"
-)");
   const toml::value doc = parsed(edit.file.text);
   EXPECT_EQ(runtimes(doc).at("runc").at("runtime_type").as_string(), "io.containerd.runc.v2");
   EXPECT_FALSE(runtimes(doc).at("gpu-run").at("options").contains("SystemdCgroup"));
@@ -243,7 +229,7 @@ TEST(ContainerdConfig, WrongShapesOnTheWayAreRefusedNamingTheKey) {
   EXPECT_EQ(e.exit_code(), kExitUsage);
   EXPECT_CONTAINS(e.what(), R"(plugins."io.containerd.grpc.v1.cri".containerd: expected a table, got integer)");
   const Error array = expect_error([] {
-    merge(std::string(kNodeConfig) +
+    merge(node_config() +
           "      [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.gpu-run]\n"
           "        pod_annotations = \"gpu-run.*\"\n");
   });
@@ -252,11 +238,11 @@ TEST(ContainerdConfig, WrongShapesOnTheWayAreRefusedNamingTheKey) {
 
 TEST(ContainerdConfig, HandlerNameMustBeADnsLabel) {
   for (const char* bad : {"", "GPU", "gpu_run", "a.b", "-x"}) {
-    const Error e = expect_error([&] { merge(kNodeConfig, bad); });
+    const Error e = expect_error([&] { merge(node_config(), bad); });
     EXPECT_EQ(e.exit_code(), kExitUsage) << bad;
     EXPECT_CONTAINS(e.what(), "--handler");
   }
-  const ContainerdEdit edit = merge(kNodeConfig, "gpu-run-b");
+  const ContainerdEdit edit = merge(node_config(), "gpu-run-b");
   EXPECT_TRUE(runtimes(parsed(edit.file.text)).contains("gpu-run-b"));
 }
 

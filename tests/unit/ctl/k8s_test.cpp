@@ -107,6 +107,20 @@ TEST(K8sPatch, RejectsNamesKubernetesWouldRefuse) {
   EXPECT_CONTAINS(expect_error([&] { k8s_patch(o, sample_plan(1)); }).what(), "--runtime-class");
 }
 
+TEST(K8sRuntimeClass, NamesTheHandlerAndRefusesANameContainerdCannotHave) {
+  const std::string yaml = runtime_class_manifest("gpu-run");
+  EXPECT_CONTAINS(yaml,
+                  "apiVersion: \"node.k8s.io/v1\"\nkind: \"RuntimeClass\"\nmetadata:\n  name: \"gpu-run\"\n"
+                  "handler: \"gpu-run\"\n");
+  EXPECT_EQ(yaml.rfind('#', 0), 0u);  // a comment line first, then the manifest
+  EXPECT_CONTAINS(runtime_class_manifest("gpu-run-b"), "handler: \"gpu-run-b\"");
+  for (const char* bad : {"", "GPU", "a.b", "gpu_run", "-x"}) {
+    const Error e = expect_error([&] { runtime_class_manifest(bad); });
+    EXPECT_EQ(e.exit_code(), kExitUsage) << bad;
+    EXPECT_CONTAINS(e.what(), "--handler");
+  }
+}
+
 TEST(K8sRender, PlansLikeGpuRunAndPrintsJsonOrYaml) {
   K8sOptions o;
   o.sizing.profile = "imagenet";
