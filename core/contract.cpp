@@ -12,6 +12,14 @@ const RequestKeySpec& request_key(RequestKey key) {
   return kRequestKeys[0];  // unreachable: every enumerator has an entry
 }
 
+bool is_pod_app_container(const std::map<std::string, std::string>& annotations) {
+  for (const char* key : {kCriContainerTypeAnnotation, kCrioContainerTypeAnnotation}) {
+    auto it = annotations.find(key);
+    if (it != annotations.end() && it->second == kPodAppContainerType) return true;
+  }
+  return false;
+}
+
 bool has_request_annotation(const std::map<std::string, std::string>& annotations) {
   return std::any_of(kRequestKeys.begin(), kRequestKeys.end(),
                      [&](const RequestKeySpec& k) { return annotations.count(k.annotation) > 0; });

@@ -38,7 +38,18 @@ inline constexpr std::array<RequestKeySpec, 5> kRequestKeys = {{
 // key gives one.
 inline constexpr const char* kCrioShmSizeAnnotation = "io.kubernetes.cri-o.ShmSize";
 
+// How the CRI runtimes mark the containers of a pod: "sandbox" for the pod's pause container,
+// "container" for an app container, which joins the sandbox's ipc namespace and bind-mounts
+// the pod's /dev/shm (one tmpfs for the whole pod). The sandbox sizes the pod; an app
+// container may grow the pod's /dev/shm to its own plan, never shrink it.
+inline constexpr const char* kCriContainerTypeAnnotation = "io.kubernetes.cri.container-type";    // containerd
+inline constexpr const char* kCrioContainerTypeAnnotation = "io.kubernetes.cri-o.ContainerType";  // CRI-O
+inline constexpr const char* kPodAppContainerType = "container";
+
 const RequestKeySpec& request_key(RequestKey key);
+
+// True when `annotations` (a spec's, set by containerd or CRI-O) mark an app container of a pod.
+bool is_pod_app_container(const std::map<std::string, std::string>& annotations);
 
 // True when `annotations` hold any of the request keys above (not CRI-O's).
 bool has_request_annotation(const std::map<std::string, std::string>& annotations);

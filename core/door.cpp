@@ -58,7 +58,7 @@ ContainerPlan plan_container(const std::map<std::string, std::string>& state_ann
   ContainerPlan p;
   p.request = container_request(state_annotations, spec);
   // The host is probed only when the decision will read it.
-  const bool needs_host = (p.request.named_anything() || config.default_profile) && spec.has_ipc_namespace;
+  const bool needs_host = (p.request.named_anything() || config.default_profile) && !uses_host_shm(spec);
   p.decision = decide_shm(p.request, spec, config, store, needs_host ? host() : HostFacts{});
   p.disposition = dispose(p.decision, config);
   return p;

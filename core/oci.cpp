@@ -170,6 +170,23 @@ SpecFacts spec_facts(const json& spec, const fs::path& bundle) {
   return f;
 }
 
+bool is_engine_shm_source(const std::string& source) {
+  fs::path p = fs::path(source).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "/x/shm/"
+  if (!p.is_absolute() || p.filename() != "shm") return false;
+  const fs::path dir = p.parent_path();
+  const fs::path up = dir.parent_path();
+  if (dir.filename() == "userdata") return true;  // podman, CRI-O
+  if (up.filename() == "sandboxes" && up.parent_path().filename() == "io.containerd.grpc.v1.cri")
+    return true;                                                                     // containerd
+  return dir.filename() == "mounts" && up.parent_path().filename() == "containers";  // docker
+}
+
+bool uses_host_shm(const SpecFacts& spec) {
+  if (!spec.has_ipc_namespace) return true;
+  return spec.shm_type == std::string("bind") && (!spec.shm_source || !is_engine_shm_source(*spec.shm_source));
+}
+
 int find_shm_mount(const json& spec) {
   if (!spec.contains("mounts") || !spec["mounts"].is_array()) return -1;
   int found = -1;

@@ -57,7 +57,20 @@ struct SpecFacts {
   std::optional<std::string> shm_type;  // "tmpfs", "bind", ...
   std::optional<std::string> shm_source;
   std::optional<std::uint64_t> shm_size;  // size= option of a tmpfs entry
+  // The size of the engine's shm tmpfs a bind at /dev/shm comes from (a pod's, which an earlier
+  // container of the pod may have sized), when a door on the host measured it (gpu-run-runtime).
+  std::optional<std::uint64_t> shm_bind_size;
 };
+
+// True when a /dev/shm bind's source is an engine's own shm tmpfs: containerd's pod shm
+// (.../io.containerd.grpc.v1.cri/sandboxes/<id>/shm), docker's (.../containers/<id>/mounts/shm),
+// podman's and CRI-O's (.../userdata/shm).
+bool is_engine_shm_source(const std::string& source);
+
+// True when the container's /dev/shm is the host's: no ipc namespace of its own (--ipc=host), or
+// a bind from anything but an engine's own shm: the host's /dev/shm (containerd's app containers
+// of a hostIPC pod), a hostPath volume, `-v /run:/dev/shm`. Such a tmpfs is never resized.
+bool uses_host_shm(const SpecFacts& spec);
 
 // Extracts SpecFacts; tolerant of missing sections, strict about types it reads.
 SpecFacts spec_facts(const nlohmann::json& spec, const fs::path& bundle);

@@ -16,6 +16,6 @@ inline constexpr const char* kHookSyscalls[] = {
     "newfstatat", "statx", "statfs", "fstatfs", "getdents64", "readlink", "readlinkat", "fcntl", "access", "faccessat",
     "faccessat2", "getcwd", "chdir", "fchdir", "mkdirat", "ioctl", "dup", "dup2", "dup3", "fsync",
     // the job itself
-    "setns", "mount"};
+    "setns", "mount", "fspick", "fsconfig"};
 
 }  // namespace gpurun

@@ -79,9 +79,12 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
     d.reason = "no gpu-run request and no default_profile";
     return d;
   }
-  if (!spec.has_ipc_namespace) {
+  if (uses_host_shm(spec)) {
     d.host_ipc = true;
-    d.reason = "no ipc namespace: the container uses the host's /dev/shm";
+    d.reason = spec.has_ipc_namespace
+                   ? "/dev/shm is bind-mounted from the host (" + spec.shm_source.value_or("").substr(0, 200) +
+                         "), not from an engine's own shm: the host's is never resized"
+                   : "no ipc namespace: the container uses the host's /dev/shm";
     return d;
   }
   try {
@@ -103,9 +106,10 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
       check_length("shm-size", *request.shm_size);
       d.size = parse_size(*request.shm_size, "shm-size");
       check_size(d.size, "shm-size");
-      d.size_explicit = true;
+      // An app container of a pod shares the pod's /dev/shm: it may grow it, never shrink it.
+      d.size_explicit = !is_pod_app_container(spec.annotations);
       d.act = true;
-      d.reason = "explicit size";
+      d.reason = d.size_explicit ? "explicit size" : "explicit size, grow only (the pod's /dev/shm is shared)";
       return d;
     }
     SizingRequest sr;

@@ -30,7 +30,8 @@ ContainerRequest container_request(const std::map<std::string, std::string>& sta
 struct ShmDecision {
   bool act = false;               // false: leave the container alone
   bool explicit_request = false;  // the container named something (failures fail its start)
-  bool size_explicit = false;     // a size was given: apply it even if it shrinks
+  bool size_explicit = false;     // a size was given: apply it even if it shrinks (never in a
+                                  // pod's app container: the pod's /dev/shm is shared)
   bool host_ipc = false;          // no ipc namespace: /dev/shm is the host's, never touched
   std::uint64_t size = 0;
   std::string profile;
@@ -50,8 +51,8 @@ struct HostFacts {
 };
 
 // Pure: request + spec + config + profiles -> decision. Never throws for bad
-// container input: it sets `error` instead. A container without an ipc namespace (--ipc=host,
-// hostIPC) is left alone (host_ipc) whatever it asked for.
+// container input: it sets `error` instead. A container on the host's /dev/shm (--ipc=host,
+// hostIPC: uses_host_shm) is left alone (host_ipc) whatever it asked for.
 ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, const Config& config,
                        const ProfileStore& store, const HostFacts& host);
 

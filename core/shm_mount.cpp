@@ -53,6 +53,24 @@ void mount_here(int dirfd, const char* source, const char* type, unsigned long f
   (void)!::chdir("/");
 }
 
+// Sets a mounted tmpfs's size through its superblock alone (fspick + fsconfig, Linux 5.2):
+// unlike mount(MS_REMOUNT), it changes no mount's flags and not the superblock's read-only
+// state. containerd bind-mounts a pod's tmpfs read-only into the sandbox (pause) container;
+// MS_REMOUNT there passes MS_RDONLY to the superblock and would make /dev/shm read-only for
+// every container of the pod. False when the kernel (or valgrind) does not know the calls.
+bool reconfigure_tmpfs_size(int dirfd, std::uint64_t size, const std::string& what) {
+  UniqueFd fc(::fspick(dirfd, "", FSPICK_EMPTY_PATH | FSPICK_CLOEXEC));
+  if (!fc) {
+    if (errno == ENOSYS) return false;
+    throw system_error(what + ": fspick", errno);
+  }
+  const std::string value = std::to_string(size);
+  if (::fsconfig(fc.get(), FSCONFIG_SET_STRING, "size", value.c_str(), 0) != 0)
+    throw system_error(what + ": fsconfig", errno);
+  if (::fsconfig(fc.get(), FSCONFIG_CMD_RECONFIGURE, nullptr, nullptr, 0) != 0) throw system_error(what, errno);
+  return true;
+}
+
 }  // namespace
 
 const char* outcome_name(ShmOutcome outcome) {
@@ -146,9 +164,10 @@ ShmResult apply_shm(const ShmTarget& t) {
         result.after = result.before;
         return result;
       }
+      const std::string what = "remount /dev/shm with size=" + engine_size(t.size);
       // Source and type are ignored with MS_REMOUNT, but valgrind (rightly) checks the pointers.
-      mount_here(shm.get(), "shm", "tmpfs", MS_REMOUNT | mount_flags(shm_fs), "size=" + std::to_string(t.size),
-                 "remount /dev/shm with size=" + engine_size(t.size));
+      if (!reconfigure_tmpfs_size(shm.get(), t.size, what))
+        mount_here(shm.get(), "shm", "tmpfs", MS_REMOUNT | mount_flags(shm_fs), "size=" + std::to_string(t.size), what);
       result.outcome = ShmOutcome::kResized;
       result.after = stat_fs(shm.get(), "/dev/shm").size();
       return result;

@@ -13,12 +13,14 @@
 #include <sstream>
 
 #include "clock.hpp"
+#include "config.hpp"
 #include "door.hpp"
 #include "enum_name.hpp"
 #include "error.hpp"
 #include "fd.hpp"
 #include "log.hpp"
 #include "oci.hpp"
+#include "shm_mount.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -34,6 +36,19 @@ fs::path self_exe() {
   std::error_code ec;
   fs::path p = fs::read_symlink("/proc/self/exe", ec);
   return ec ? fs::path() : p;
+}
+
+// The size of the engine's shm tmpfs at `source` on the host, or nullopt when it is not a
+// tmpfs or cannot be read (the hook then looks from inside the container).
+std::optional<std::uint64_t> engine_shm_size(const std::string& source) {
+  UniqueFd fd(::open(source.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  try {
+    const FsStat f = stat_fs(fd.get(), source);
+    if (f.is_tmpfs()) return f.size();
+  } catch (const Error&) {
+  }
+  return std::nullopt;
 }
 
 bool is_executable(const fs::path& p) {
@@ -112,6 +127,8 @@ SpecEdit edit_spec(nlohmann::json& spec, const SpecFacts& facts, const ShmDecisi
     set_tmpfs_size(spec["mounts"][static_cast<std::size_t>(idx)], d.size);
     return {SpecEdit::kSpecSize, ""};
   }
+  if (facts.shm_bind_size && *facts.shm_bind_size >= d.size && !d.size_explicit)
+    return {SpecEdit::kUnchanged, " before=" + engine_size(*facts.shm_bind_size)};
   // No tmpfs at /dev/shm in the spec (--ipc=shareable, none, a bind): the hook sizes it
   // once the container's mount namespace exists.
   if (!add_hook(spec, "createRuntime", hook_path, {"gpu-run-hook", "--config", config_file, "createRuntime"}))
@@ -129,7 +146,7 @@ bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {
   fs::path bundle = fs::absolute(bundle_arg, ec);
   if (ec) bundle = bundle_arg;
   nlohmann::json spec = load_spec(bundle);
-  const SpecFacts facts = spec_facts(spec, bundle);
+  SpecFacts facts = spec_facts(spec, bundle);
   const ContainerPlan plan = plan_container({}, facts, ctx.config, ctx.store, probe_host_facts);
   const std::string who = "bundle=" + log_quote(bundle.string());
   if (plan.disposition.action != Action::kAct) {
@@ -137,6 +154,9 @@ bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {
     if (plan.disposition.action == Action::kFail) throw Error(plan.disposition.error, 0, kExitFailure);
     return false;
   }
+  // A pod's app container: its sandbox has sized the pod's tmpfs already, most often.
+  if (facts.shm_type == std::string("bind") && facts.shm_source && is_engine_shm_source(*facts.shm_source))
+    facts.shm_bind_size = engine_shm_size(*facts.shm_source);
   fs::path hook = ctx.config.hook_path;
   if (hook.empty()) hook = self_exe().parent_path() / "gpu-run-hook";
   const SpecEdit edit = edit_spec(spec, facts, plan.decision, hook.string(), ctx.config_file.string());
@@ -167,9 +187,15 @@ void run_runtime(int argc, char** argv) {
   RuntimeArgs ra = parse_runtime_args(args);
   std::vector<std::string> runtimes;
   try {
-    const DecisionContext ctx(config_path(std::nullopt), "gpu-run-runtime");
-    if (ra.subcommand == "create" || ra.subcommand == "run") prepare_bundle(ra.bundle.value_or("."), ctx);
-    runtimes = ctx.config.runtimes;
+    if (ra.subcommand == "create" || ra.subcommand == "run") {
+      const DecisionContext ctx(config_path(std::nullopt), "gpu-run-runtime");
+      prepare_bundle(ra.bundle.value_or("."), ctx);
+      runtimes = ctx.config.runtimes;
+    } else {
+      // state, start, kill, delete, ...: containerd's shim runs several per container; they
+      // need the real runtime's name only, not the log or the profile store.
+      runtimes = load_config(config_path(std::nullopt)).runtimes;
+    }
   } catch (const Error& e) {
     report_runtime_error(ra, e.what());
     throw;

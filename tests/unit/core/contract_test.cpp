@@ -81,5 +81,13 @@ TEST(Contract, EnvAndLabelsOfASizedContainer) {
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
 }
 
+TEST(ContractTest, PodAppContainerByContainerdOrCrioKey) {
+  EXPECT_TRUE(is_pod_app_container({{"io.kubernetes.cri.container-type", "container"}}));
+  EXPECT_TRUE(is_pod_app_container({{"io.kubernetes.cri-o.ContainerType", "container"}}));
+  EXPECT_FALSE(is_pod_app_container({{"io.kubernetes.cri.container-type", "sandbox"}}));
+  EXPECT_FALSE(is_pod_app_container({{"gpu-run.profile", "container"}}));
+  EXPECT_FALSE(is_pod_app_container({}));
+}
+
 }  // namespace
 }  // namespace gpurun

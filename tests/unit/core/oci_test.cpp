@@ -171,5 +171,28 @@ TEST(OciStateTest, FuzzRegressions) {
   EXPECT_THROW(parse_state(R"({"id":"x","bundle":"/b","pid":1e999})"), Error);
 }
 
+TEST(OciSpecTest, EngineShmSources) {
+  EXPECT_TRUE(is_engine_shm_source("/run/containerd/io.containerd.grpc.v1.cri/sandboxes/0123abc/shm"));
+  EXPECT_TRUE(is_engine_shm_source("/var/lib/docker/containers/0123abc/mounts/shm"));
+  EXPECT_TRUE(is_engine_shm_source("/var/lib/containers/storage/overlay-containers/0123abc/userdata/shm/"));
+  EXPECT_FALSE(is_engine_shm_source("/dev/shm"));
+  EXPECT_FALSE(is_engine_shm_source("/run"));
+  EXPECT_FALSE(is_engine_shm_source("/srv/shm"));
+  EXPECT_FALSE(is_engine_shm_source("userdata/shm"));  // relative
+  EXPECT_FALSE(is_engine_shm_source("/var/lib/docker/containers/x/mounts/shm/../../../../../../run"));
+}
+
+TEST(OciSpecTest, UsesHostShm) {
+  SpecFacts s;
+  EXPECT_TRUE(uses_host_shm(s));  // no ipc namespace
+  s.has_ipc_namespace = true;
+  EXPECT_FALSE(uses_host_shm(s));  // no /dev/shm mount, or the engine's tmpfs
+  s.shm_type = "bind";
+  s.shm_source = "/dev/shm";
+  EXPECT_TRUE(uses_host_shm(s));
+  s.shm_source = "/var/lib/docker/containers/abc/mounts/shm";
+  EXPECT_FALSE(uses_host_shm(s));
+}
+
 }  // namespace
 }  // namespace gpurun

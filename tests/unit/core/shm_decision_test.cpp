@@ -151,5 +151,35 @@ TEST_F(ShmDecisionTest, DescribeIsOneLine) {
   EXPECT_NE(line.find("error="), std::string::npos);
 }
 
+TEST_F(ShmDecisionTest, PodAppContainerGrowsThePodsShmButNeverShrinksIt) {
+  SpecFacts spec = spec_with_env({});
+  spec.annotations = {{"gpu-run.shm-size", "2g"}, {"io.kubernetes.cri.container-type", "container"}};
+  ShmDecision d = decide(spec);
+  ASSERT_TRUE(d.act) << d.error;
+  EXPECT_EQ(d.size, 2 * kGiB);
+  EXPECT_FALSE(d.size_explicit);
+  EXPECT_NE(d.reason.find("grow only"), std::string::npos) << d.reason;
+  spec.annotations["io.kubernetes.cri.container-type"] = "sandbox";  // the pod's sandbox sizes it exactly
+  EXPECT_TRUE(decide(spec).size_explicit);
+}
+
+TEST_F(ShmDecisionTest, ShmBoundFromTheHostsIsLeftAlone) {
+  // containerd's app container of a hostIPC pod: it joins the sandbox's ipc namespace (the
+  // host's) by path and bind-mounts the host's /dev/shm.
+  SpecFacts spec = spec_with_env({});
+  spec.ipc_namespace_path = true;
+  spec.shm_type = "bind";
+  spec.shm_source = "/dev//shm/";
+  spec.annotations = {{"gpu-run.shm-size", "2g"}};
+  ShmDecision d = decide(spec);
+  EXPECT_FALSE(d.act);
+  EXPECT_TRUE(d.host_ipc);
+  EXPECT_NE(d.reason.find("bind-mounted from the host (/dev//shm/)"), std::string::npos) << d.reason;
+  spec.shm_source = "/run";  // a hostPath volume at /dev/shm: the host's tmpfs, never resized
+  EXPECT_TRUE(decide(spec).host_ipc);
+  spec.shm_source = "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/abc/shm";  // the pod's own tmpfs
+  EXPECT_TRUE(decide(spec).act);
+}
+
 }  // namespace
 }  // namespace gpurun
