@@ -164,7 +164,7 @@ if phase == "main":
           "re-admission of the patched pod: no patch")
 
     # No annotation: in ml the config's default profile webtest sizes the GPU container
-    # (2 GPUs: 2 * 16 MiB + 64 MiB = 96 MiB); in namespace web nothing is changed.
+    # (2 GPUs: 2 * (16 MiB + 72 KiB of semaphore pages) + 64 MiB = 97 MiB); in namespace web nothing is changed.
     plain = k.V1Pod(
         api_version="v1", kind="Pod", metadata=k.V1ObjectMeta(name="trainer", namespace="ml"),
         spec=k.V1PodSpec(containers=[
@@ -174,9 +174,9 @@ if phase == "main":
     pod = api.deserialize(Response(apply(obj, out["response"])), "V1Pod")
     vols = [v for v in pod.spec.volumes or [] if v.empty_dir and v.empty_dir.medium == "Memory"]
     env = {e.name: e.value for e in pod.spec.containers[0].env or []}
-    check(len(vols) == 1 and vols[0].empty_dir.size_limit == "96Mi" and env.get("GPU_RUN_PROFILE") == "webtest"
-          and pod.spec.containers[0].resources.limits["memory"] == "16480Mi",
-          "namespace ml's default profile: a pod naming none gets 96Mi, limit 16480Mi")
+    check(len(vols) == 1 and vols[0].empty_dir.size_limit == "97Mi" and env.get("GPU_RUN_PROFILE") == "webtest"
+          and pod.spec.containers[0].resources.limits["memory"] == "16481Mi",
+          "namespace ml's default profile: a pod naming none gets 97Mi, limit 16481Mi")
     plain.metadata.namespace = "web"
     _, _, out = review(plain, "uid-other-ns", namespace="web")
     check(out["response"]["allowed"] is True and "patch" not in out["response"],
@@ -259,7 +259,7 @@ assert_eq 0 "$rc" "the TLS client's checks pass"
 logs=$(cat "$work/stderr")
 assert_contains "$logs" 'event=review uid=uid-ddp pod=ml/ddp-worker-0 outcome=patched size=193Mi' \
   "one structured log line per review"
-assert_contains "$logs" 'event=review uid=uid-ns-default pod=ml/trainer outcome=patched size=96Mi containers=train namespace_profile=webtest' \
+assert_contains "$logs" 'event=review uid=uid-ns-default pod=ml/trainer outcome=patched size=97Mi containers=train namespace_profile=webtest' \
   "the log names the namespace's default profile"
 assert_not_contains "$logs" "namespace-profile-missing" "namespace ml's default profile loads at start"
 assert_eq 6 "$(grep -c 'event=review ' "$work/stderr")" "6 log lines for 6 reviews (the 413 and the slow client never reached /mutate)"
