@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
@@ -16,15 +18,34 @@ FileLock::FileLock(const std::string& path, bool wait) : path_(path) {
   if (!parent.empty() && std::filesystem::create_directories(parent, ec))
     std::filesystem::permissions(parent, std::filesystem::perms::owner_all, ec);
   if (ec) throw system_error("create the lock directory " + parent.string(), ec.value());
-  fd_ = UniqueFd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!fd_) throw system_error("open the lock file " + path, errno);
-  int r;
-  while ((r = ::flock(fd_.get(), LOCK_EX | (wait ? 0 : LOCK_NB))) != 0 && errno == EINTR) {
-  }
-  if (r == 0) {
-    locked_ = true;
-  } else if (errno != EWOULDBLOCK) {
-    throw system_error("lock " + path, errno);
+  locked_ = acquire(wait);
+}
+
+FileLock::~FileLock() {
+  // Removed while still locked: a process that opened it meanwhile finds it unlinked once it
+  // gets the lock, and starts over on a new file.
+  if (locked_) ::unlink(path_.c_str());
+}
+
+bool FileLock::acquire(bool wait) {
+  for (;;) {
+    if (!fd_) {
+      fd_ = UniqueFd(::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+      if (!fd_) throw system_error("open the lock file " + path_, errno);
+    }
+    int r;
+    while ((r = ::flock(fd_.get(), LOCK_EX | (wait ? 0 : LOCK_NB))) != 0 && errno == EINTR) {
+    }
+    if (r != 0) {
+      if (errno == EWOULDBLOCK) return false;
+      throw system_error("lock " + path_, errno);
+    }
+    struct stat held {
+    }, named{};
+    if (::fstat(fd_.get(), &held) == 0 && ::lstat(path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+        held.st_ino == named.st_ino)
+      return true;
+    fd_ = UniqueFd();  // the previous holder removed it: lock the path's file anew
   }
 }
 
@@ -33,12 +54,7 @@ std::string shm_lock_path(const std::string& container_id) {
 }
 
 void FileLock::wait() {
-  if (locked_) return;
-  int r;
-  while ((r = ::flock(fd_.get(), LOCK_EX)) != 0 && errno == EINTR) {
-  }
-  if (r != 0) throw system_error("lock " + path_, errno);
-  locked_ = true;
+  if (!locked_) locked_ = acquire(true);
 }
 
 }  // namespace gpurun

@@ -204,6 +204,8 @@ after2=$(grep -o ' after=[0-9a-z]*' <<<"${race_lines[1]:-}" | cut -d= -f2)
 after2_mib=${after2%m}
 assert_eq "$((${after2_mib:-0} * 1024))" "$(inside_kb docker race)" "race: df inside shows the last resize ($after2)"
 assert_eq hi "$(docker exec race cat /dev/shm/keep)" "race: the open file survived both"
+[[ ! -e $(lock_of race) ]] && it_pass "race: the last resize removed the container's lock file" ||
+  it_fail "race: $(lock_of race) stays behind after the resizes"
 
 start --name leaving "$IMAGE" sleep 300
 exec {held}>"$(lock_of leaving)"

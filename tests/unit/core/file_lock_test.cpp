@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "error.hpp"
 #include "temp_dir.hpp"
@@ -36,10 +37,27 @@ TEST(FileLockTest, WaitTakesTheLockOnceFree) {
   EXPECT_TRUE(later.locked());
 }
 
+TEST(FileLockTest, RemovesItsFileWhenReleasedAndAWaiterLocksTheNewOne) {
+  TempDir dir;
+  const std::string path = (dir.path() / "c.lock").string();
+  auto first = std::make_unique<FileLock>(path, true);
+  FileLock waiter(path, false);  // opened the file the first holds
+  ASSERT_FALSE(waiter.locked());
+  first.reset();
+  EXPECT_FALSE(std::filesystem::exists(path)) << "the released lock file stays behind";
+  // The waiter gets the flock on the removed file, sees that the path no longer names it, and
+  // locks a new file at the path: a third process must not get it meanwhile.
+  waiter.wait();
+  EXPECT_TRUE(waiter.locked());
+  ASSERT_TRUE(std::filesystem::exists(path));
+  FileLock third(path, false);
+  EXPECT_FALSE(third.locked());
+}
+
 TEST(FileLockTest, NamesThePathItCannotCreate) {
   TempDir dir;
   const std::string file = (dir.path() / "f").string();
-  { FileLock make(file, true); }
+  std::ofstream(file) << "a regular file";
   try {
     FileLock bad(file + "/under-a-file.lock", true);
     ADD_FAILURE() << "locked under a regular file";
