@@ -376,16 +376,16 @@ TEST_F(ReviewTest, PodsWithoutAGpuRunAnnotationAndOtherKindsAreAllowedUnchanged)
 }
 
 TEST_F(ReviewTest, NamespaceDefaultProfilePlansAPodThatNamesNone) {
-  // ml's default is webtest: 8 GPUs -> 192 MiB, as if the pod said gpu-run.profile: webtest.
+  // ml's default is webtest: 8 GPUs -> 193 MiB, as if the pod said gpu-run.profile: webtest.
   config_.namespace_profiles["ml"] = "webtest";
   const json p = pod({{"team", "x"}}, {container("pytorch", {{"nvidia.com/gpu", "8"}, {"memory", "64Gi"}}),
                                        container("log-shipper", {{"memory", "1Gi"}})});
   const ReviewResult r = run(review_of(p));
   ASSERT_EQ(r.outcome, "patched") << r.review.dump();
   const json out = patched(p, r);
-  EXPECT_EQ(shm_volume_size(out), "192Mi");
+  EXPECT_EQ(shm_volume_size(out), "193Mi");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_PROFILE"), "webtest");
-  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "65728Mi");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "65729Mi");
   EXPECT_FALSE(mounts_shm(out["spec"]["containers"][1]));
   EXPECT_EQ(out["spec"]["containers"][1]["resources"]["limits"]["memory"], "1Gi");
   EXPECT_CONTAINS(r.fields, "namespace_profile=webtest");
@@ -402,17 +402,17 @@ TEST_F(ReviewTest, NamespaceDefaultIsOnlyForItsNamespaceAndLosesToThePod) {
   elsewhere["request"]["namespace"] = "web";
   EXPECT_EQ(run(elsewhere).outcome, "allowed");
   EXPECT_FALSE(run(elsewhere).review["response"].contains("patch"));
-  // The pod's own profile wins: webauto on 3 CPUs -> 3 workers, (2*3+0) * 4 MiB = 24 MiB.
+  // The pod's own profile wins: webauto on 3 CPUs -> 3 workers, (2*3+0) * 4 MiB + 92 KiB -> 25 MiB.
   const json own = pod({{"gpu-run.profile", "webauto"}}, {container("main", {{"nvidia.com/gpu", "1"}, {"cpu", "3"}})});
   const ReviewResult r = run(review_of(own));
   ASSERT_EQ(r.outcome, "patched") << r.review.dump();
-  EXPECT_EQ(shm_volume_size(patched(own, r)), "24Mi");
+  EXPECT_EQ(shm_volume_size(patched(own, r)), "25Mi");
   EXPECT_EQ(r.fields.find("namespace_profile="), std::string::npos);
-  // Another annotation without a profile takes the namespace's: webtest with 2 GPUs -> 96 MiB.
+  // Another annotation without a profile takes the namespace's: webtest with 2 GPUs -> 97 MiB.
   const json gpus = pod({{"gpu-run.gpus", "2"}}, {container("main")});
   const ReviewResult g = run(review_of(gpus));
   ASSERT_EQ(g.outcome, "patched") << g.review.dump();
-  EXPECT_EQ(shm_volume_size(patched(gpus, g)), "96Mi");
+  EXPECT_EQ(shm_volume_size(patched(gpus, g)), "97Mi");
   EXPECT_EQ(env_of(patched(gpus, g)["spec"]["containers"][0], "GPU_RUN_PROFILE"), "webtest");
 }
 
@@ -426,7 +426,7 @@ TEST_F(ReviewTest, NamespaceDefaultLeavesPodsWithoutGpusAlone) {
   const json named = pod({{"gpu-run.containers", "notebook"}}, {container("notebook")});
   const ReviewResult n = run(review_of(named));
   ASSERT_EQ(n.outcome, "patched") << n.review.dump();
-  EXPECT_EQ(shm_volume_size(patched(named, n)), "24Mi");
+  EXPECT_EQ(shm_volume_size(patched(named, n)), "25Mi");
 }
 
 TEST_F(ReviewTest, NamespaceDefaultThatCannotBeMetWarnsInsteadOfDenying) {
