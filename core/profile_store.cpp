@@ -71,6 +71,10 @@ Profile ProfileStore::load(const std::string& name_or_path, bool allow_path) con
     throw usage_error("profile '" + shown + "': not a valid profile name (expected [team/]name of a-z 0-9 . _ -" +
                       std::string(allow_path ? ", or a path to a .json file" : "") + ")");
   }
+  if (auto it = loaded_.find(name_or_path); it != loaded_.end()) {
+    if (it->second.error) throw *it->second.error;
+    return *it->second.profile;
+  }
   auto path = find(name_or_path);
   if (!path) {
     std::string message = "unknown profile '" + name_or_path + "'";
@@ -161,6 +165,21 @@ std::vector<ProfileEntry> ProfileStore::list() const {
   std::vector<ProfileEntry> out;
   for (auto& [name, entry] : found) out.push_back(std::move(entry));
   return out;
+}
+
+void ProfileStore::preload() {
+  loaded_.clear();
+  std::map<std::string, Loaded> loaded;
+  for (const ProfileEntry& entry : list()) {
+    try {
+      loaded[entry.name].profile = load(entry.name, /*allow_path=*/false);
+    } catch (const Error& e) {
+      loaded[entry.name].error = e;
+    } catch (...) {
+      loaded.erase(entry.name);  // not a profile's fault (e.g. bad_alloc): load() meets it again when asked
+    }
+  }
+  loaded_ = std::move(loaded);
 }
 
 std::vector<std::string> ProfileStore::suggest(const std::string& name) const {

@@ -1,11 +1,13 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "env.hpp"
+#include "error.hpp"
 #include "profile.hpp"
 
 namespace gpurun {
@@ -47,10 +49,22 @@ class ProfileStore {
   // Up to three known names close to `name` (edit distance), best first.
   std::vector<std::string> suggest(const std::string& name) const;
 
+  // Loads every profile list() names now and keeps each Profile (or the Error its load threw),
+  // so that load() of those names reads no file afterwards. For a server that reviews many
+  // requests (ProfileCache rebuilds it when the directories change). Not thread-safe itself;
+  // a preloaded store is only read afterwards.
+  void preload();
+
  private:
+  struct Loaded {
+    std::optional<Profile> profile;
+    std::optional<Error> error;
+  };
+
   Profile load_chain(const fs::path& path, const std::string& display) const;
 
   std::vector<fs::path> dirs_;
+  std::map<std::string, Loaded> loaded_;  // by name, after preload()
 };
 
 // The directory of built-in profiles: $GPU_RUN_BUILTIN_PROFILES if set, else

@@ -18,6 +18,7 @@
 #include "file_io.hpp"
 #include "log.hpp"
 #include "metrics.hpp"
+#include "profile_cache.hpp"
 #include "profile_store.hpp"
 #include "program.hpp"
 #include "prometheus.hpp"
@@ -29,6 +30,8 @@ namespace gpurun {
 namespace {
 
 constexpr const char* kProgram = "gpu-run-webhook";
+// How often a review checks the profile directories for a change (stat calls, bench/WEBHOOK.md).
+constexpr std::chrono::milliseconds kProfileCheckInterval{1000};
 
 struct Options {
   std::string listen = "0.0.0.0:8443";
@@ -71,7 +74,9 @@ int serve(const Options& o) {
   Config dirs_config;
   dirs_config.profile_dirs = config.profile_dirs;
   std::vector<fs::path> cli_dirs(o.profile_dirs.begin(), o.profile_dirs.end());
-  const ProfileStore store(profile_search_path(cli_dirs, dirs_config, /*include_user=*/false));
+  // Loaded once and reused; a changed profile directory (an updated ConfigMap) is seen within
+  // kProfileCheckInterval.
+  ProfileCache profiles(profile_search_path(cli_dirs, dirs_config, /*include_user=*/false), kProfileCheckInterval);
   const std::uint64_t max_body = parse_size(o.max_body, "--max-body");
   const auto [host, port] = split_listen(o.listen);
 
@@ -110,7 +115,7 @@ int serve(const Options& o) {
       [&](const httplib::Request& req, httplib::Response&) { deadlines.handled(req.remote_addr, req.remote_port); });
   server.Post("/mutate", [&](const httplib::Request& req, httplib::Response& res) {
     const auto start = std::chrono::steady_clock::now();
-    const ReviewResult r = review_admission(req.body, config, store);
+    const ReviewResult r = review_admission(req.body, config, *profiles.current());
     res.set_content(r.review.dump(), "application/json");
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     metrics.record(r.outcome, seconds);
@@ -164,14 +169,14 @@ int serve(const Options& o) {
   // namespace then warns); profiles may still arrive with the ConfigMap, so it does not stop the server.
   for (const auto& [ns, profile] : config.namespace_profiles) {
     try {
-      store.load(profile, /*allow_path=*/false);
+      profiles.current()->load(profile, /*allow_path=*/false);
     } catch (const Error& e) {
       log_line("warn", "event=namespace-profile-missing namespace=" + log_quote(ns) + " profile=" + log_quote(profile) +
                            " error=" + log_quote(e.what()));
     }
   }
   log_line("info", "event=listening address=" + log_quote(host) + " port=" + std::to_string(bound) +
-                       " profile_dirs=" + std::to_string(store.dirs().size()));
+                       " profile_dirs=" + std::to_string(profiles.dirs().size()));
   ready = true;
   const bool ok = server.listen_after_bind();
   stopping = true;

@@ -40,13 +40,20 @@ cp "$work/a/tls.key" "$work/tls.key"
 
 # The profile the sizes are worked out for (tests/unit/webhook/review_test.cpp): 4 MiB
 # batches, 2 workers per GPU, NCCL 64 MiB (flat): 8 GPUs -> 8 * ((2*2) * 4 MiB + 72 KiB semaphores) + 64 MiB -> 193 MiB.
-mkdir -p "$work/profiles"
-cat >"$work/profiles/webtest.json" <<'EOF'
+# The directory is laid out as the kubelet mounts a ConfigMap: the data in a timestamped
+# directory, `..data` a symlink to it, each key a symlink through `..data`.
+write_webtest() {  # write_webtest DIR BATCH_SIZE
+  mkdir -p "$1"
+  cat >"$1/webtest.json" <<EOF
 {"name": "webtest", "extends": null,
  "fields": [{"name": "x", "shape": [1048576], "dtype": "uint8"}],
- "batch_size": 4, "workers_per_gpu": 2, "prefetch_factor": 2, "pin_memory": true,
+ "batch_size": $2, "workers_per_gpu": 2, "prefetch_factor": 2, "pin_memory": true,
  "headroom": 1.0, "nccl_reserve": "64m", "min_shm": "1m", "max_shm": "1g"}
 EOF
+}
+write_webtest "$work/profiles/..2026_12_03_07_00_00.1" 4
+ln -s ..2026_12_03_07_00_00.1 "$work/profiles/..data"
+ln -s ..data/webtest.json "$work/profiles/webtest.json"
 # Namespace ml's default profile is webtest (a pod there that names none is sized with it).
 printf '{"policy": "raise", "namespace_profiles": {"ml": "webtest"}}\n' >"$work/config.json"
 
@@ -238,6 +245,14 @@ if phase == "main":
           "/metrics counts 6 reviews, 2 patches, 1 denial, 1 error")
     check('gpu_run_webhook_review_duration_seconds_bucket{le="+Inf"} 6' in text, "/metrics latency histogram")
 
+elif phase == "reload":
+    # The size the DDP worker gets now (after the ConfigMap was updated).
+    obj, status, out = review(ddp_pod(), "uid-reload")
+    patched = apply(obj, out["response"])
+    vols = [v for v in patched["spec"].get("volumes", []) if v.get("emptyDir", {}).get("medium") == "Memory"]
+    print(vols[0]["emptyDir"]["sizeLimit"] if vols else "none")
+    sys.exit(0)
+
 elif phase == "cert":
     # The served certificate's subject, after the files were replaced.
     ctx = ssl.create_default_context(cafile=cafile)
@@ -274,6 +289,20 @@ for _ in $(seq 30); do
 done
 assert_eq gpu-run-webhook-b "$cn" "the replaced certificate is served without a restart"
 assert_contains "$(cat "$work/stderr")" "event=tls-reload" "the reload is logged"
+
+# The ConfigMap updated as the kubelet does it (a new data directory, `..data` renamed over):
+# batches of 8 MiB, 8 * ((2*2) * 8 MiB + 72 KiB) + 64 MiB -> 321 MiB, without a restart (the
+# webhook checks the directories at most once a second).
+write_webtest "$work/profiles/..2026_12_03_07_01_00.2" 8
+ln -s ..2026_12_03_07_01_00.2 "$work/profiles/..data_tmp"
+mv -T "$work/profiles/..data_tmp" "$work/profiles/..data"
+rm -rf "$work/profiles/..2026_12_03_07_00_00.1"
+size=
+for _ in $(seq 20); do
+  size=$("$PY" "$work/client.py" "$port" "$work/b/tls.crt" reload 2>&1) && [[ $size == 321Mi ]] && break
+  sleep 0.5
+done
+assert_eq 321Mi "$size" "an updated ConfigMap (its ..data swapped) sizes the next reviews without a restart"
 
 kill -TERM "$pid"
 rc=0

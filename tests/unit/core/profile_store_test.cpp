@@ -344,6 +344,36 @@ TEST(ProfileSearchPath, FullOrder) {
                                          "/etc/gpu-run/profiles.d", "/builtin"}));
 }
 
+TEST(ProfileStore, PreloadKeepsEveryProfileAndReadsNoFileAfterwards) {
+  TempDir a, b;
+  a.write("foo.json", complete(8, R"(, "extends": "base")"));
+  b.write("base.json", complete(4));
+  b.write("team/bar.json", complete(16));
+  a.write("broken.json", "{");
+  ProfileStore store({a.path(), b.path()});
+  store.preload();
+  std::string broken_error;
+  try {
+    ProfileStore({a.path(), b.path()}).load("broken");
+  } catch (const Error& e) {
+    broken_error = e.what();
+  }
+  ASSERT_FALSE(broken_error.empty());
+  fs::remove_all(a.path() / "foo.json");
+  fs::remove_all(b.path() / "team");
+  fs::remove_all(a.path() / "broken.json");
+  EXPECT_EQ(store.load("foo", false).batch_size, 8u);
+  EXPECT_EQ(store.load("foo", false).chain, (std::vector<fs::path>{a / "foo.json", b / "base.json"}));
+  EXPECT_EQ(store.load("team/bar", false).batch_size, 16u);
+  try {
+    store.load("broken", false);
+    ADD_FAILURE() << "a broken profile loads after preload";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.what(), broken_error);
+  }
+  EXPECT_THROW(store.load("nothere", false), Error);  // unknown names are looked up as before
+}
+
 TEST(ProfileSearchPath, HomeWhenNoXdg) {
   Config config;
   auto dirs =
