@@ -20,6 +20,10 @@ bool is_pod_app_container(const std::map<std::string, std::string>& annotations)
   return false;
 }
 
+bool is_pod_container(const std::map<std::string, std::string>& annotations) {
+  return annotations.count(kCriContainerTypeAnnotation) > 0 || annotations.count(kCrioContainerTypeAnnotation) > 0;
+}
+
 bool has_request_annotation(const std::map<std::string, std::string>& annotations) {
   return std::any_of(kRequestKeys.begin(), kRequestKeys.end(),
                      [&](const RequestKeySpec& k) { return annotations.count(k.annotation) > 0; });

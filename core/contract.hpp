@@ -51,6 +51,9 @@ const RequestKeySpec& request_key(RequestKey key);
 // True when `annotations` (a spec's, set by containerd or CRI-O) mark an app container of a pod.
 bool is_pod_app_container(const std::map<std::string, std::string>& annotations);
 
+// True when `annotations` mark any container of a pod: its sandbox or an app container.
+bool is_pod_container(const std::map<std::string, std::string>& annotations);
+
 // True when `annotations` hold any of the request keys above (not CRI-O's).
 bool has_request_annotation(const std::map<std::string, std::string>& annotations);
 

@@ -1,5 +1,6 @@
 #include "door.hpp"
 
+#include "contract.hpp"
 #include "gpus.hpp"
 #include "host.hpp"
 
@@ -14,6 +15,11 @@ DecisionContext::DecisionContext(const fs::path& file, const char* program)
 HostFacts probe_host_facts() {
   const HostInfo info = probe_host();
   return HostFacts{info.cpus, count_host_gpus(), info.mem_total};
+}
+
+std::optional<std::uint64_t> probe_pod_memory_limit(const SpecFacts& spec) {
+  if (spec.memory_limit || !spec.cgroups_path || !is_pod_container(spec.annotations)) return std::nullopt;
+  return probe_parent_memory_limit(*spec.cgroups_path);
 }
 
 namespace {

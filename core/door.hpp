@@ -31,6 +31,12 @@ struct DecisionContext {
 // The host as the decision sees it: CPUs, GPUs, memory. Probed (reads /proc, cgroups, /dev).
 HostFacts probe_host_facts();
 
+// The memory limit of the pod a container belongs to, for a pod's container (sandbox or app)
+// whose spec has no limit of its own: kubelet puts the pod's limit on the pod's cgroup, the
+// parent of the spec's linux.cgroupsPath, and the pod's tmpfs pages count against it. Probed
+// (reads /sys/fs/cgroup, see probe_parent_memory_limit); nullopt otherwise.
+std::optional<std::uint64_t> probe_pod_memory_limit(const SpecFacts& spec);
+
 // What a door does with a decision.
 enum class Action {
   kAct,    // apply decision.size

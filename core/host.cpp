@@ -4,9 +4,12 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <string_view>
+#include <vector>
 
+#include "error.hpp"
 #include "fd.hpp"
 
 namespace gpurun {
@@ -149,6 +152,80 @@ std::optional<unsigned> parse_cpu_list(const std::string& text) {
   });
   if (!ok) return std::nullopt;
   return count;
+}
+
+std::optional<std::string> parent_cgroup_dir(const std::string& cgroups_path) {
+  const std::string_view p = cgroups_path;
+  if (p.empty() || p.size() > 4096 || p.find('\0') != std::string_view::npos) return std::nullopt;
+  std::vector<std::string_view> parts;
+  if (p.front() == '/') {
+    // cgroupfs driver: an absolute path; the container's cgroup is its last component.
+    bool ok = true;
+    for_each_piece(p.substr(1), '/', [&](std::string_view piece) {
+      if (piece == "." || piece == "..") ok = false;
+      if (!piece.empty()) parts.push_back(piece);
+      return ok;
+    });
+    if (!ok || parts.size() < 2) return std::nullopt;
+    parts.pop_back();
+    std::string dir;
+    for (std::string_view piece : parts) (dir += dir.empty() ? "" : "/") += piece;
+    return dir;
+  }
+  // systemd driver: "slice:prefix:name", the container's scope sits in the slice, whose
+  // name expands to its ancestors ("a-b.slice" -> "a.slice/a-b.slice"), as runc does.
+  const std::size_t c1 = p.find(':');
+  const std::size_t c2 = c1 == std::string_view::npos ? c1 : p.find(':', c1 + 1);
+  if (c2 == std::string_view::npos || p.find(':', c2 + 1) != std::string_view::npos) return std::nullopt;
+  std::string_view slice = p.substr(0, c1);
+  constexpr std::string_view kSuffix = ".slice";
+  if (slice.size() <= kSuffix.size() || slice.substr(slice.size() - kSuffix.size()) != kSuffix) return std::nullopt;
+  slice.remove_suffix(kSuffix.size());
+  if (slice == "-" || slice.find('/') != std::string_view::npos) return std::nullopt;  // "-.slice" is the root
+  std::string dir, prefix;
+  bool ok = true;
+  std::size_t pos = 0;
+  while (ok) {
+    const std::size_t dash = slice.find('-', pos);
+    const std::string_view piece = slice.substr(pos, dash == std::string_view::npos ? dash : dash - pos);
+    if (piece.empty()) ok = false;  // "a--b", "-a", "a-": systemd rejects them
+    (((dir += dir.empty() ? "" : "/") += prefix) += piece) += kSuffix;
+    (prefix += piece) += '-';
+    if (dash == std::string_view::npos) break;
+    pos = dash + 1;
+  }
+  if (!ok) return std::nullopt;
+  return dir;
+}
+
+std::optional<std::uint64_t> probe_parent_memory_limit(const std::string& cgroups_path, const fs::path& root) {
+  const std::optional<std::string> dir = parent_cgroup_dir(cgroups_path);
+  if (!dir) return std::nullopt;
+  UniqueFd at(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!at) return std::nullopt;
+  const bool v2 = ::faccessat(at.get(), "cgroup.controllers", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+  std::string walk = v2 ? *dir : "memory/" + *dir;
+  // One component at a time with O_NOFOLLOW: the path comes from a spec, and no symlink on
+  // the way may lead out of the cgroup mount.
+  bool ok = true;
+  for_each_piece(walk, '/', [&](std::string_view piece) {
+    const std::string name(piece);
+    UniqueFd next(::openat(at.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    ok = static_cast<bool>(next);
+    if (ok) at = std::move(next);
+    return ok;
+  });
+  if (!ok) return std::nullopt;
+  const char* file = v2 ? "memory.max" : "memory.limit_in_bytes";
+  UniqueFd fd(::openat(at.get(), file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  try {
+    std::string text = read_bounded(fd.get(), 64, (root / walk / file).string());
+    while (!text.empty() && is_space(text.back())) text.pop_back();
+    return parse_memory_limit(text);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 unsigned usable_cpus(unsigned affinity, std::optional<double> quota) {

@@ -42,6 +42,20 @@ std::optional<std::string> parse_proc_cgroup(const std::string& text, const std:
 // The number of CPUs in a cpuset list such as "0-3,8,10-11".
 std::optional<unsigned> parse_cpu_list(const std::string& text);
 
+// The pod's cgroup, relative to the cgroup mount, from a container's OCI `linux.cgroupsPath`:
+// the parent of the container's cgroup. systemd driver "kubepods-burstable-pod<uid>.slice:
+// cri-containerd:<id>" -> "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod<uid>.slice";
+// cgroupfs driver "/kubepods/burstable/pod<uid>/<id>" -> "kubepods/burstable/pod<uid>". nullopt
+// for anything else (relative paths, `..`, `.`, empty or odd slice names, a parent at the root).
+std::optional<std::string> parent_cgroup_dir(const std::string& cgroups_path);
+
+// The memory limit of the parent cgroup of `cgroups_path` (parent_cgroup_dir) under `root`
+// (/sys/fs/cgroup): memory.max (v2) or memory/.../memory.limit_in_bytes (v1). Walks the path
+// one directory at a time without following symlinks and reads at most 64 bytes. nullopt when
+// there is no limit ("max") or the path or file is invalid, missing or unreadable.
+std::optional<std::uint64_t> probe_parent_memory_limit(const std::string& cgroups_path,
+                                                       const fs::path& root = "/sys/fs/cgroup");
+
 // CPUs the job may use: affinity bounded by quota (rounded up), at least 1.
 unsigned usable_cpus(unsigned affinity, std::optional<double> quota);
 

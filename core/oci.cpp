@@ -72,7 +72,8 @@ json parse_spec(const std::string& text, SpecParts parts, const std::string& sou
     const std::string& k = keys[d];
     if (d == 1) return k == "root" || k == "annotations" || k == "process" || k == "linux" || k == "mounts";
     if (d == 2 && keys[1] == "process") return k == "env";
-    if (d == 2 && keys[1] == "linux") return k == "resources" || k == "devices" || k == "namespaces";
+    if (d == 2 && keys[1] == "linux")
+      return k == "resources" || k == "devices" || k == "namespaces" || k == "cgroupsPath";
     return true;
   };
   try {
@@ -132,6 +133,8 @@ SpecFacts spec_facts(const json& spec, const fs::path& bundle) {
           f.cpuset_cpus = parse_cpu_list(cpu["cpus"].get<std::string>());
       }
     }
+    if (lx.contains("cgroupsPath") && lx["cgroupsPath"].is_string())
+      f.cgroups_path = lx["cgroupsPath"].get<std::string>();
     if (lx.contains("devices") && lx["devices"].is_array()) {
       for (const auto& d : lx["devices"])
         if (d.is_object() && d.contains("path") && d["path"].is_string() &&

@@ -35,7 +35,7 @@ OciState read_state(int fd);
 
 // Loads <bundle>/config.json (bounded, regular file only). kFacts keeps only what
 // spec_facts reads (root, annotations, process.env, mounts, linux.{resources,devices,
-// namespaces}) and skips the rest while parsing, e.g. Docker's seccomp profile: for the
+// namespaces,cgroupsPath}) and skips the rest while parsing, e.g. Docker's seccomp profile: for the
 // hook, which never writes the spec back.
 enum class SpecParts { kWhole, kFacts };
 nlohmann::json load_spec(const fs::path& bundle, SpecParts parts = SpecParts::kWhole);
@@ -48,6 +48,10 @@ struct SpecFacts {
   std::map<std::string, std::string> annotations;
   std::map<std::string, std::string> env;
   std::optional<std::uint64_t> memory_limit;
+  std::optional<std::string> cgroups_path;  // linux.cgroupsPath, as the engine wrote it
+  // The memory limit of the pod's cgroup (the parent of cgroups_path) when a door on the host
+  // read it (probe_pod_memory_limit): the budget's limit when the spec has none of its own.
+  std::optional<std::uint64_t> pod_memory_limit;
   std::optional<double> cpu_quota;  // CPUs from quota/period
   std::optional<unsigned> cpuset_cpus;
   unsigned gpu_devices = 0;  // /dev/nvidiaN entries in linux.devices

@@ -88,7 +88,9 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
     return d;
   }
   try {
-    std::optional<std::uint64_t> memory_limit = spec.memory_limit;
+    // A pod's containers without a limit of their own: the pod's limit, which its tmpfs counts against.
+    const bool pod_limit = !spec.memory_limit && spec.pod_memory_limit;
+    std::optional<std::uint64_t> memory_limit = pod_limit ? spec.pod_memory_limit : spec.memory_limit;
     const double fraction = config.memory_fraction_max;
     auto check_size = [&](std::uint64_t size, const std::string& what) {
       if (size < kMiB) throw Error(what + " " + format_size(size) + " is below 1MiB");
@@ -98,8 +100,9 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
       if (memory_limit) {
         const MemoryBudget budget{*memory_limit, fraction};
         if (!budget.holds(size))
-          throw Error(what + " " + format_size(size) + " " + budget.over() + ": raise the memory limit to at least " +
-                      engine_size(budget.limit_for(size)) + " or ask for less");
+          throw Error(what + " " + format_size(size) + " " + budget.over() + ": raise the " +
+                      (pod_limit ? "pod's " : "") + "memory limit to at least " + engine_size(budget.limit_for(size)) +
+                      " or ask for less");
       }
     };
     if (request.shm_size) {

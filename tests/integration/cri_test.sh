@@ -17,6 +17,19 @@ BIN=${GPU_RUN_BIN_DIR:-$(dirname "${1:-}")}
   it_die "gpu-run binaries not found in '$BIN' (set GPU_RUN_BIN_DIR)"
 ROOT=$(cd "$HERE/../.." && pwd)
 
+# The pods' cgroup parent (the kubelet's pod cgroup), made by this test with a memory limit.
+POD_CG=gr-cri-pod-$$-$RANDOM
+# rm_pod_cgroup NAME: removes NAME and what runc left below it, in every hierarchy (after the
+# pods are gone: registered first, it runs after it_cri_stop).
+rm_pod_cgroup() {
+  local d
+  for d in /sys/fs/cgroup/"$1" /sys/fs/cgroup/*/"$1"; do
+    [[ -d $d ]] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+  done
+  return 0
+}
+it_on_exit rm_pod_cgroup "$POD_CG"
+it_on_exit rm_pod_cgroup "$POD_CG-none"
 D=$(it_tmpdir)
 it_on_exit it_cri_stop "$D"
 IT_CRI_SOCK=$D/ctd.sock  # read by cri_lib.sh
@@ -125,6 +138,41 @@ assert_contains "$(cat "$D/e2.json.err")" "unknown profile 'no-such-profile'" "t
 pod "$D/e3.json" budget --annotations '{"gpu-run.shm-size": "3g"}' --memory $((1 << 30))
 assert_eq 1 $? "3g of /dev/shm in a container limited to 1g fails the container's start"
 assert_contains "$(cat "$D/e3.json.err")" "does not fit the memory limit" "the CRI error explains the memory budget"
+
+# --- the pod's memory limit, on the pod's cgroup (as the kubelet sets it): the budget applies ------
+# The sandbox's spec has no memory limit; its linux.cgroupsPath names a cgroup under the pod's
+# (cgroupfs driver here: "/<cgroup_parent>/<id>"), whose memory limit gpu-run reads.
+grep -A8 'runtimes.gpu-run\]' "$D/config.toml" | grep -q 'SystemdCgroup = true' &&
+  it_die "this test's containerd config uses the systemd cgroup driver; the pod cgroup below is a cgroupfs path"
+if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+  pod_cg_dir=/sys/fs/cgroup/$POD_CG pod_cg_file=memory.max
+else
+  pod_cg_dir=/sys/fs/cgroup/memory/$POD_CG pod_cg_file=memory.limit_in_bytes
+fi
+mkdir "$pod_cg_dir" && echo $((1 << 30)) >"$pod_cg_dir/$pod_cg_file" ||
+  it_die "cannot make the pod cgroup $pod_cg_dir with a 1 GiB $pod_cg_file"
+pod "$D/m1.json" podlimit --cgroup-parent "/$POD_CG" --annotations '{"gpu-run.shm-size": "600m"}'
+assert_eq 1 $? "600m of /dev/shm in a pod whose cgroup is limited to 1g fails RunPodSandbox"
+assert_contains "$(cat "$D/m1.json.err")" "gpu-run: shm-size 600MiB does not fit the memory limit 1GiB" \
+  "the CRI error carries the budget of the pod's limit"
+assert_contains "$(cat "$D/m1.json.err")" "raise the pod's memory limit to at least 1200m" \
+  "the CRI error says to raise the pod's memory limit"
+it_log "pod cgroup limited to 1g, gpu-run.shm-size=600m: $(cat "$D/m1.json.err")"
+pod "$D/m2.json" podlimit-ok --cgroup-parent "/$POD_CG" --annotations '{"gpu-run.shm-size": "500m"}' --containers 2
+assert_eq 0 $? "500m of /dev/shm in a pod whose cgroup is limited to 1g starts ($(cat "$D/m2.json.err"))"
+m2_pod=$(jq -r .pod "$D/m2.json")
+assert_eq "/$POD_CG/$m2_pod" \
+  "$(jq -r .linux.cgroupsPath "$D/state/io.containerd.runtime.v2.task/k8s.io/$m2_pod/config.json")" \
+  "the sandbox's spec names a cgroup under the pod's (cgroupfs driver)"
+assert_eq null "$(jq -r .linux.resources.memory.limit "$D/state/io.containerd.runtime.v2.task/k8s.io/$m2_pod/config.json")" \
+  "the sandbox's spec has no memory limit of its own"
+assert_eq $((500 * 1024)) "$(shm_kib "$(jq -r '.containers[1]' "$D/m2.json")")" \
+  "a request under the pod's budget: the pod's containers see 500m"
+it_cri rm-pod "$m2_pod" >/dev/null || it_fail "cannot remove the pod $m2_pod"
+pod "$D/m3.json" podlimit-none --cgroup-parent "/$POD_CG-none" --annotations '{"gpu-run.shm-size": "600m"}'
+assert_eq 0 $? "600m in a pod whose cgroup has no limit starts ($(cat "$D/m3.json.err"))"
+it_cri rm-pod "$(jq -r .pod "$D/m3.json")" >/dev/null || it_fail "cannot remove the pod of m3"
+rm_pod_cgroup "$POD_CG-none"
 
 # --- hostile pods: a clear failure or no change; the host untouched -----------------------------
 huge=$(head -c 200000 /dev/zero | tr '\0' 'a')

@@ -8,7 +8,7 @@ at start with grpc_tools.protoc; nothing generated is kept.
   cri_client.py SOCK version
   cri_client.py SOCK pod --name N [--handler H] [--annotations JSON|@FILE] [--host-ipc]
                          [--containers K] [--image IMG] [--memory BYTES] [--device HOST[:CONTAINER]]... [--env K=V]...
-                         [--mount HOST:CONTAINER]...
+                         [--mount HOST:CONTAINER]... [--cgroup-parent CGROUP]
       prints {"pod": ID, "containers": [ID...]}; a CRI error: one line on stderr, exit 1
   cri_client.py SOCK exec CONTAINER CMD...   the command's stdout; its exit code
   cri_client.py SOCK rm-pod ID...
@@ -67,15 +67,16 @@ class Cri:
         except grpc.RpcError as e:
             raise CriError("%s: %s: %s" % (name, e.code().name, e.details()))
 
-    def sandbox_config(self, name, annotations, host_ipc):
+    def sandbox_config(self, name, annotations, host_ipc, cgroup_parent=""):
         ns = pb.NamespaceOption(network=pb.NODE, pid=pb.CONTAINER, ipc=pb.NODE if host_ipc else pb.POD)
         return pb.PodSandboxConfig(
             metadata=pb.PodSandboxMetadata(name=name, uid=str(uuid.uuid4()), namespace="gpu-run-test"),
             hostname="", annotations=annotations,
-            linux=pb.LinuxPodSandboxConfig(security_context=pb.LinuxSandboxSecurityContext(namespace_options=ns)))
+            linux=pb.LinuxPodSandboxConfig(cgroup_parent=cgroup_parent,
+                                           security_context=pb.LinuxSandboxSecurityContext(namespace_options=ns)))
 
-    def run_pod(self, name, handler, annotations, host_ipc=False):
-        cfg = self.sandbox_config(name, annotations, host_ipc)
+    def run_pod(self, name, handler, annotations, host_ipc=False, cgroup_parent=""):
+        cfg = self.sandbox_config(name, annotations, host_ipc, cgroup_parent)
         resp = self.call(self.rt, "RunPodSandbox", pb.RunPodSandboxRequest(config=cfg, runtime_handler=handler))
         return resp.pod_sandbox_id, cfg
 
@@ -114,7 +115,7 @@ def parse_annotations(text):
 
 
 def cmd_pod(cri, a):
-    pod_id, cfg = cri.run_pod(a.name, a.handler, parse_annotations(a.annotations), a.host_ipc)
+    pod_id, cfg = cri.run_pod(a.name, a.handler, parse_annotations(a.annotations), a.host_ipc, a.cgroup_parent)
     ids = []
     try:
         for i in range(a.containers):
@@ -183,6 +184,7 @@ def main():
     q.add_argument("--device", action="append", default=[], help="HOST[:CONTAINER] in every app container")
     q.add_argument("--env", action="append", default=[], help="K=V in every app container")
     q.add_argument("--mount", action="append", default=[], help="HOST:CONTAINER in every app container")
+    q.add_argument("--cgroup-parent", default="", help="the pod's cgroup (linux.cgroup_parent), as the kubelet sets it")
     q = sub.add_parser("exec")
     q.add_argument("container")
     q.add_argument("cmd", nargs=argparse.REMAINDER)

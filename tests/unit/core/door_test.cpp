@@ -100,5 +100,17 @@ TEST_F(DoorTest, TheStateAnnotationsOfTheHookWinOverTheSpec) {
   EXPECT_EQ(p.decision.source, "annotation");  // the env value of the same key is shadowed, not a source
 }
 
+TEST_F(DoorTest, ThePodLimitIsProbedOnlyForAPodsContainerWithoutItsOwnLimit) {
+  // Paths that exist on no host: a probe that ran would find nothing either, so these check
+  // the guards; tests/unit/core/host_test.cpp checks the read itself.
+  SpecFacts s = spec({});
+  s.cgroups_path = "/gpu-run-no-such/pod/abc";
+  EXPECT_FALSE(probe_pod_memory_limit(s).has_value());
+  s.annotations["io.kubernetes.cri.container-type"] = "sandbox";
+  EXPECT_FALSE(probe_pod_memory_limit(s).has_value());
+  s.memory_limit = kGiB;
+  EXPECT_FALSE(probe_pod_memory_limit(s).has_value());
+}
+
 }  // namespace
 }  // namespace gpurun

@@ -53,6 +53,58 @@ TEST(ParseMemoryLimit, V1AndV2) {
   EXPECT_EQ(parse_memory_limit("1125899906842624"), std::optional<std::uint64_t>(1125899906842624));
 }
 
+TEST(ParentCgroupDir, SystemdDriver) {
+  EXPECT_EQ(parent_cgroup_dir("kubepods-burstable-pod1a_2b.slice:cri-containerd:abc"),
+            std::optional<std::string>("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a_2b.slice"));
+  EXPECT_EQ(parent_cgroup_dir("kubepods-pod9.slice:cri-containerd:abc"),
+            std::optional<std::string>("kubepods.slice/kubepods-pod9.slice"));
+  EXPECT_EQ(parent_cgroup_dir("gpurun.slice:cri-containerd:abc"), std::optional<std::string>("gpurun.slice"));
+  EXPECT_EQ(parent_cgroup_dir("..slice:x:y"), std::optional<std::string>("..slice"));  // a name, not ".."
+  for (const char* bad : {"-.slice:cri-containerd:abc", ":cri-containerd:abc", "kubepods:cri-containerd:abc",
+                          "a--b.slice:p:n", "-a.slice:p:n", "a-.slice:p:n", ".slice:p:n", "a/b.slice:p:n",
+                          "../x.slice:p:n", "a.slice:p", "a.slice:p:n:m", "a.slice"})
+    EXPECT_FALSE(parent_cgroup_dir(bad).has_value()) << bad;
+}
+
+TEST(ParentCgroupDir, CgroupfsDriver) {
+  EXPECT_EQ(parent_cgroup_dir("/kubepods/burstable/pod1a-2b/abc"),
+            std::optional<std::string>("kubepods/burstable/pod1a-2b"));
+  EXPECT_EQ(parent_cgroup_dir("/gpurun-test//abc/"), std::optional<std::string>("gpurun-test"));
+  for (const char* bad :
+       {"/abc", "/", "", "kubepods/pod1/abc", "/kubepods/../../etc/abc", "/kubepods/./abc", "/kubepods/pod1/.."})
+    EXPECT_FALSE(parent_cgroup_dir(bad).has_value()) << bad;
+  EXPECT_FALSE(parent_cgroup_dir(std::string("/kube\0pods/pod1/abc", 18)).has_value());
+}
+
+TEST(ProbeParentMemoryLimit, V2V1AndHostileTrees) {
+  TempDir v2;
+  v2.write("cgroup.controllers", "memory\n");
+  v2.write("kubepods/pod1/memory.max", "1073741824\n");
+  v2.write("kubepods/pod2/memory.max", "max\n");
+  v2.write("kubepods/pod3/memory.max", std::string(100, '1'));  // past the bounded read
+  EXPECT_EQ(probe_parent_memory_limit("/kubepods/pod1/abc", v2.path()), std::optional<std::uint64_t>(1073741824));
+  EXPECT_FALSE(probe_parent_memory_limit("/kubepods/pod2/abc", v2.path()).has_value());
+  EXPECT_FALSE(probe_parent_memory_limit("/kubepods/pod3/abc", v2.path()).has_value());
+  EXPECT_FALSE(probe_parent_memory_limit("/kubepods/missing/abc", v2.path()).has_value());
+  EXPECT_FALSE(probe_parent_memory_limit("/kubepods/../kubepods/pod1/abc", v2.path()).has_value());
+  // A symlink on the way, or as the file, is not followed.
+  TempDir outside;
+  outside.write("memory.max", "4096\n");
+  fs::create_directories(v2.path() / "kubepods");
+  fs::create_directory_symlink(outside.path(), v2.path() / "kubepods/podlink");
+  EXPECT_FALSE(probe_parent_memory_limit("/kubepods/podlink/abc", v2.path()).has_value());
+  fs::create_directories(v2.path() / "kubepods/pod4");
+  fs::create_symlink(outside.path() / "memory.max", v2.path() / "kubepods/pod4/memory.max");
+  EXPECT_FALSE(probe_parent_memory_limit("/kubepods/pod4/abc", v2.path()).has_value());
+
+  TempDir v1;  // no cgroup.controllers: the memory controller's hierarchy
+  v1.write("memory/kubepods.slice/kubepods-pod1.slice/memory.limit_in_bytes", "536870912\n");
+  v1.write("memory/kubepods.slice/kubepods-pod2.slice/memory.limit_in_bytes", "9223372036854771712\n");
+  EXPECT_EQ(probe_parent_memory_limit("kubepods-pod1.slice:cri-containerd:abc", v1.path()),
+            std::optional<std::uint64_t>(536870912));
+  EXPECT_FALSE(probe_parent_memory_limit("kubepods-pod2.slice:cri-containerd:abc", v1.path()).has_value());
+}
+
 TEST(ParseMeminfo, TotalAndAvailable) {
   const std::string text =
       "MemTotal:       16314344 kB\n"

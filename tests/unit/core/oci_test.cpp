@@ -73,6 +73,7 @@ TEST(OciSpecTest, FactsOnlyParseKeepsWhatSpecFactsReads) {
   whole["linux"]["seccomp"] = {{"defaultAction", "SCMP_ACT_ERRNO"}, {"syscalls", json::array()}};
   whole["linux"]["maskedPaths"] = {"/proc/kcore"};
   whole["annotations"]["seccomp"] = "an annotation, not the linux.seccomp section";
+  whole["linux"]["cgroupsPath"] = "kubepods-pod1.slice:cri-containerd:abc";
   test::TempDir dir;
   dir.write("config.json", whole.dump());
 
@@ -101,6 +102,8 @@ TEST(OciSpecTest, FactsOnlyParseKeepsWhatSpecFactsReads) {
   EXPECT_EQ(a.has_ipc_namespace, b.has_ipc_namespace);
   EXPECT_EQ(a.shm_size, b.shm_size);
   EXPECT_EQ(a.shm_type, b.shm_type);
+  EXPECT_EQ(a.cgroups_path, std::optional<std::string>("kubepods-pod1.slice:cri-containerd:abc"));
+  EXPECT_EQ(a.cgroups_path, b.cgroups_path);
 
   dir.write("config.json", R"({"linux": {"seccomp": {"syscalls": [}}})");
   EXPECT_THROW(load_spec(dir.path(), SpecParts::kFacts), Error);  // skipped parts must still be JSON

@@ -132,6 +132,23 @@ TEST_F(ShmDecisionTest, MemoryLimitBoundsThePlanAndExplicitSizes) {
   EXPECT_TRUE(decide(spec).act);
 }
 
+TEST_F(ShmDecisionTest, PodMemoryLimitIsTheBudgetWhenTheSpecHasNone) {
+  SpecFacts spec = spec_with_env({{"GPU_RUN_SHM_SIZE", "600m"}});
+  spec.pod_memory_limit = 1 * kGiB;  // at most 512 MiB of shm
+  ShmDecision d = decide(spec);
+  EXPECT_FALSE(d.act);
+  EXPECT_NE(d.error.find("does not fit the memory limit 1GiB"), std::string::npos) << d.error;
+  EXPECT_NE(d.error.find("raise the pod's memory limit to at least"), std::string::npos) << d.error;
+  spec = spec_with_env({{"GPU_RUN_SHM_SIZE", "500m"}});
+  spec.pod_memory_limit = 1 * kGiB;
+  EXPECT_TRUE(decide(spec).act);
+  // The container's own limit, when it has one, is the budget.
+  spec = spec_with_env({{"GPU_RUN_SHM_SIZE", "600m"}});
+  spec.pod_memory_limit = 1 * kGiB;
+  spec.memory_limit = 2 * kGiB;
+  EXPECT_TRUE(decide(spec).act);
+}
+
 TEST_F(ShmDecisionTest, CpusOfTheContainerDriveAutoWorkers) {
   host_.cpus = 16;
   SpecFacts spec = spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}});
