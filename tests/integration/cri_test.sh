@@ -68,16 +68,17 @@ pod() {
 }
 
 # --- a pod that names a profile: both containers see the planned size, and share it ---------
-want=$(plan_bytes --profile default --gpus 2)
-pod "$D/a.json" train --annotations '{"gpu-run.profile": "default", "gpu-run.gpus": "2"}' --containers 2 \
-  --memory $((8 << 30))
+# imagenet with 4 workers a rank: a plan above min_shm (256 MiB), so the size is the model's.
+want=$(plan_bytes --profile imagenet --gpus 2 --workers 4)
+pod "$D/a.json" train --annotations '{"gpu-run.profile": "imagenet", "gpu-run.gpus": "2", "gpu-run.workers": "4"}' \
+  --containers 2 --memory $((8 << 30))
 assert_eq 0 $? "profile pod: RunPodSandbox, CreateContainer and StartContainer x2 succeed ($(cat "$D/a.json.err"))"
 a_pod=$(jq -r .pod "$D/a.json")
 a0=$(jq -r '.containers[0]' "$D/a.json")
 a1=$(jq -r '.containers[1]' "$D/a.json")
 a0_kib=$(shm_kib "$a0")
 a1_kib=$(shm_kib "$a1")
-assert_eq $((want / 1024)) "$a0_kib" "profile pod: container 1 sees /dev/shm at the plan (default, 2 GPUs)"
+assert_eq $((want / 1024)) "$a0_kib" "profile pod: container 1 sees /dev/shm at the plan (imagenet, 2 GPUs, 4 workers)"
 assert_eq $((want / 1024)) "$a1_kib" "profile pod: container 2 sees the same size"
 it_log "profile pod: planned $want bytes; containers see ${a0_kib}k and ${a1_kib}k"
 it_cri exec "$a0" sh -c 'echo from-c0 > /dev/shm/handoff'
@@ -93,9 +94,12 @@ assert_eq 0 "$(grep -cE "gpu-run-hook.*($a0|$a1)" "$LOG")" "profile pod: no hook
 # --- GPUs from the app containers' devices: the pod grows to their plan ---------------------------
 # The sandbox has no devices (a 1-rank plan); the app containers have two /dev/nvidiaN (here
 # /dev/null and /dev/zero under those names), so their plan is for 2 ranks.
-want=$(plan_bytes --profile default --gpus 2)
-pod "$D/d.json" devices --annotations '{"gpu-run.profile": "default"}' --device /dev/null:/dev/nvidia0 \
-  --device /dev/zero:/dev/nvidia1
+want=$(plan_bytes --profile imagenet --gpus 2 --workers 4)
+one_rank=$(plan_bytes --profile imagenet --gpus 1 --workers 4)
+[[ $one_rank -lt $want ]] && it_pass "devices: the 1-rank plan ($one_rank) is below the 2-rank plan ($want)" ||
+  it_fail "devices: the 1-rank and 2-rank plans do not differ ($one_rank, $want): the case below proves nothing"
+pod "$D/d.json" devices --annotations '{"gpu-run.profile": "imagenet", "gpu-run.workers": "4"}' \
+  --device /dev/null:/dev/nvidia0 --device /dev/zero:/dev/nvidia1
 assert_eq 0 $? "a pod whose app container has two GPU devices ($(cat "$D/d.json.err"))"
 assert_eq $((want / 1024)) "$(shm_kib "$(jq -r '.containers[0]' "$D/d.json")")" \
   "GPU count from the app container's devices: the pod's /dev/shm grows to the 2-rank plan"
