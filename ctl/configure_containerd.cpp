@@ -11,7 +11,7 @@
 
 #include "contract.hpp"
 #include "error.hpp"
-#include "k8s.hpp"
+#include "k8s_quantity.hpp"
 
 namespace gpurun {
 namespace {
@@ -172,7 +172,7 @@ std::string format_config(const Toml& doc, const std::string& source) {
 
 ContainerdEdit merge_containerd_config(const std::optional<std::string>& existing, const std::string& source,
                                        const std::string& runtime_path, const std::string& handler) {
-  if (!is_dns_label(handler))
+  if (!is_k8s_dns_label(handler))
     throw usage_error("--handler '" + handler.substr(0, 64) +
                       "': expected a RuntimeClass handler name (lowercase letters, digits and '-', at most 63)");
   Toml doc = existing ? parse_toml_config(*existing, source) : Toml(Toml::table_type{});

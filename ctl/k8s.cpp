@@ -28,13 +28,8 @@ bool is_dns_subdomain(const std::string& s) {
 
 }  // namespace
 
-bool is_dns_label(const std::string& s) {
-  static const std::regex label("[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?");
-  return std::regex_match(s, label);
-}
-
 ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
-  if (!is_dns_label(o.container))
+  if (!is_k8s_dns_label(o.container))
     throw usage_error(
         "--container '" + k8s_shown(o.container) +
         "': expected the container's name as Kubernetes writes it (lowercase letters, digits and '-', at most 63)");
@@ -90,7 +85,7 @@ std::string render_k8s(const K8sOptions& o, const Config& config, const HostInfo
 void run_k8s(const K8sOptions& o) { std::cout << render_k8s(o, load_ctl_config(), probe_host()); }
 
 std::string runtime_class_manifest(const std::string& handler) {
-  if (!is_dns_label(handler))
+  if (!is_k8s_dns_label(handler))
     throw usage_error("--handler '" + k8s_shown(handler) +
                       "': expected the runtime handler's name in containerd's config (lowercase letters, digits and "
                       "'-', at most 63)");

@@ -34,10 +34,6 @@ struct K8sOptions {
   std::string format = "yaml";  // yaml | json
 };
 
-// True for a Kubernetes DNS label (RFC 1123: lowercase letters, digits and '-', at most 63),
-// what container names and RuntimeClass handlers must be.
-bool is_dns_label(const std::string& s);
-
 // The patch for a plan: spec.volumes (emptyDir, medium Memory, sizeLimit = shm), the container
 // (name, env, resources, the /dev/shm mount) and spec.runtimeClassName when asked. Pure.
 // Throws Error (exit 2) on a bad container or runtime class name or --memory.
