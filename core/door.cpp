@@ -65,7 +65,14 @@ ContainerPlan plan_container(const std::map<std::string, std::string>& state_ann
   p.request = container_request(state_annotations, spec);
   // The host is probed only when the decision will read it.
   const bool needs_host = (p.request.named_anything() || config.default_profile) && !uses_host_shm(spec);
-  p.decision = decide_shm(p.request, spec, config, store, needs_host ? host() : HostFacts{});
+  if (!needs_host) {
+    p.decision = decide_shm(p.request, spec, config, store, HostFacts{});
+  } else {
+    // So is the pod's cgroup, for a pod's container without a memory limit of its own.
+    SpecFacts with_pod = spec;
+    if (!with_pod.pod_memory_limit) with_pod.pod_memory_limit = probe_pod_memory_limit(spec);
+    p.decision = decide_shm(p.request, with_pod, config, store, host());
+  }
   p.disposition = dispose(p.decision, config);
   return p;
 }

@@ -62,7 +62,9 @@ Disposition dispose(const ShmDecision& decision, const Config& config);
 Disposition dispose_failure(const std::string& message, bool explicit_request, const Config& config);
 
 // The plan for one container, from its OCI state annotations (the hook has them; the
-// runtime has none) and its spec. `host` is called only when the host matters.
+// runtime has none) and its spec. `host` is called only when the host matters, and then, for a
+// pod's container without a limit of its own, the pod's limit is read (probe_pod_memory_limit)
+// unless `spec` already carries it.
 struct ContainerPlan {
   ContainerRequest request;
   ShmDecision decision;

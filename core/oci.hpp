@@ -49,8 +49,8 @@ struct SpecFacts {
   std::map<std::string, std::string> env;
   std::optional<std::uint64_t> memory_limit;
   std::optional<std::string> cgroups_path;  // linux.cgroupsPath, as the engine wrote it
-  // The memory limit of the pod's cgroup (the parent of cgroups_path) when a door on the host
-  // read it (probe_pod_memory_limit): the budget's limit when the spec has none of its own.
+  // The memory limit of the pod's cgroup (the parent of cgroups_path), read by plan_container
+  // (probe_pod_memory_limit) when it decides: the budget's limit when the spec has none of its own.
   std::optional<std::uint64_t> pod_memory_limit;
   std::optional<double> cpu_quota;  // CPUs from quota/period
   std::optional<unsigned> cpuset_cpus;

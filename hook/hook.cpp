@@ -69,7 +69,6 @@ int run_hook(const HookOptions& o, std::string& error_line) {
   SpecFacts spec;
   try {
     spec = spec_facts(load_spec(state.bundle, SpecParts::kFacts), state.bundle);
-    spec.pod_memory_limit = probe_pod_memory_limit(spec);
   } catch (const Error& e) {
     // Without a spec we cannot tell what the container asked for: fail only if the
     // state's own annotations asked.

@@ -147,7 +147,6 @@ bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {
   if (ec) bundle = bundle_arg;
   nlohmann::json spec = load_spec(bundle);
   SpecFacts facts = spec_facts(spec, bundle);
-  facts.pod_memory_limit = probe_pod_memory_limit(facts);
   const ContainerPlan plan = plan_container({}, facts, ctx.config, ctx.store, probe_host_facts);
   const std::string who = "bundle=" + log_quote(bundle.string());
   if (plan.disposition.action != Action::kAct) {
