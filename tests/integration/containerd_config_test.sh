@@ -19,14 +19,9 @@ PY=/usr/bin/python3
 "$PY" -c 'import kubernetes, yaml' 2>/dev/null ||
   it_skip "python3-kubernetes is needed (scripts/install-deps installs it)"
 
-bin_dir=${GPU_RUN_BIN_DIR:-}
-[[ -z $bin_dir && -n ${1:-} ]] && bin_dir=$(dirname "$1")
-[[ -z $bin_dir ]] && bin_dir=$here/../../build/release/bin
-CTL=$bin_dir/gpu-run-ctl
-RUNTIME=$bin_dir/gpu-run-runtime
-[[ -x $CTL ]] || it_skip "gpu-run-ctl not found in $bin_dir (build it, or set GPU_RUN_BIN_DIR)"
-[[ -x $RUNTIME ]] || it_skip "gpu-run-runtime not found in $bin_dir (build it, or set GPU_RUN_BIN_DIR)"
-RUNTIME=$(readlink -f "$RUNTIME")
+it_binaries "${1:-}" gpu-run-ctl gpu-run-runtime
+CTL=$IT_BIN/gpu-run-ctl
+RUNTIME=$(readlink -f "$IT_BIN/gpu-run-runtime")
 it_log "testing $CTL with $(containerd --version)"
 
 work=$(it_tmpdir)

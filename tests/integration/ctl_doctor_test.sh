@@ -10,22 +10,15 @@ source "$here/lib.sh"
 it_require_root
 it_require_cmd dockerd containerd runc docker jq
 
-bin_dir=${GPU_RUN_BIN_DIR:-}
-[[ -z $bin_dir && -n ${1:-} ]] && bin_dir=$(dirname "$1")
-[[ -z $bin_dir ]] && bin_dir=$here/../../build/release/bin
-CTL=$bin_dir/gpu-run-ctl
-GPU_RUN=$bin_dir/gpu-run
-[[ -x $CTL && -x $GPU_RUN ]] || it_skip "gpu-run-ctl or gpu-run not found in $bin_dir (build them, or set GPU_RUN_BIN_DIR)"
-CTL=$(cd "$(dirname "$CTL")" && pwd)/gpu-run-ctl
+it_binaries "${1:-}" gpu-run-ctl gpu-run
+CTL=$IT_BIN/gpu-run-ctl
+GPU_RUN=$IT_BIN/gpu-run
 it_log "testing $CTL"
 
 work=$(it_tmpdir)
 it_on_exit rm -rf "$work"
 # No host config (built-in defaults: memory_fraction_max 0.5), no user profiles.
-mkdir -p "$work/xdg"
-export XDG_CONFIG_HOME=$work/xdg GPU_RUN_CONFIG=$work/no-config.json
-unset GPU_RUN_PROFILE_PATH GPU_RUN_PROFILE GPU_RUN_GPUS GPU_RUN_WORKERS GPU_RUN_BATCH_SIZE GPU_RUN_SHM_SIZE \
-  GPU_RUN_NUM_WORKERS || true
+it_isolate_config "$work"
 
 d=$(it_tmpdir)
 it_on_exit it_dockerd_stop "$d"

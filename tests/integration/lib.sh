@@ -95,6 +95,32 @@ it_tmpdir() {
   printf '%s\n' "$d"
 }
 
+# it_binaries ARG NAME...: sets IT_BIN, the absolute directory of the binaries under test:
+# $GPU_RUN_BIN_DIR, else that of ARG (the path ctest passes), else build/release/bin; skips the
+# test when one of NAME... is not built there.
+it_binaries() {
+  local arg=$1 dir=${GPU_RUN_BIN_DIR:-} name
+  shift
+  [[ -z $dir && -n $arg ]] && dir=$(dirname "$arg")
+  [[ -z $dir ]] && dir=$(dirname "${BASH_SOURCE[0]}")/../../build/release/bin
+  for name in "$@"; do
+    [[ -x $dir/$name ]] || it_skip "$name not found in $dir (build it, or set GPU_RUN_BIN_DIR)"
+  done
+  IT_BIN=$(cd "$dir" && pwd)
+}
+
+# it_isolate_config WORK [CONFIG_JSON]: the gpu-run config of this test: WORK/config.json holding
+# CONFIG_JSON (without it, no host config: the built-in defaults), no user profiles
+# (XDG_CONFIG_HOME=WORK/xdg), and none of the caller's GPU_RUN_* requests.
+it_isolate_config() {
+  local work=$1
+  mkdir -p "$work/xdg"
+  export XDG_CONFIG_HOME=$work/xdg GPU_RUN_CONFIG=$work/config.json
+  if [[ $# -ge 2 ]]; then printf '%s\n' "$2" >"$GPU_RUN_CONFIG"; else GPU_RUN_CONFIG=$work/no-config.json; fi
+  unset GPU_RUN_PROFILE_PATH GPU_RUN_PROFILE GPU_RUN_GPUS GPU_RUN_WORKERS GPU_RUN_BATCH_SIZE GPU_RUN_SHM_SIZE \
+    GPU_RUN_NUM_WORKERS || true
+}
+
 # ---------------------------------------------------------------------------------------
 # Assertions: each prints "ok - MSG" or "FAIL - MSG: details" and counts; none exits.
 

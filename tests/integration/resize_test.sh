@@ -11,22 +11,14 @@ source "$here/lib.sh"
 it_require_root
 it_require_cmd dockerd containerd runc docker podman conmon jq
 
-bin_dir=${GPU_RUN_BIN_DIR:-}
-[[ -z $bin_dir && -n ${1:-} ]] && bin_dir=$(dirname "$1")
-[[ -z $bin_dir ]] && bin_dir=$here/../../build/release/bin
-CTL=$bin_dir/gpu-run-ctl
-[[ -x $CTL ]] || it_skip "gpu-run-ctl not found in $bin_dir (build it, or set GPU_RUN_BIN_DIR)"
-CTL=$(cd "$(dirname "$CTL")" && pwd)/gpu-run-ctl
+it_binaries "${1:-}" gpu-run-ctl
+CTL=$IT_BIN/gpu-run-ctl
 it_log "testing $CTL"
 
 work=$(it_tmpdir)
 it_on_exit rm -rf "$work"
-mkdir -p "$work/xdg"
 log=$work/gpu-run.log
-printf '{"log_file": "%s", "memory_fraction_max": 0.5}\n' "$log" >"$work/config.json"
-export XDG_CONFIG_HOME=$work/xdg GPU_RUN_CONFIG=$work/config.json
-unset GPU_RUN_PROFILE_PATH GPU_RUN_PROFILE GPU_RUN_GPUS GPU_RUN_WORKERS GPU_RUN_BATCH_SIZE GPU_RUN_SHM_SIZE \
-  GPU_RUN_NUM_WORKERS || true
+it_isolate_config "$work" "{\"log_file\": \"$log\", \"memory_fraction_max\": 0.5}"
 
 host_shm_line() { awk '$5 == "/dev/shm"' /proc/self/mountinfo; }
 host_shm_kb() { df -k /dev/shm | awk 'NR == 2 { print $2 }'; }
