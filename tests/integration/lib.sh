@@ -109,6 +109,18 @@ it_binaries() {
   IT_BIN=$(cd "$dir" && pwd)
 }
 
+# it_webhook_port STDERR: the port a gpu-run-webhook started with --listen ADDR:0 and its stderr
+# in STDERR listens on, once it logs event=listening (waits up to 5 s; fails without one).
+it_webhook_port() {
+  local port= _
+  for _ in $(seq 50); do
+    port=$(sed -n 's/.*event=listening .* port=\([0-9]*\).*/\1/p' "$1")
+    [[ -n $port ]] && break
+    sleep 0.1
+  done
+  [[ -n $port ]] && printf '%s\n' "$port"
+}
+
 # it_isolate_config WORK [CONFIG_JSON]: the gpu-run config of this test: WORK/config.json holding
 # CONFIG_JSON (without it, no host config: the built-in defaults), no user profiles
 # (XDG_CONFIG_HOME=WORK/xdg), and none of the caller's GPU_RUN_* requests.

@@ -142,13 +142,7 @@ done
 pid=$!
 stop_webhook() { kill -9 "$pid" 2>/dev/null || true; }
 it_on_exit stop_webhook
-port=
-for _ in $(seq 50); do
-  port=$(sed -n 's/.*event=listening .* port=\([0-9]*\).*/\1/p' "$work/stderr")
-  [[ -n $port ]] && break
-  sleep 0.1
-done
-[[ -n $port ]] || it_die "the webhook did not start: $(cat "$work/stderr")"
+port=$(it_webhook_port "$work/stderr") || it_die "the webhook did not start: $(cat "$work/stderr")"
 got=$("$PY" - "$port" "$work/tls/ca.crt" <<'PYEOF'
 import socket, ssl, sys
 ctx = ssl.create_default_context(cafile=sys.argv[2])

@@ -63,13 +63,7 @@ printf '{"policy": "raise", "namespace_profiles": {"ml": "webtest"}}\n' >"$work/
 pid=$!
 stop_webhook() { kill -9 "$pid" 2>/dev/null || true; }
 it_on_exit stop_webhook
-port=
-for _ in $(seq 50); do
-  port=$(sed -n 's/.*event=listening .* port=\([0-9]*\).*/\1/p' "$work/stderr")
-  [[ -n $port ]] && break
-  sleep 0.1
-done
-[[ -n $port ]] || it_die "the webhook did not start: $(cat "$work/stderr")"
+port=$(it_webhook_port "$work/stderr") || it_die "the webhook did not start: $(cat "$work/stderr")"
 it_log "listening on 127.0.0.1:$port"
 
 cat >"$work/client.py" <<'EOF'
