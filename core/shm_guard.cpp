@@ -25,6 +25,7 @@ std::uint64_t guard_headroom(const ShmPlan& plan) {
 GuardLimits guard_limits(const ShmPlan& plan) {
   GuardLimits l;
   l.headroom = guard_headroom(plan);
+  if (l.headroom) l.bound = plan.need;
   l.max_shm = plan.max_shm;
   if (plan.memory_limit && *plan.memory_limit > 0)
     l.budget_bytes = MemoryBudget{*plan.memory_limit, plan.memory_fraction_max}.bytes();
@@ -33,7 +34,14 @@ GuardLimits guard_limits(const ShmPlan& plan) {
 
 GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size, std::uint64_t used) {
   GuardStep step;
-  step.headroom = limits.headroom ? limits.headroom : fraction_of(size, policy.min_free_fraction);
+  const std::uint64_t fraction = fraction_of(size, policy.min_free_fraction);
+  const bool within_bound = limits.headroom && limits.bound && used <= limits.bound;
+  if (within_bound)
+    step.headroom = std::min(limits.headroom, limits.bound - used);
+  else if (limits.headroom && limits.bound)
+    step.headroom = std::max(limits.headroom, fraction);
+  else
+    step.headroom = limits.headroom ? limits.headroom : fraction;
   const std::uint64_t free = size > used ? size - used : 0;
   if (free >= step.headroom) return step;
 
@@ -47,8 +55,9 @@ GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std
     cap = *limits.budget_bytes;
     cap_by = "the memory budget " + format_size(*limits.budget_bytes);
   }
-  const std::uint64_t want =
+  std::uint64_t want =
       round_up(std::max(used + 2 * step.headroom, size + fraction_of(size, policy.step_fraction)), kMiB);
+  if (within_bound) want = std::min(want, round_up(limits.bound, kMiB));
   const std::string numbers =
       format_size(free) + " free of " + format_size(size) + ", the next allocations need " + format_size(step.headroom);
   // Whole MiB below the cap: a remount never lands between pages.

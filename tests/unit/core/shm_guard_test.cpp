@@ -84,6 +84,48 @@ TEST(DecideGuard, WithoutAPlanAFractionOfTheSize) {
   EXPECT_EQ(decide_guard(half, none, 64 * kMiB, 40 * kMiB).action, GuardAction::kGrow);
 }
 
+TEST(GuardLimits, TheBoundIsThePlansNeedWhenTheHeadroomIsKnown) {
+  ShmPlan p = plan(2, 1, kBatch);
+  p.need = 331 * kMiB;
+  EXPECT_EQ(guard_limits(p).bound, 331 * kMiB);
+  p.batch_bytes = 0;
+  EXPECT_EQ(guard_limits(p).bound, 0u) << "no headroom: the fraction policy, unbounded";
+}
+
+TEST(DecideGuard, WithinThePlansNeedGrowsNoFurtherThanIt) {
+  GuardLimits l;
+  l.headroom = 2 * kBatch;  // 110.3 MiB
+  l.bound = 331 * kMiB;
+  // From Docker's 64 MiB: used + 2 x headroom = 221 MiB, under the bound.
+  const GuardStep first = decide_guard({}, l, 64 * kMiB, 0);
+  EXPECT_EQ(first.action, GuardAction::kGrow);
+  EXPECT_EQ(first.size, round_up(4 * kBatch, kMiB));
+  // Two batches and a MiB held: used + 2 x headroom would be 331.6 MiB: the bound stops it.
+  const GuardStep second = decide_guard({}, l, first.size, 2 * kBatch + kMiB);
+  EXPECT_EQ(second.action, GuardAction::kGrow);
+  EXPECT_EQ(second.size, 331 * kMiB);
+  EXPECT_FALSE(second.capped) << "the bound is the plan's, not a limit: no warning";
+  // At the bound, the model says nothing more comes: no growth while the job stays within it.
+  EXPECT_EQ(decide_guard({}, l, 331 * kMiB, 300 * kMiB).action, GuardAction::kNone);
+  EXPECT_EQ(decide_guard({}, l, 331 * kMiB, 331 * kMiB).action, GuardAction::kNone);
+  const GuardStep near = decide_guard({}, l, 300 * kMiB, 290 * kMiB);
+  EXPECT_EQ(near.headroom, 41 * kMiB) << "the bound still leaves 41 MiB, less than two batches";
+  EXPECT_EQ(near.size, 331 * kMiB);
+}
+
+TEST(DecideGuard, PastThePlansNeedTheHeadroomOrTheFractionWhicheverIsLarger) {
+  GuardLimits l;
+  l.headroom = 10 * kMiB;
+  l.bound = 100 * kMiB;
+  // 120 MiB held of 128: the plan was wrong; 25% of 128 MiB (32) is more than the headroom.
+  const GuardStep s = decide_guard({}, l, 128 * kMiB, 120 * kMiB);
+  EXPECT_EQ(s.action, GuardAction::kGrow);
+  EXPECT_EQ(s.headroom, 32 * kMiB);
+  EXPECT_EQ(s.size, 192 * kMiB) << "max(120 + 64, 128 x 1.5)";
+  l.headroom = 100 * kMiB;
+  EXPECT_EQ(decide_guard({}, l, 128 * kMiB, 120 * kMiB).headroom, 100 * kMiB);
+}
+
 TEST(DecideGuard, CappedByMaxShmThenBlocked) {
   GuardLimits l;
   l.headroom = 2 * kBatch;
