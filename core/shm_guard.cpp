@@ -25,7 +25,11 @@ std::uint64_t guard_headroom(const ShmPlan& plan) {
 GuardLimits guard_limits(const ShmPlan& plan) {
   GuardLimits l;
   l.headroom = guard_headroom(plan);
-  if (l.headroom) l.bound = plan.need;
+  if (l.headroom && plan.profile != kDefaultProfileName) {
+    l.bound = plan.need;
+    l.batch = plan.batch_bytes;
+    for (const LoaderPlan& loader : plan.loaders) l.batch = std::max(l.batch, loader.batch_bytes);
+  }
   l.max_shm = plan.max_shm;
   if (plan.memory_limit && *plan.memory_limit > 0)
     l.budget_bytes = MemoryBudget{*plan.memory_limit, plan.memory_fraction_max}.bytes();
@@ -37,7 +41,7 @@ GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std
   const std::uint64_t fraction = fraction_of(size, policy.min_free_fraction);
   const bool within_bound = limits.headroom && limits.bound && used <= limits.bound;
   if (within_bound)
-    step.headroom = std::min(limits.headroom, limits.bound - used);
+    step.headroom = std::min(limits.headroom, std::max(limits.batch, limits.bound - used));
   else if (limits.headroom && limits.bound)
     step.headroom = std::max(limits.headroom, fraction);
   else
@@ -57,7 +61,7 @@ GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std
   }
   std::uint64_t want =
       round_up(std::max(used + 2 * step.headroom, size + fraction_of(size, policy.step_fraction)), kMiB);
-  if (within_bound) want = std::min(want, round_up(limits.bound, kMiB));
+  if (within_bound) want = std::min(want, round_up(std::max(limits.bound, used + step.headroom), kMiB));
   const std::string numbers =
       format_size(free) + " free of " + format_size(size) + ", the next allocations need " + format_size(step.headroom);
   // Whole MiB below the cap: a remount never lands between pages.

@@ -10,11 +10,13 @@
 // (110 MiB) free leaves at least 43 ms, four samples at 100 Hz, to grow before an allocation
 // can fail; each growth adds twice that headroom, so the job took three growths, not one per batch.
 //
-// With a plan, the growth also stops at the plan's need (its model of the job's peak: the
-// loaders' in-flight batches, their semaphores, NCCL): bench/torch found that need within
-// 1.02-1.08x of the smallest size each case runs at, while a headroom kept on top of the peak
-// ended 1.4-2.2x above it (bench/GUARD.md). Once the job holds more than the plan said, the
-// plan is wrong and the guard keeps the larger of its headroom and min_free_fraction free.
+// With a profile that describes the job (named, not the built-in fallback "default"), growth
+// also stops near the plan's need, its model of the job's peak (in-flight batches of every
+// loader, their semaphores, NCCL): bench/torch found that need within 1.02-1.08x of the smallest
+// size each case runs at, while headroom kept on top of the peak ended 1.4-2.2x above it
+// (bench/GUARD.md). One batch stays free even there, so a plan short by a batch is seen before
+// an allocation fails; once the job holds more than the need, the plan is wrong and the guard
+// keeps the larger of the headroom and min_free_fraction free.
 
 #include <cstdint>
 #include <optional>
@@ -36,9 +38,10 @@ struct GuardPolicy {
 struct GuardLimits {
   // The next allocations, when the plan knows them (guard_headroom); 0: unknown.
   std::uint64_t headroom = 0;
-  // The plan's need (ShmPlan::need), when the headroom is known: the most the model says the
-  // job holds at once; 0: unknown.
+  // The plan's need (ShmPlan::need) and its largest batch, when the headroom is known and the
+  // profile is one the user chose; 0: the growth is not bounded by the plan.
   std::uint64_t bound = 0;
+  std::uint64_t batch = 0;
   std::uint64_t max_shm = 0;                  // the profile's; 0: none
   std::optional<std::uint64_t> budget_bytes;  // MemoryBudget of the memory limit, when one is set
 };
@@ -48,7 +51,8 @@ struct GuardLimits {
 // no batch size (then the policy's fraction is used).
 std::uint64_t guard_headroom(const ShmPlan& plan);
 
-// The limits of a plan: its headroom and need, max_shm and memory budget.
+// The limits of a plan: its headroom, its need and largest batch (unless its profile is the
+// built-in "default", a guess rather than a description of the job), max_shm, the memory budget.
 GuardLimits guard_limits(const ShmPlan& plan);
 
 enum class GuardAction {
@@ -66,11 +70,12 @@ struct GuardStep {
 };
 
 // The free space wanted at `used`: with a bound and `used` within it, the headroom but no more
-// than the bound still leaves (bound - used: the model says nothing more comes); past the bound,
-// the larger of the headroom and min_free_fraction x size; without a plan, that fraction.
+// than the bound still leaves, and at least one batch; past the bound, the larger of the
+// headroom and min_free_fraction x size; without a plan, that fraction.
 // Grows when the free space (size - used) falls below it: to used + 2 x that, at least
-// size x (1 + step_fraction), no further than the bound while within it, rounded up to MiB,
-// never above max_shm nor the budget. Blocked when those leave no room.
+// size x (1 + step_fraction), while within the bound no further than the larger of the bound and
+// used + the free space wanted, rounded up to MiB, never above max_shm nor the budget. Blocked
+// when those leave no room.
 GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size, std::uint64_t used);
 
 // How a guarded or recorded job ended.

@@ -219,8 +219,8 @@ GuardLimits container_guard_limits(const ContainerInfo& c, const Config& config,
         if (note)
           *note = "keeps " + format_size(limits.headroom) + " free (profile " + in->profile + ", " +
                   (in->gpus > 1 ? std::to_string(in->gpus) + " GPUs x " : "") + std::to_string(in->workers) +
-                  " workers x a batch of " + std::to_string(in->batch_size) + "), in steps up to the plan's " +
-                  format_size(limits.bound) + " until the job holds more";
+                  " workers x a batch of " + std::to_string(in->batch_size) + ")" +
+                  (limits.bound ? ", one batch near the plan's " + format_size(limits.bound) : "");
         return limits;
       }
       why_not = "the plan has no batch bytes";

@@ -11,9 +11,11 @@ Prints one JSON object on stdout. Called by bench/guard/run.
     torch_cases.py [--plan] GPU_RUN IMAGE [LABEL ...]
     torch_cases.py --table FILE.json      # the Markdown rows of a run's cases
 
---plan also gives gpu-run the case's profile, workers, batch size and prefetch factor (the
-/dev/shm size stays 64 MiB): the guard then keeps the plan's headroom, one batch per worker,
-free instead of the config's min_free_fraction.
+--plan also gives gpu-run the case's profile (bench/torch's variant stating its pin_memory), GPUs (as bench/torch plans it: one per rank unless
+the case pins without a GPU), workers, batch size and prefetch factor (the /dev/shm size stays
+64 MiB, --gpu-request none): the guard then keeps the plan's headroom, one batch per worker,
+free, and stops near the plan's need. Without it gpu-run plans with the built-in default profile
+(2 workers x 32 images), a guess: the guard keeps that plan's headroom and is not bounded by it.
 """
 
 import importlib.machinery
@@ -61,13 +63,16 @@ def main():
     with open(os.path.join(TORCH, "last-run.json")) as f:
         smallest = {r["label"]: r["smallest"] for r in json.load(f)["results"]}
     cases = {tb.Case(*c).label: tb.Case(*c) for c in tb.FULL_CASES}
+    planner = tb.Planner(gpu_run)
     out = []
     for label in labels:
         c = cases[label]
         fields = [f"{'x'.join(str(d) for d in f['shape'])}:{f['dtype']}" if f["shape"] else f":{f['dtype']}"
                   for f in tb.load_profile(c.profile)["fields"]]
-        sizing = ["--profile", c.profile, "--workers", str(c.workers), "--batch-size", str(c.batch),
-                  "--prefetch-factor", str(c.prefetch)] if plan else []
+        # Planned as bench/torch plans the case: a pinned case has a GPU (no hold), a "cpu" one none.
+        gpus = 0 if c.pin == "cpu" else c.ranks
+        sizing = ["--profile", planner.profile_for(c.profile, c.pin), "--gpus", str(gpus), "--workers", str(c.workers), "--batch-size",
+                  str(c.batch), "--prefetch-factor", str(c.prefetch)] if plan else []
         argv = [gpu_run, "--guard", *sizing, "--shm-size", "64m", "--gpu-request", "none", "--rm",
                 "-v", f"{TORCH}:/b:ro", image, "/usr/bin/python3", "/b/workload.py",
                 "--batch-size", str(c.batch), "--workers", str(c.workers), "--prefetch-factor", str(c.prefetch),
@@ -88,7 +93,7 @@ def main():
     # The size a failed case reached says nothing about how close the guard ends: finished ones only.
     ratios = [o["ratio"] for o in out if o["finished"]] or [0]
     print(json.dumps({"cases": out, "finished": sum(o["finished"] for o in out), "total": len(out),
-                      "median_ratio": statistics.median(ratios), "max_ratio": max(ratios)}))
+                      "median_ratio": round(statistics.median(ratios), 3), "max_ratio": max(ratios)}))
 
 
 if __name__ == "__main__":

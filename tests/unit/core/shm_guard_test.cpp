@@ -86,8 +86,17 @@ TEST(DecideGuard, WithoutAPlanAFractionOfTheSize) {
 
 TEST(GuardLimits, TheBoundIsThePlansNeedWhenTheHeadroomIsKnown) {
   ShmPlan p = plan(2, 1, kBatch);
+  p.profile = "imagenet";
   p.need = 331 * kMiB;
+  LoaderPlan val;
+  val.batch_bytes = 2 * kBatch;
+  p.loaders = {LoaderPlan{}, val};
   EXPECT_EQ(guard_limits(p).bound, 331 * kMiB);
+  EXPECT_EQ(guard_limits(p).batch, 2 * kBatch) << "the largest batch of any loader";
+  p.profile = kDefaultProfileName;
+  EXPECT_EQ(guard_limits(p).bound, 0u) << "the built-in default profile is a guess, not the job";
+  EXPECT_EQ(guard_limits(p).headroom, 2 * kBatch) << "its headroom still applies";
+  p.profile = "imagenet";
   p.batch_bytes = 0;
   EXPECT_EQ(guard_limits(p).bound, 0u) << "no headroom: the fraction policy, unbounded";
 }
@@ -96,6 +105,7 @@ TEST(DecideGuard, WithinThePlansNeedGrowsNoFurtherThanIt) {
   GuardLimits l;
   l.headroom = 2 * kBatch;  // 110.3 MiB
   l.bound = 331 * kMiB;
+  l.batch = kBatch;
   // From Docker's 64 MiB: used + 2 x headroom = 221 MiB, under the bound.
   const GuardStep first = decide_guard({}, l, 64 * kMiB, 0);
   EXPECT_EQ(first.action, GuardAction::kGrow);
@@ -105,18 +115,21 @@ TEST(DecideGuard, WithinThePlansNeedGrowsNoFurtherThanIt) {
   EXPECT_EQ(second.action, GuardAction::kGrow);
   EXPECT_EQ(second.size, 331 * kMiB);
   EXPECT_FALSE(second.capped) << "the bound is the plan's, not a limit: no warning";
-  // At the bound, the model says nothing more comes: no growth while the job stays within it.
-  EXPECT_EQ(decide_guard({}, l, 331 * kMiB, 300 * kMiB).action, GuardAction::kNone);
-  EXPECT_EQ(decide_guard({}, l, 331 * kMiB, 331 * kMiB).action, GuardAction::kNone);
-  const GuardStep near = decide_guard({}, l, 300 * kMiB, 290 * kMiB);
-  EXPECT_EQ(near.headroom, 41 * kMiB) << "the bound still leaves 41 MiB, less than two batches";
-  EXPECT_EQ(near.size, 331 * kMiB);
+  // Near the bound the model says less than two batches come, but one batch stays free.
+  EXPECT_EQ(decide_guard({}, l, 331 * kMiB, 250 * kMiB).action, GuardAction::kNone) << "81 MiB free";
+  const GuardStep near = decide_guard({}, l, 331 * kMiB, 300 * kMiB);
+  EXPECT_EQ(near.action, GuardAction::kGrow);
+  EXPECT_EQ(near.headroom, kBatch);
+  EXPECT_EQ(near.size, round_up(300 * kMiB + kBatch, kMiB)) << "used + one batch: past the bound by what is held";
+  // Grown so: one batch free again.
+  EXPECT_EQ(decide_guard({}, l, near.size, 300 * kMiB).action, GuardAction::kNone);
 }
 
 TEST(DecideGuard, PastThePlansNeedTheHeadroomOrTheFractionWhicheverIsLarger) {
   GuardLimits l;
   l.headroom = 10 * kMiB;
   l.bound = 100 * kMiB;
+  l.batch = 5 * kMiB;
   // 120 MiB held of 128: the plan was wrong; 25% of 128 MiB (32) is more than the headroom.
   const GuardStep s = decide_guard({}, l, 128 * kMiB, 120 * kMiB);
   EXPECT_EQ(s.action, GuardAction::kGrow);

@@ -108,7 +108,7 @@ TEST(NodeGuardTest, APlannedContainerKeepsOneBatchPerWorkerFree) {
   EXPECT_CONTAINS(note, "keeps 12MiB free (profile small, 3 workers x a batch of 4)");
   // The plan's need: (prefetch 2 x 3 workers + 2 held: no GPU, no pin thread) x 4 MiB, and 8 + 5 x 3 semaphore pages.
   EXPECT_EQ(l.bound, round_up(32 * kMiB + 23 * 4096, kMiB));
-  EXPECT_CONTAINS(note, "in steps up to the plan's 33MiB until the job holds more");
+  EXPECT_CONTAINS(note, "a batch of 4), one batch near the plan's 33MiB");
 }
 
 TEST(NodeGuardTest, GpusFromTheEnvironmentOrTheLabelMakeRanks) {
