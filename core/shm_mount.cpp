@@ -193,4 +193,29 @@ ShmResult apply_shm(const ShmTarget& t) {
   return result;
 }
 
+std::optional<ShmResult> resize_engine_shm(const std::string& source, std::uint64_t size, bool allow_shrink,
+                                           std::optional<dev_t> host_shm_dev) {
+  if (source.size() < 2 || source[0] != '/') return std::nullopt;
+  UniqueFd root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return std::nullopt;
+  UniqueFd shm(open_dir_in_root(root.get(), source.c_str() + 1, Resolve::kNoSymlinks));
+  if (!shm) return std::nullopt;
+  UniqueFd parent(::openat(shm.get(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!parent) return std::nullopt;
+  const FsStat shm_fs = stat_fs(shm.get(), source);
+  struct stat up {};
+  if (::fstat(parent.get(), &up) != 0) return std::nullopt;
+  // A mount of its own: its device differs from its parent directory's.
+  if (!shm_fs.is_tmpfs() || up.st_dev == shm_fs.st.st_dev) return std::nullopt;
+  if (host_shm_dev && shm_fs.st.st_dev == *host_shm_dev) return std::nullopt;
+  ShmResult result;
+  result.before = result.after = shm_fs.size();
+  if (size <= result.before && !(allow_shrink && size < result.before)) return result;  // kUnchanged
+  if (!reconfigure_tmpfs_size(shm.get(), size, "resize " + source + " to size=" + engine_size(size)))
+    return std::nullopt;
+  result.outcome = ShmOutcome::kResized;
+  result.after = stat_fs(shm.get(), source).size();
+  return result;
+}
+
 }  // namespace gpurun

@@ -93,4 +93,16 @@ void join_mount_namespace(int ns_fd, int pid);
 // point (or creates one on a plain directory of a tmpfs /dev). Throws Error naming the path.
 ShmResult apply_shm(const ShmTarget& target);
 
+// Resizes an engine's own shm tmpfs where the engine mounted it on the host, at `source`: the
+// bind source of a container's /dev/shm that is_engine_shm_source accepted (containerd's pod
+// shm, Docker's mounts/shm, podman's userdata/shm), before the container starts, so no hook
+// and no mount namespace are needed. The path is resolved from / without following any symlink,
+// and only a tmpfs that is a mount of its own (not a directory of /run's tmpfs) and not the
+// host's /dev/shm is touched, through the superblock (fspick + fsconfig; the bind into the
+// container may be read-only). Grow-only unless `allow_shrink`. nullopt when it cannot be done
+// from here (no such mount yet, not a mount root, not a tmpfs, a kernel without fspick): the
+// hook then does it from inside the container. Throws Error when the resize itself fails.
+std::optional<ShmResult> resize_engine_shm(const std::string& source, std::uint64_t size, bool allow_shrink,
+                                           std::optional<dev_t> host_shm_dev);
+
 }  // namespace gpurun

@@ -154,9 +154,34 @@ bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {
     if (plan.disposition.action == Action::kFail) throw Error(plan.disposition.error, 0, kExitFailure);
     return false;
   }
-  // A pod's app container: its sandbox has sized the pod's tmpfs already, most often.
-  if (facts.shm_type == std::string("bind") && facts.shm_source && is_engine_shm_source(*facts.shm_source))
+  // The engine's own tmpfs bound at /dev/shm (a pod's, Docker's shareable one, podman's) is
+  // mounted on the host already: resized there, no hook. A pod's app container most often finds
+  // it sized by its sandbox. The hook remains for what cannot be done from here.
+  if (facts.shm_type == std::string("bind") && facts.shm_source && is_engine_shm_source(*facts.shm_source)) {
+    const ShmDecision& d = plan.decision;
+    std::optional<ShmResult> r;
+    try {
+      r = resize_engine_shm(*facts.shm_source, d.size, d.size_explicit, host_shm_device());
+    } catch (const Error& e) {
+      const Disposition failed = dispose_failure(e.what(), d.explicit_request, ctx.config);
+      log_disposition(ctx.log, who, failed);
+      if (failed.action == Action::kFail) throw Error(failed.error, 0, kExitFailure);
+      return false;
+    }
+    if (r) {
+      ctx.log.info(who + " action=" + outcome_name(r->outcome) + " " + describe(d) +
+                   " before=" + engine_size(r->before) + " after=" + engine_size(r->after) + " where=host");
+      if (r->outcome == ShmOutcome::kResized && r->after < d.size) {
+        const Disposition failed = dispose_failure(
+            "/dev/shm is " + format_size(r->after) + " after resizing, asked for " + format_size(d.size),
+            d.explicit_request, ctx.config);
+        log_disposition(ctx.log, who, failed);
+        if (failed.action == Action::kFail) throw Error(failed.error, 0, kExitFailure);
+      }
+      return false;
+    }
     facts.shm_bind_size = engine_shm_size(*facts.shm_source);
+  }
   fs::path hook = ctx.config.hook_path;
   if (hook.empty()) hook = self_exe().parent_path() / "gpu-run-hook";
   const SpecEdit edit = edit_spec(spec, facts, plan.decision, hook.string(), ctx.config_file.string());

@@ -23,8 +23,11 @@ req=(-e GPU_RUN_PROFILE=imagenet -e GPU_RUN_GPUS=2)
 
 assert_eq "$expected" "$(shm_kib "${req[@]}")" "--ipc private (default): the spec's tmpfs size= is rewritten"
 assert_contains "$(tail -n 1 "$log")" "action=spec-size" "private: the runtime rewrote config.json"
-assert_eq "$expected" "$(shm_kib --ipc shareable "${req[@]}")" "--ipc shareable: the hook remounts the bind-mounted tmpfs"
-assert_contains "$(grep 'gpu-run-hook' "$log" | tail -n 1)" "action=resized" "shareable: the hook resized it"
+hook_lines=$(grep -c 'gpu-run-hook' "$log")
+assert_eq "$expected" "$(shm_kib --ipc shareable "${req[@]}")" "--ipc shareable: the bind-mounted tmpfs is resized"
+assert_contains "$(tail -n 1 "$log")" "action=resized" "shareable: the runtime resized Docker's mounts/shm"
+assert_contains "$(tail -n 1 "$log")" "where=host" "shareable: on the host, where dockerd mounted it"
+assert_eq "$hook_lines" "$(grep -c 'gpu-run-hook' "$log")" "shareable: no hook ran"
 assert_eq "$expected" "$(shm_kib --ipc none "${req[@]}")" "--ipc none: the hook mounts a new tmpfs"
 assert_contains "$(grep 'gpu-run-hook' "$log" | tail -n 1)" "action=mounted" "none: the hook mounted a tmpfs"
 assert_eq "1777" "$(docker run --rm --runtime gpu-run --ipc none "${req[@]}" gpurun-busybox stat -c %a /dev/shm)" "--ipc none: the new /dev/shm has mode 1777"
