@@ -159,25 +159,24 @@ bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {
   // it sized by its sandbox. The hook remains for what cannot be done from here.
   if (facts.shm_type == std::string("bind") && facts.shm_source && is_engine_shm_source(*facts.shm_source)) {
     const ShmDecision& d = plan.decision;
+    // As the hook does: a failure fails the start only when asked for (dispose_failure).
+    auto failure = [&](const std::string& message) {
+      const Disposition failed = dispose_failure(message, d.explicit_request, ctx.config);
+      log_disposition(ctx.log, who, failed);
+      if (failed.action == Action::kFail) throw Error(failed.error, 0, kExitFailure);
+      return false;
+    };
     std::optional<ShmResult> r;
     try {
       r = resize_engine_shm(*facts.shm_source, d.size, d.size_explicit, host_shm_device());
     } catch (const Error& e) {
-      const Disposition failed = dispose_failure(e.what(), d.explicit_request, ctx.config);
-      log_disposition(ctx.log, who, failed);
-      if (failed.action == Action::kFail) throw Error(failed.error, 0, kExitFailure);
-      return false;
+      return failure(e.what());
     }
     if (r) {
       ctx.log.info(who + " action=" + outcome_name(r->outcome) + " " + describe(d) +
                    " before=" + engine_size(r->before) + " after=" + engine_size(r->after) + " where=host");
-      if (r->outcome == ShmOutcome::kResized && r->after < d.size) {
-        const Disposition failed = dispose_failure(
-            "/dev/shm is " + format_size(r->after) + " after resizing, asked for " + format_size(d.size),
-            d.explicit_request, ctx.config);
-        log_disposition(ctx.log, who, failed);
-        if (failed.action == Action::kFail) throw Error(failed.error, 0, kExitFailure);
-      }
+      if (r->outcome == ShmOutcome::kResized && r->after < d.size)
+        return failure("/dev/shm is " + format_size(r->after) + " after resizing, asked for " + format_size(d.size));
       return false;
     }
     facts.shm_bind_size = engine_shm_size(*facts.shm_source);

@@ -151,5 +151,56 @@ TEST_F(ShmMountTest, LeavesTheHostsShmAlone) {
   EXPECT_EQ(size_of("/dev/shm"), host_before);
 }
 
+// resize_engine_shm: an engine's tmpfs where the engine mounted it on the host.
+TEST_F(ShmMountTest, EngineShmGrowsOnTheHostGrowOnlyUnlessExplicit) {
+  const fs::path shm = dir_.path() / "sandboxes/abc/shm";
+  mount_tmpfs(shm, "size=64m,mode=1777");
+  const auto r = resize_engine_shm(shm.string(), 300 * kMiB, false, host_shm_device());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->outcome, ShmOutcome::kResized);
+  EXPECT_EQ(r->before, 64 * kMiB);
+  EXPECT_EQ(r->after, 300 * kMiB);
+  EXPECT_EQ(size_of(shm), 300 * kMiB);
+  const auto same = resize_engine_shm(shm.string(), 128 * kMiB, false, host_shm_device());
+  ASSERT_TRUE(same);
+  EXPECT_EQ(same->outcome, ShmOutcome::kUnchanged);
+  EXPECT_EQ(size_of(shm), 300 * kMiB);
+  EXPECT_EQ(resize_engine_shm(shm.string(), 128 * kMiB, true, host_shm_device())->outcome, ShmOutcome::kResized);
+  EXPECT_EQ(size_of(shm), 128 * kMiB);
+  ::umount2(shm.c_str(), MNT_DETACH);
+}
+
+TEST_F(ShmMountTest, EngineShmOnlyATmpfsMountOfItsOwnReachedWithoutSymlinks) {
+  const fs::path run = dir_.path() / "run";
+  mount_tmpfs(run, "size=32m");
+  // A directory of a tmpfs (as /run is), not a mount: resizing would resize all of /run.
+  fs::create_directories(run / "sandboxes/abc/shm");
+  EXPECT_FALSE(resize_engine_shm((run / "sandboxes/abc/shm").string(), 300 * kMiB, true, host_shm_device()));
+  EXPECT_EQ(size_of(run), 32 * kMiB);
+  // A symlink on the way to a real tmpfs mount.
+  mount_tmpfs(dir_.path() / "real/shm", "size=64m");
+  fs::create_directories(dir_.path() / "via");
+  fs::create_directory_symlink(dir_.path() / "real", dir_.path() / "via/link");
+  EXPECT_FALSE(resize_engine_shm((dir_.path() / "via/link/shm").string(), 300 * kMiB, true, host_shm_device()));
+  EXPECT_EQ(size_of(dir_.path() / "real/shm"), 64 * kMiB);
+  // Not a tmpfs: a directory bound in.
+  fs::create_directories(dir_.path() / "data");
+  fs::create_directories(dir_.path() / "disk/shm");
+  ASSERT_EQ(::mount((dir_.path() / "data").c_str(), (dir_.path() / "disk/shm").c_str(), nullptr, MS_BIND, nullptr), 0);
+  EXPECT_FALSE(resize_engine_shm((dir_.path() / "disk/shm").string(), 300 * kMiB, true, host_shm_device()));
+  // The host's /dev/shm bound somewhere else.
+  fs::create_directories(dir_.path() / "host/shm");
+  ASSERT_EQ(::mount("/dev/shm", (dir_.path() / "host/shm").c_str(), nullptr, MS_BIND, nullptr), 0);
+  const std::uint64_t host_before = size_of("/dev/shm");
+  EXPECT_FALSE(
+      resize_engine_shm((dir_.path() / "host/shm").string(), host_before + 64 * kMiB, true, host_shm_device()));
+  EXPECT_EQ(size_of("/dev/shm"), host_before);
+  // Missing, relative, empty.
+  EXPECT_FALSE(resize_engine_shm((dir_.path() / "nothing/shm").string(), kMiB, true, host_shm_device()));
+  EXPECT_FALSE(resize_engine_shm("relative/shm", kMiB, true, host_shm_device()));
+  EXPECT_FALSE(resize_engine_shm("", kMiB, true, host_shm_device()));
+  for (const char* m : {"host/shm", "disk/shm", "real/shm", "run"}) ::umount2((dir_.path() / m).c_str(), MNT_DETACH);
+}
+
 }  // namespace
 }  // namespace gpurun
