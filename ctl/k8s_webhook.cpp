@@ -201,7 +201,14 @@ void run_webhook_manifests(const WebhookManifestOptions& o) {
   std::optional<WebhookTlsPair> tls;
   if (o.self_signed_dir) {
     webhook_manifests(o, std::nullopt);  // the options, before any file is written
-    tls = webhook_tls_pair_in(*o.self_signed_dir, std::string(kName) + " CA", webhook_dns_names(o.namespace_name));
+    bool renewed = false;
+    tls = webhook_tls_pair_in(*o.self_signed_dir, std::string(kName) + " CA", webhook_dns_names(o.namespace_name),
+                              &renewed);
+    if (renewed)
+      std::cerr << "gpu-run-ctl: k8s webhook-manifests: the pair in " << *o.self_signed_dir << " ended or ends within "
+                << kWebhookRenewDays
+                << " days: made a new CA and serving certificate there; apply this output to roll out both the "
+                   "Secret and the caBundle\n";
   }
   std::cout << render_webhook_manifests(o, tls);
 }
@@ -221,8 +228,8 @@ void add_k8s_webhook_command(CLI::App& k8s) {
                                   "Certificates from cert-manager: a self-signed Issuer, a "
                                   "Certificate, the caBundle injected by its annotation");
   cmd->add_option("--self-signed", o->self_signed_dir,
-                  "Make a CA and a serving certificate in DIR (ca.crt, tls.crt, tls.key; reused when there) and "
-                  "print the Secret and the caBundle")
+                  "Make a CA and a serving certificate in DIR (ca.crt, tls.crt, tls.key; reused when there, made "
+                  "anew within 30 days of their end) and print the Secret and the caBundle")
       ->type_name("DIR")
       ->excludes(cm);
   cmd->footer(

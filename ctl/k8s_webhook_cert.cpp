@@ -6,6 +6,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <ctime>
+
 #include "error.hpp"
 #include "fd.hpp"
 #include "file_io.hpp"
@@ -102,14 +104,27 @@ KeyPtr read_key(const std::string& pem) {
 
 }  // namespace
 
-WebhookTlsPair make_webhook_tls_pair(const std::string& ca_name, const std::vector<std::string>& dns_names) {
+WebhookTlsPair make_webhook_tls_pair(const std::string& ca_name, const std::vector<std::string>& dns_names,
+                                     long cert_days) {
   if (dns_names.empty()) throw Error("a serving certificate needs at least one DNS name");
   const KeyPtr ca_key = new_key();
   const CertPtr ca = new_cert(ca_name, ca_key.get(), nullptr, ca_key.get(), kWebhookCaDays, true, {});
   const KeyPtr key = new_key();
-  const CertPtr cert =
-      new_cert(dns_names.front(), key.get(), ca.get(), ca_key.get(), kWebhookCertDays, false, dns_names);
+  const CertPtr cert = new_cert(dns_names.front(), key.get(), ca.get(), ca_key.get(), cert_days, false, dns_names);
   return {to_pem(ca.get()), to_pem(cert.get()), to_pem(key.get())};
+}
+
+bool webhook_tls_pair_ends_within(const WebhookTlsPair& pair, long days) {
+  const std::time_t when = std::time(nullptr) + static_cast<std::time_t>(days) * 86400;
+  for (const std::string* pem : {&pair.ca_cert, &pair.cert}) {
+    const CertPtr cert = read_cert(*pem);
+    std::time_t t = when;
+    if (!cert || X509_cmp_time(X509_get0_notAfter(cert.get()), &t) <= 0) {
+      ERR_clear_error();
+      return true;
+    }
+  }
+  return false;
 }
 
 std::string check_webhook_tls_pair(const WebhookTlsPair& pair, const std::vector<std::string>& dns_names) {
@@ -134,7 +149,8 @@ std::string check_webhook_tls_pair(const WebhookTlsPair& pair, const std::vector
 }
 
 WebhookTlsPair webhook_tls_pair_in(const std::filesystem::path& dir, const std::string& ca_name,
-                                   const std::vector<std::string>& dns_names) {
+                                   const std::vector<std::string>& dns_names, bool* renewed) {
+  if (renewed) *renewed = false;
   const std::filesystem::path ca = dir / "ca.crt", cert = dir / "tls.crt", key = dir / "tls.key";
   std::error_code ec;
   int present = 0;
@@ -146,14 +162,16 @@ WebhookTlsPair webhook_tls_pair_in(const std::filesystem::path& dir, const std::
     if (const std::string wrong = check_webhook_tls_pair(pair, dns_names); !wrong.empty())
       throw usage_error("--self-signed " + dir.string() + ": " + wrong +
                         "; remove ca.crt, tls.crt and tls.key there to make a new pair");
-    return pair;
-  }
-  if (present != 0)
+    if (!webhook_tls_pair_ends_within(pair, kWebhookRenewDays)) return pair;
+    if (renewed) *renewed = true;
+  } else if (present != 0) {
     throw usage_error("--self-signed " + dir.string() +
                       ": holds only some of ca.crt, tls.crt and tls.key; remove them to make a new pair, or restore "
                       "all three");
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw Error("--self-signed: cannot create " + dir.string() + ": " + ec.message());
+  } else {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw Error("--self-signed: cannot create " + dir.string() + ": " + ec.message());
+  }
   WebhookTlsPair pair = make_webhook_tls_pair(ca_name, dns_names);
   write_file_atomic(key.string(), pair.key, 0600);
   write_file_atomic(cert.string(), pair.cert, 0644);

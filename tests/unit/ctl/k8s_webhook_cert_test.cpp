@@ -7,6 +7,8 @@
 #include <string>
 
 #include "error.hpp"
+#include "fd.hpp"
+#include "file_io.hpp"
 #include "test_files.hpp"
 #include "test_util.hpp"
 
@@ -48,6 +50,31 @@ TEST(WebhookCertTest, WritesThePairOnceAndReusesIt) {
   std::filesystem::remove(sub / "ca.crt");
   EXPECT_CONTAINS(expect_error([&] { webhook_tls_pair_in(sub, "test CA", kNames); }).what(), "holds only some");
   EXPECT_FALSE(std::filesystem::exists(sub / "ca.crt"));
+}
+
+TEST(WebhookCertTest, APairNearItsEndIsMadeAnew) {
+  const WebhookTlsPair fresh = make_webhook_tls_pair("test CA", kNames);
+  EXPECT_FALSE(webhook_tls_pair_ends_within(fresh, kWebhookRenewDays));
+  EXPECT_TRUE(webhook_tls_pair_ends_within(fresh, kWebhookCertDays + 1)) << "the serving certificate's 825 days";
+  const WebhookTlsPair short_lived = make_webhook_tls_pair("test CA", kNames, 10);
+  EXPECT_TRUE(webhook_tls_pair_ends_within(short_lived, kWebhookRenewDays));
+  EXPECT_TRUE(webhook_tls_pair_ends_within({"x", "y", "z"}, 1)) << "unreadable: counted as ending";
+
+  test::TempDir dir;
+  write_file_atomic((dir.path() / "tls.key").string(), short_lived.key, 0600);
+  write_file_atomic((dir.path() / "tls.crt").string(), short_lived.cert, 0644);
+  write_file_atomic((dir.path() / "ca.crt").string(), short_lived.ca_cert, 0644);
+  bool renewed = false;
+  const WebhookTlsPair next = webhook_tls_pair_in(dir.path(), "test CA", kNames, &renewed);
+  EXPECT_TRUE(renewed);
+  EXPECT_NE(next.ca_cert, short_lived.ca_cert) << "a new CA: its key was not kept";
+  EXPECT_EQ(check_webhook_tls_pair(next, kNames), "");
+  EXPECT_FALSE(webhook_tls_pair_ends_within(next, kWebhookRenewDays));
+  EXPECT_EQ(read_small_file(dir.path() / "tls.crt", 1 << 16, "test"), next.cert) << "written over the old one";
+  // Run again: the new pair is reused.
+  const WebhookTlsPair again = webhook_tls_pair_in(dir.path(), "test CA", kNames, &renewed);
+  EXPECT_FALSE(renewed);
+  EXPECT_EQ(again.cert, next.cert);
 }
 
 }  // namespace
