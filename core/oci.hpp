@@ -61,9 +61,6 @@ struct SpecFacts {
   std::optional<std::string> shm_type;  // "tmpfs", "bind", ...
   std::optional<std::string> shm_source;
   std::optional<std::uint64_t> shm_size;  // size= option of a tmpfs entry
-  // The size of the engine's shm tmpfs a bind at /dev/shm comes from (a pod's, which an earlier
-  // container of the pod may have sized), when a door on the host measured it (gpu-run-runtime).
-  std::optional<std::uint64_t> shm_bind_size;
 };
 
 // True when a /dev/shm bind's source is an engine's own shm tmpfs: containerd's pod shm

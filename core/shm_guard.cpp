@@ -39,10 +39,10 @@ GuardLimits guard_limits(const ShmPlan& plan) {
 GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size, std::uint64_t used) {
   GuardStep step;
   const std::uint64_t fraction = fraction_of(size, policy.min_free_fraction);
-  const bool within_bound = limits.headroom && limits.bound && used <= limits.bound;
+  const bool within_bound = limits.bound && used <= limits.bound;
   if (within_bound)
     step.headroom = std::min(limits.headroom, std::max(limits.batch, limits.bound - used));
-  else if (limits.headroom && limits.bound)
+  else if (limits.bound)
     step.headroom = std::max(limits.headroom, fraction);
   else
     step.headroom = limits.headroom ? limits.headroom : fraction;

@@ -39,7 +39,8 @@ struct GuardLimits {
   // The next allocations, when the plan knows them (guard_headroom); 0: unknown.
   std::uint64_t headroom = 0;
   // The plan's need (ShmPlan::need) and its largest batch, when the headroom is known and the
-  // profile is one the user chose; 0: the growth is not bounded by the plan.
+  // profile is one the user chose (never set without the headroom); 0: the growth is not
+  // bounded by the plan.
   std::uint64_t bound = 0;
   std::uint64_t batch = 0;
   std::uint64_t max_shm = 0;                  // the profile's; 0: none

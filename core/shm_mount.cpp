@@ -71,6 +71,11 @@ bool reconfigure_tmpfs_size(int dirfd, std::uint64_t size, const std::string& wh
   return true;
 }
 
+// Grow-only unless a shrink is allowed: whether `size` changes a tmpfs of `before` bytes.
+bool resize_wanted(std::uint64_t before, std::uint64_t size, bool allow_shrink) {
+  return size > before || (allow_shrink && size < before);
+}
+
 }  // namespace
 
 const char* outcome_name(ShmOutcome outcome) {
@@ -159,7 +164,7 @@ ShmResult apply_shm(const ShmTarget& t) {
       throw Error("/dev/shm in the container is a mount but not a tmpfs: refusing to touch it", 0, kExitFailure);
     if (mount == ShmMount::kTmpfs) {
       result.before = shm_fs.size();
-      if (t.size <= result.before && !(t.allow_shrink && t.size < result.before)) {
+      if (!resize_wanted(result.before, t.size, t.allow_shrink)) {
         result.outcome = ShmOutcome::kUnchanged;
         result.after = result.before;
         return result;
@@ -193,6 +198,12 @@ ShmResult apply_shm(const ShmTarget& t) {
   return result;
 }
 
+std::string short_of_size(const ShmResult& r, std::uint64_t size) {
+  const bool acted = r.outcome == ShmOutcome::kResized || r.outcome == ShmOutcome::kMounted;
+  if (!acted || r.after >= size) return "";
+  return "/dev/shm is " + format_size(r.after) + " after resizing, asked for " + format_size(size);
+}
+
 std::optional<ShmResult> resize_engine_shm(const std::string& source, std::uint64_t size, bool allow_shrink,
                                            std::optional<dev_t> host_shm_dev) {
   if (source.size() < 2 || source[0] != '/') return std::nullopt;
@@ -210,7 +221,7 @@ std::optional<ShmResult> resize_engine_shm(const std::string& source, std::uint6
   if (host_shm_dev && shm_fs.st.st_dev == *host_shm_dev) return std::nullopt;
   ShmResult result;
   result.before = result.after = shm_fs.size();
-  if (size <= result.before && !(allow_shrink && size < result.before)) return result;  // kUnchanged
+  if (!resize_wanted(result.before, size, allow_shrink)) return result;  // kUnchanged
   if (!reconfigure_tmpfs_size(shm.get(), size, "resize " + source + " to size=" + engine_size(size)))
     return std::nullopt;
   result.outcome = ShmOutcome::kResized;

@@ -90,8 +90,7 @@ int run_hook(const HookOptions& o, std::string& error_line) {
         who + " action=" + outcome_name(r.outcome) + " " + describe(d) + " before=" + engine_size(r.before) +
         " after=" + engine_size(r.after) +
         (r.outcome == ShmOutcome::kHostShm ? " reason=" + log_quote("the host's /dev/shm is never resized") : ""));
-    if (r.outcome != ShmOutcome::kHostShm && r.outcome != ShmOutcome::kUnchanged && r.after < d.size)
-      return failure("/dev/shm is " + format_size(r.after) + " after resizing, asked for " + format_size(d.size));
+    if (const std::string short_by = short_of_size(r, d.size); !short_by.empty()) return failure(short_by);
   } catch (const Error& e) {
     return failure(e.what());
   }

@@ -38,19 +38,6 @@ fs::path self_exe() {
   return ec ? fs::path() : p;
 }
 
-// The size of the engine's shm tmpfs at `source` on the host, or nullopt when it is not a
-// tmpfs or cannot be read (the hook then looks from inside the container).
-std::optional<std::uint64_t> engine_shm_size(const std::string& source) {
-  UniqueFd fd(::open(source.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) return std::nullopt;
-  try {
-    const FsStat f = stat_fs(fd.get(), source);
-    if (f.is_tmpfs()) return f.size();
-  } catch (const Error&) {
-  }
-  return std::nullopt;
-}
-
 bool is_executable(const fs::path& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
@@ -127,8 +114,6 @@ SpecEdit edit_spec(nlohmann::json& spec, const SpecFacts& facts, const ShmDecisi
     set_tmpfs_size(spec["mounts"][static_cast<std::size_t>(idx)], d.size);
     return {SpecEdit::kSpecSize, ""};
   }
-  if (facts.shm_bind_size && *facts.shm_bind_size >= d.size && !d.size_explicit)
-    return {SpecEdit::kUnchanged, " before=" + engine_size(*facts.shm_bind_size)};
   // No tmpfs at /dev/shm in the spec (--ipc=shareable, none, a bind): the hook sizes it
   // once the container's mount namespace exists.
   if (!add_hook(spec, "createRuntime", hook_path, {"gpu-run-hook", "--config", config_file, "createRuntime"}))
@@ -146,7 +131,7 @@ bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {
   fs::path bundle = fs::absolute(bundle_arg, ec);
   if (ec) bundle = bundle_arg;
   nlohmann::json spec = load_spec(bundle);
-  SpecFacts facts = spec_facts(spec, bundle);
+  const SpecFacts facts = spec_facts(spec, bundle);
   const ContainerPlan plan = plan_container({}, facts, ctx.config, ctx.store, probe_host_facts);
   const std::string who = "bundle=" + log_quote(bundle.string());
   if (plan.disposition.action != Action::kAct) {
@@ -156,7 +141,7 @@ bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {
   }
   // The engine's own tmpfs bound at /dev/shm (a pod's, Docker's shareable one, podman's) is
   // mounted on the host already: resized there, no hook. A pod's app container most often finds
-  // it sized by its sandbox. The hook remains for what cannot be done from here.
+  // it sized by its sandbox (unchanged). The hook remains for what cannot be done from here.
   if (facts.shm_type == std::string("bind") && facts.shm_source && is_engine_shm_source(*facts.shm_source)) {
     const ShmDecision& d = plan.decision;
     // As the hook does: a failure fails the start only when asked for (dispose_failure).
@@ -175,11 +160,9 @@ bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {
     if (r) {
       ctx.log.info(who + " action=" + outcome_name(r->outcome) + " " + describe(d) +
                    " before=" + engine_size(r->before) + " after=" + engine_size(r->after) + " where=host");
-      if (r->outcome == ShmOutcome::kResized && r->after < d.size)
-        return failure("/dev/shm is " + format_size(r->after) + " after resizing, asked for " + format_size(d.size));
+      if (const std::string short_by = short_of_size(*r, d.size); !short_by.empty()) return failure(short_by);
       return false;
     }
-    facts.shm_bind_size = engine_shm_size(*facts.shm_source);
   }
   fs::path hook = ctx.config.hook_path;
   if (hook.empty()) hook = self_exe().parent_path() / "gpu-run-hook";

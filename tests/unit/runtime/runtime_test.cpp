@@ -115,20 +115,5 @@ TEST_F(SpecEditTest, ABindMountAtDevShmGetsTheHookNotASize) {
   EXPECT_EQ(s["mounts"][1]["options"], nlohmann::json({"rbind"}));
 }
 
-TEST_F(SpecEditTest, ABindOfAnEngineShmAlreadyLargeEnoughNeedsNoHook) {
-  // A pod's app container whose sandbox sized the pod's tmpfs: the runtime measured it on the host.
-  nlohmann::json s = spec_with({{"destination", "/dev/shm"},
-                                {"type", "bind"},
-                                {"source", "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/x/shm"},
-                                {"options", {"rbind", "rw"}}});
-  SpecFacts f = facts_of(s);
-  f.shm_bind_size = 768 * kMiB;
-  SpecEdit e = edit_spec(s, f, acting(512 * kMiB), "/h", "/c");
-  EXPECT_EQ(e.kind, SpecEdit::kUnchanged);
-  EXPECT_EQ(e.detail, " before=768m");
-  EXPECT_FALSE(s.contains("hooks"));
-  EXPECT_EQ(edit_spec(s, f, acting(1024 * kMiB), "/h", "/c").kind, SpecEdit::kInjectHook);  // grows it
-}
-
 }  // namespace
 }  // namespace gpurun
