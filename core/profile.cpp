@@ -143,19 +143,22 @@ void validate_workers(const std::string& source, const std::string& key, const j
 // The nccl section: what the profile knows of NCCL between the ranks of one node.
 void validate_nccl(const std::string& source, const json& v) {
   if (!v.is_object()) throw key_error(source, "nccl", "an object {transport, channels, buffsize, ...}", v);
-  static const std::set<std::string> keys = {"transport",   "channels",       "buffsize",
-                                             "ll_buffsize", "ll128_buffsize", "measured"};
+  static const std::set<std::string> keys = {"transport",      "channels", "buffsize",      "ll_buffsize",
+                                             "ll128_buffsize", "measured", "measured_ranks"};
   for (const auto& [k, val] : v.items()) {
     const std::string key = "nccl." + k;
     if (!keys.count(k))
       throw usage_error(source + ": key '" + key +
                         "': unknown key (expected transport, channels, buffsize, ll_buffsize, ll128_buffsize, "
-                        "measured)");
+                        "measured, measured_ranks)");
     if (k == "transport") {
       if (!val.is_string() || (val != "shm" && val != "p2p" && val != "none"))
         throw key_error(source, key, "\"shm\", \"p2p\" or \"none\"", val);
     } else if (k == "channels") {
       positive_int(source, key, val, 64);
+    } else if (k == "measured_ranks") {
+      if (positive_int(source, key, val, 1024) < 2)
+        throw key_error(source, key, "a whole number >= 2 (NCCL puts no segment on /dev/shm for one rank)", val);
     } else {
       size_value(source, key, val);
     }
@@ -374,6 +377,7 @@ Profile profile_from_document(const json& doc, const std::string& source) {
     if (n.contains("ll128_buffsize"))
       spec.ll128_buffsize = size_value(source, "nccl.ll128_buffsize", n["ll128_buffsize"]);
     if (n.contains("measured")) spec.measured = size_value(source, "nccl.measured", n["measured"]);
+    if (n.contains("measured_ranks")) spec.measured_ranks = n["measured_ranks"].get<std::uint64_t>();
     p.nccl = spec;
   }
   if (doc.contains("loaders")) {
@@ -437,6 +441,7 @@ json profile_to_json(const Profile& p) {
                    {"ll_buffsize", n.ll_buffsize},
                    {"ll128_buffsize", n.ll128_buffsize}};
     if (n.measured) doc["nccl"]["measured"] = engine_size(*n.measured);
+    if (n.measured_ranks) doc["nccl"]["measured_ranks"] = *n.measured_ranks;
   } else {
     doc["nccl_reserve"] = engine_size(p.nccl_reserve);
   }

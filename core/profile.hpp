@@ -38,7 +38,10 @@ struct NcclSpec {
   std::uint64_t buffsize = 4194304;        // NCCL_BUFFSIZE (Simple protocol)
   std::uint64_t ll_buffsize = 524288;      // NCCL_LL_BUFFSIZE
   std::uint64_t ll128_buffsize = 4915200;  // NCCL_LL128_BUFFSIZE
-  std::optional<std::uint64_t> measured;   // a measured figure for all ranks of a node: used as is
+  std::optional<std::uint64_t> measured;   // a measured figure for all ranks of a node
+  // The ranks `measured` was taken with (gpu-run-ctl calibrate writes it): a plan for another
+  // count scales the figure by its connections (ranks x peers). Unset: used as is.
+  std::optional<std::uint64_t> measured_ranks;
 };
 
 // One DataLoader the job keeps alive. Unset values come from the profile's top-level keys.

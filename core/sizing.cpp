@@ -63,6 +63,13 @@ std::uint64_t nccl_recv_segment(const NcclSpec& s) {
   return round_up(sat_add(sat_add(kNcclMemAlign, s.ll_buffsize), sat_add(s.ll128_buffsize, s.buffsize)), kPage);
 }
 
+// Receive connections per rank and channel: each rank receives from its ring predecessor, and
+// the tree (a chain inside a node) adds its successor (src/graph/connect.cc, src/init.cc
+// ncclTransportP2pConnect for ring and tree); with two ranks both are the same peer.
+namespace {
+std::uint64_t nccl_peers(std::uint64_t ranks) { return ranks == 2 ? 1 : 2; }
+}  // namespace
+
 NcclPlan plan_nccl(const Profile& profile, unsigned ranks) {
   NcclPlan n;
   if (ranks < 2) {
@@ -79,18 +86,23 @@ NcclPlan plan_nccl(const Profile& profile, unsigned ranks) {
   if (s.measured) {
     n.source = "measured";
     n.bytes = *s.measured;
+    if (s.measured_ranks && *s.measured_ranks >= 2 && *s.measured_ranks != ranks) {
+      // NCCL's segments scale with its connections: ranks x peers per channel (below).
+      n.measured_ranks = *s.measured_ranks;
+      const long double per_connection =
+          static_cast<long double>(*s.measured) / (n.measured_ranks * nccl_peers(n.measured_ranks));
+      n.bytes = round_up(ceil_bytes(per_connection * ranks * nccl_peers(ranks)), kPage);
+    }
     return n;
   }
   n.source = "nccl";
   // p2p: buffers in GPU memory (src/transport/p2p.cc); none: NCCL_SHM_DISABLE=1 and no P2P, so
   // sockets. Neither puts a segment per peer on /dev/shm.
   if (s.transport != "shm") return n;
-  // Per channel each rank receives from its ring predecessor, and the tree (a chain inside a
-  // node) adds its successor (src/graph/connect.cc, src/init.cc ncclTransportP2pConnect for ring
-  // and tree); with two ranks both are the same peer. The sender side opens sizeof(struct
-  // ncclSendMem) = 4096 (shmSendSetup).
+  // Per channel each rank receives from `peers` ranks (nccl_peers). The sender side opens
+  // sizeof(struct ncclSendMem) = 4096 (shmSendSetup).
   n.channels = s.channels;
-  n.peers = ranks == 2 ? 1 : 2;
+  n.peers = nccl_peers(ranks);
   n.recv_segment = nccl_recv_segment(s);
   n.send_segment = kNcclMemAlign;
   n.bytes = sat_mul(sat_mul(sat_mul(ranks, n.channels), n.peers), sat_add(n.recv_segment, n.send_segment));
@@ -267,7 +279,12 @@ void explain_nccl(std::ostringstream& out, const NcclPlan& n, unsigned ranks) {
   } else if (n.source == "nccl_reserve") {
     out << "  nccl_reserve = " << format_size(n.bytes) << " (the profile's flat nccl_reserve)\n";
   } else if (n.source == "measured") {
-    out << "  nccl         = " << format_size(n.bytes) << " (measured: the profile's nccl.measured)\n";
+    if (n.measured_ranks)
+      out << "  nccl         = " << format_size(n.bytes) << " (measured with " << n.measured_ranks
+          << " ranks, the profile's nccl.measured, scaled to " << ranks << " ranks by ranks x peers " << ranks << " x "
+          << nccl_peers(ranks) << " / " << n.measured_ranks << " x " << nccl_peers(n.measured_ranks) << ")\n";
+    else
+      out << "  nccl         = " << format_size(n.bytes) << " (measured: the profile's nccl.measured)\n";
   } else if (n.transport != "shm") {
     out << "  nccl         = 0 (transport " << n.transport
         << ": no NCCL segment per peer in /dev/shm; the profile's nccl section)\n";
@@ -362,6 +379,7 @@ nlohmann::json plan_to_json(const ShmPlan& p) {
                {"transport", n.transport},
                {"channels", n.channels},
                {"peers", n.peers},
+               {"measured_ranks", n.measured_ranks},
                {"recv_segment_bytes", n.recv_segment},
                {"send_segment_bytes", n.send_segment},
                {"bytes", n.bytes}};

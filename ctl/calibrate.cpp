@@ -1,6 +1,7 @@
 #include "calibrate.hpp"
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "fd.hpp"
 #include "invocation.hpp"
 #include "measured_run.hpp"
+#include "nccl_segments.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -32,8 +34,14 @@ std::string ratio_text(std::uint64_t a, std::uint64_t b) {
 
 }  // namespace
 
-Profile calibrated_profile(const std::string& name, const Profile& base, const Calibration& c) {
+Profile calibrated_profile(const std::string& name, const Profile& base, const Calibration& c,
+                           const std::optional<NcclMeasurement>& nccl) {
   Profile p = base;
+  if (nccl) {
+    if (!p.nccl) p.nccl = NcclSpec{};
+    p.nccl->measured = nccl->bytes;
+    p.nccl->measured_ranks = nccl->ranks;
+  }
   p.name = name;
   p.batch_size = c.batch_size;
   p.workers_per_gpu = c.workers;
@@ -44,7 +52,7 @@ Profile calibrated_profile(const std::string& name, const Profile& base, const C
 
 nlohmann::ordered_json calibrated_profile_document(const std::string& name, const std::string& description,
                                                    const Profile& base, const std::optional<std::string>& extends,
-                                                   const Calibration& c) {
+                                                   const Calibration& c, const std::optional<NcclMeasurement>& nccl) {
   nlohmann::ordered_json doc;
   doc["name"] = name;
   doc["description"] = description;
@@ -56,6 +64,13 @@ nlohmann::ordered_json calibrated_profile_document(const std::string& name, cons
     for (const char* key :
          {"fields", "sample_bytes", "pin_memory", "headroom", "nccl_reserve", "nccl", "min_shm", "max_shm"})
       if (merged.contains(key)) doc[key] = merged[key];
+  }
+  if (nccl) {
+    // Key by key over the base's section (a flat nccl_reserve gives way to it).
+    doc.erase("nccl_reserve");
+    if (!doc.contains("nccl")) doc["nccl"] = nlohmann::ordered_json::object();
+    doc["nccl"]["measured"] = engine_size(nccl->bytes);
+    doc["nccl"]["measured_ranks"] = nccl->ranks;
   }
   doc["batch_size"] = c.batch_size;
   doc["workers_per_gpu"] = c.workers;
@@ -122,7 +137,13 @@ void run_calibrate(const CalibrateOptions& o) {
             << ", batch_size " << model.batch_size << ", prefetch_factor " << model.prefetch_factor << ", gpus "
             << model.gpus << "\n";
   std::cout.flush();
-  const MeasuredRun run = run_measured(inv.argv, inv.engine, MeasureOptions{});
+  // NCCL's segments are not the DataLoaders': they are told apart sample by sample.
+  NcclShmSplit split;
+  MeasureOptions measure;
+  measure.on_sample = [&split](int pid, const std::string&, const ShmUsage& u, const ShmSampleStats&) {
+    split.sample(pid, u.used, std::chrono::steady_clock::now().time_since_epoch());
+  };
+  const MeasuredRun run = run_measured(inv.argv, inv.engine, measure);
   if (!run.sample_error.empty()) throw Error("calibrate: " + run.sample_error, 0, kExitFailure);
   if (run.exit_code != 0)
     throw Error("calibrate: the workload exited with status " + std::to_string(run.exit_code) +
@@ -137,8 +158,16 @@ void run_calibrate(const CalibrateOptions& o) {
         "no profile written",
         0, kExitFailure);
 
+  const std::uint64_t loader_peak = split.nccl_peak() ? split.rest_peak() : run.shm.peak;
+  if (loader_peak == 0)
+    throw Error("calibrate: the workload used no /dev/shm besides NCCL's segments (" + format_size(split.nccl_peak()) +
+                    "): no DataLoader to measure, no profile written",
+                0, kExitFailure);
+  std::optional<NcclMeasurement> nccl;
+  if (split.nccl_peak() && model.ranks >= 2) nccl = NcclMeasurement{split.nccl_peak(), model.ranks};
+
   Calibration c;
-  c.peak_shm = run.shm.peak;
+  c.peak_shm = loader_peak;
   c.workers = model.workers;
   c.batch_size = model.batch_size;
   c.gpus = model.gpus;
@@ -151,12 +180,13 @@ void run_calibrate(const CalibrateOptions& o) {
   std::error_code eq_ec;
   const bool replaces_base = !base.chain.empty() && fs::equivalent(base.chain.front(), out_path, eq_ec);
   if (names_a_profile(base_arg) && !replaces_base) extends = base_arg;
-  const std::string description = "Calibrated by gpu-run-ctl calibrate on " + c.measured_at + ": peak /dev/shm " +
-                                  format_size(c.peak_shm) + " for image " + w.image + " with " +
-                                  std::to_string(c.workers) + " workers, batch " + std::to_string(c.batch_size) +
-                                  ", prefetch " + std::to_string(c.prefetch_factor) + ", " + std::to_string(c.gpus) +
-                                  " GPU(s); based on " + base_arg;
-  const std::string text = calibrated_profile_document(o.out_profile, description, base, extends, c).dump(2) + "\n";
+  const std::string description =
+      "Calibrated by gpu-run-ctl calibrate on " + c.measured_at + ": peak /dev/shm " + format_size(c.peak_shm) +
+      (nccl ? " besides NCCL's " + format_size(nccl->bytes) : std::string()) + " for image " + w.image + " with " +
+      std::to_string(c.workers) + " workers, batch " + std::to_string(c.batch_size) + ", prefetch " +
+      std::to_string(c.prefetch_factor) + ", " + std::to_string(c.gpus) + " GPU(s); based on " + base_arg;
+  const std::string text =
+      calibrated_profile_document(o.out_profile, description, base, extends, c, nccl).dump(2) + "\n";
   // Validate before anything is replaced.
   parse_profile_document(text, out_path.string());
   write_file_atomic(out_path.string(), text, 0644);
@@ -172,6 +202,13 @@ void run_calibrate(const CalibrateOptions& o) {
             << run.shm.samples << " samples over " << static_cast<int>(run.shm.seconds * 10 + 0.5) / 10.0
             << "s) with workers " << c.workers << ", batch_size " << c.batch_size << ", prefetch_factor "
             << c.prefetch_factor << ", gpus " << c.gpus << "\n";
+  if (split.nccl_peak()) {
+    std::cout << "  NCCL's segments (/dev/shm/nccl-*): " << format_size(split.nccl_peak()) << " in "
+              << split.nccl_segments() << ", the DataLoaders' peak besides them: " << format_size(loader_peak)
+              << (nccl ? "; nccl.measured for " + std::to_string(nccl->ranks) + " ranks"
+                       : "; one rank: not written to the nccl section")
+              << "\n";
+  }
   std::cout << "model plan (" << base.name << "):      " << format_size(model.shm) << " = "
             << ratio_text(model.shm, run.shm.peak) << " the peak\n";
   std::cout << "calibrated plan (" << o.out_profile << "): " << format_size(plan.shm) << " = "
@@ -188,7 +225,9 @@ constexpr const char* kCalibrateFooter =
     "The workload runs once through gpu-run's logic with --shm-size min(MemAvailable/2, 16g) (or yours),\n"
     "sampled at 100 Hz. The profile written extends --profile with batch_size, workers_per_gpu and\n"
     "prefetch_factor as run and a `calibration` block (peak and conditions); the model then scales\n"
-    "the measured bytes per batch to other batch sizes, workers and GPUs. Adds --rm to the run.";
+    "the measured bytes per batch to other batch sizes, workers and GPUs. NCCL's segments (the\n"
+    "/dev/shm/nccl-* its processes map) are measured apart; with --gpus 2 or more they become the\n"
+    "profile's nccl.measured and nccl.measured_ranks. Adds --rm to the run.";
 
 void add_calibrate_command(CLI::App& app) {
   auto o = std::make_shared<CalibrateOptions>();

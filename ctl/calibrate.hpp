@@ -26,15 +26,24 @@ struct CalibrateOptions {
   bool force = false;                  // replace an existing profile file
 };
 
+// NCCL's segments seen in /dev/shm during a run with `ranks` ranks (core NcclShmSplit).
+struct NcclMeasurement {
+  std::uint64_t bytes = 0;
+  std::uint64_t ranks = 0;
+};
+
 // The written profile: extends the base (when `extends` is set; else the base's merged
-// document is inlined), with batch_size, workers_per_gpu and prefetch_factor as measured and
-// the calibration block.
+// document is inlined), with batch_size, workers_per_gpu and prefetch_factor as measured, the
+// calibration block (the DataLoaders' peak), and with `nccl` the nccl section's measured and
+// measured_ranks.
 nlohmann::ordered_json calibrated_profile_document(const std::string& name, const std::string& description,
                                                    const Profile& base, const std::optional<std::string>& extends,
-                                                   const Calibration& calibration);
+                                                   const Calibration& calibration,
+                                                   const std::optional<NcclMeasurement>& nccl = std::nullopt);
 
 // The base profile with the measurement applied: what loading the written file gives.
-Profile calibrated_profile(const std::string& name, const Profile& base, const Calibration& calibration);
+Profile calibrated_profile(const std::string& name, const Profile& base, const Calibration& calibration,
+                           const std::optional<NcclMeasurement>& nccl = std::nullopt);
 
 // The /dev/shm a calibration run gets: min(MemAvailable / 2, 16 GiB), at least the plan,
 // at most the memory limit; whole MiB.

@@ -135,6 +135,38 @@ awk -v r="$ratio" 'BEGIN { exit !(r >= 1.0 && r <= 1.5) }' && it_pass "calibrate
 assert_exit 0 "$GPU_RUN" --gpu-request none --profile-dir "$prof" --profile team/torch-test --rm "${WL_MOUNT[@]}" \
   "$IMAGE" "${WL[@]}" "${BIG[@]}"
 assert_contains "$IT_OUT" "8 batches of 96x3x224x224 with 2 workers" "calibrated profile runs the workload to the end"
+
+# --- calibrate: NCCL's segments are measured apart from the DataLoader ------------------------
+# Segments made as NCCL's SHM transport makes them (torch_workload.py --nccl-segments: two of
+# 128 MiB and one of NCCL's default 9,637,888 bytes), unlinked and mapped by the job and by its
+# forked workers. With --gpus 2, calibrate must measure them exactly, once each, write them as
+# nccl.measured for 2 ranks, and keep them out of the DataLoader's peak (as big as the segments:
+# counting them there would double it).
+seg=$((128 * MiB))
+nccl_bytes=$((2 * seg + 9637888))
+batch_bytes=$((96 * 3 * 224 * 224 * 4 + 4096))
+assert_exit 0 "$CTL" calibrate --out-profile team/torch-nccl --out-dir "$prof" --workers 2 --batch-size 96 --gpus 2 \
+  --gpu-request none -- "${WL_MOUNT[@]}" "$IMAGE" "${WL[@]}" "${BIG[@]}" --workers 2 --nccl-segments "$seg,$seg,9637888"
+printf '%s\n' "$IT_OUT" | sed 's/^/    /'
+assert_contains "$IT_OUT" "NCCL's segments (/dev/shm/nccl-*): 265.2MiB in 3" "calibrate: NCCL's segments seen, each once"
+assert_contains "$IT_OUT" "nccl.measured for 2 ranks" "calibrate: says where the figure goes"
+file=$prof/team/torch-nccl.json
+assert_exit 0 "$CTL" profiles validate "$prof"
+assert_eq 2 "$(jq -r '.nccl.measured_ranks' "$file")" "calibrate: nccl.measured_ranks is the run's ranks"
+n_peak=$(jq -r '.calibration.peak_shm' "$file")
+it_log "calibrate with NCCL segments: DataLoader peak $n_peak (without: $c_peak), batch $batch_bytes"
+[[ $n_peak -ge $((c_peak - batch_bytes)) && $n_peak -le $((c_peak + batch_bytes)) ]] &&
+  it_pass "calibrate: the DataLoader's peak leaves NCCL's segments out ($n_peak, $c_peak without them)" ||
+  it_fail "calibrate: DataLoader peak $n_peak, not within a batch of $c_peak (NCCL's segments are $nccl_bytes)"
+assert_eq "measured|$nccl_bytes" \
+  "$("$CTL" plan --profile-dir "$prof" --profile team/torch-nccl --gpus 2 --json | jq -r '"\(.nccl.source)|\(.nccl_bytes)"')" \
+  "plan: 2 ranks get the measured NCCL term, to the byte"
+assert_eq "$((4 * nccl_bytes))" \
+  "$("$CTL" plan --profile-dir "$prof" --profile team/torch-nccl --gpus 4 --json | jq -r '.nccl_bytes')" \
+  "plan: 4 ranks scale it by connections (4 x 2 against 2 x 1)"
+assert_exit 0 "$CTL" plan --profile-dir "$prof" --profile team/torch-nccl --gpus 4
+assert_contains "$IT_OUT" "measured with 2 ranks, the profile's nccl.measured, scaled to 4 ranks" "plan: says where the term came from"
+
 assert_exit 2 "$CTL" calibrate --out-profile team/torch-test --out-dir "$prof" -- "$IMAGE" true
 assert_contains "$IT_ERR" "--force" "calibrate: refuses to overwrite without --force"
 assert_exit 2 "$CTL" calibrate --out-profile ../x --out-dir "$prof" -- "$IMAGE" true

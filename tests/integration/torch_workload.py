@@ -9,10 +9,18 @@ an int64 label; workers collate batches into /dev/shm. The consumer is slower th
 each sample cost CPU time, so that more workers finish sooner (for `gpu-run-ctl tune`).
 --workers defaults to $GPU_RUN_NUM_WORKERS. Exits 0 after consuming every batch; on failure
 prints PyTorch's message on stderr and exits 1.
+
+--nccl-segments BYTES,... first makes /dev/shm segments the way NCCL's SHM transport does
+(src/misc/shmutils.cc: mkstemp /dev/shm/nccl-XXXXXX, posix_fallocate to the whole size, mmap,
+unlink once the peer has it), held mapped for the whole run (the workers inherit them). There is
+no GPU or NCCL on the test machines: this lets `gpu-run-ctl calibrate` be tested on the segments
+it must tell apart from the DataLoader's.
 """
 
 import argparse
+import mmap
 import os
+import tempfile
 import sys
 import time
 
@@ -36,6 +44,17 @@ class Synthetic(Dataset):
         return torch.zeros(self.shape, dtype=torch.float32), i
 
 
+def nccl_like_segments(sizes):
+    maps = []
+    for size in sizes:
+        fd, path = tempfile.mkstemp(prefix="nccl-", dir="/dev/shm")
+        os.posix_fallocate(fd, 0, size)
+        maps.append(mmap.mmap(fd, size))
+        os.close(fd)
+        os.unlink(path)
+    return maps
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, required=True)
@@ -45,7 +64,9 @@ def main():
     ap.add_argument("--prefetch", type=int, default=2)
     ap.add_argument("--delay", type=float, default=0.2, help="consumer seconds per batch")
     ap.add_argument("--work-ms", type=float, default=0.0, help="CPU milliseconds per sample")
+    ap.add_argument("--nccl-segments", default="", help="byte sizes of NCCL-like segments, e.g. 9637888,4096")
     a = ap.parse_args()
+    segments = nccl_like_segments(int(n) for n in a.nccl_segments.split(",") if n)  # noqa: F841 (kept mapped)
     shape = tuple(int(d) for d in a.shape.split("x"))
     loader = DataLoader(
         Synthetic(shape, a.batch * a.batches, a.work_ms), batch_size=a.batch, num_workers=a.workers,

@@ -123,6 +123,8 @@ TEST(ProfileDocument, WrongTypesNameTheKey) {
       {R"({"nccl": {"channels": 65}})", "'nccl.channels'"},
       {R"({"nccl": {"buffsize": "4x"}})", "'nccl.buffsize'"},
       {R"({"nccl": {"measured": true}})", "'nccl.measured'"},
+      {R"({"nccl": {"measured_ranks": 1}})", "'nccl.measured_ranks'"},
+      {R"({"nccl": {"measured_ranks": "2"}})", "'nccl.measured_ranks'"},
       {R"({"loaders": []})", "'loaders'"},
       {R"({"loaders": [5]})", "'loaders[0]'"},
       {R"({"loaders": [{"name": ""}]})", "'loaders[0].name'"},
@@ -312,6 +314,19 @@ TEST(ProfileDocument, NcclAndLoadersOtherErrors) {
                   "exclude each other");
 }
 
+TEST(ProfileFromDocument, NcclMeasuredWithItsRanksRoundTrips) {
+  json doc = parse_profile_document(kComplete, "p.json");
+  doc.erase("nccl_reserve");
+  doc["nccl"] = parse_profile_document(R"({"nccl": {"measured": "73m", "measured_ranks": 2}})", "n")["nccl"];
+  Profile p = profile_from_document(doc, "p.json");
+  ASSERT_TRUE(p.nccl.has_value());
+  EXPECT_EQ(p.nccl->measured, std::optional<std::uint64_t>(73 * 1048576));
+  EXPECT_EQ(p.nccl->measured_ranks, std::optional<std::uint64_t>(2));
+  const json back = profile_to_json(p);
+  EXPECT_EQ(back["nccl"]["measured"], "73m");
+  EXPECT_EQ(back["nccl"]["measured_ranks"], 2);
+}
+
 TEST(ProfileFromDocument, NcclSectionAndLoaders) {
   json doc = parse_profile_document(kComplete, "p.json");
   doc.erase("nccl_reserve");
@@ -329,6 +344,7 @@ TEST(ProfileFromDocument, NcclSectionAndLoaders) {
   EXPECT_EQ(p.nccl->ll_buffsize, 524288u);      // NCCL's default
   EXPECT_EQ(p.nccl->ll128_buffsize, 4915200u);  // NCCL's default
   EXPECT_FALSE(p.nccl->measured.has_value());
+  EXPECT_FALSE(p.nccl->measured_ranks.has_value());
   ASSERT_EQ(p.loaders.size(), 2u);
   EXPECT_EQ(p.loaders[0].name, "train");
   EXPECT_FALSE(p.loaders[0].batch_size.has_value());

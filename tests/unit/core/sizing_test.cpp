@@ -498,6 +498,28 @@ TEST(NcclTerm, ShmTransportCountsRanksChannelsAndPeers) {
   EXPECT_EQ(plan_nccl(prof, 1).bytes, 0u);
 }
 
+TEST(NcclTerm, AMeasurementWithItsRanksScalesByConnections) {
+  Profile prof = imagenet_like();
+  prof.nccl = NcclSpec{};
+  // Measured with 2 ranks (2 x 1 connection a channel): 20 MiB. With 4 ranks, 4 x 2 = 8
+  // connections: 4x; with 8 ranks 16 / 2 = 8x; at 2 ranks as measured.
+  prof.nccl->measured = 20 * MiB;
+  prof.nccl->measured_ranks = 2;
+  EXPECT_EQ(plan_nccl(prof, 2).bytes, 20 * MiB);
+  EXPECT_EQ(plan_nccl(prof, 2).measured_ranks, 0u);
+  EXPECT_EQ(plan_nccl(prof, 4).bytes, 80 * MiB);
+  EXPECT_EQ(plan_nccl(prof, 4).measured_ranks, 2u);
+  EXPECT_EQ(plan_nccl(prof, 8).bytes, 160 * MiB);
+  EXPECT_EQ(plan_nccl(prof, 1).bytes, 0u);
+  // Measured with 4 ranks (8 connections): 2 ranks have 2, a quarter, page-rounded.
+  prof.nccl->measured = 10 * MiB + 1;
+  prof.nccl->measured_ranks = 4;
+  EXPECT_EQ(plan_nccl(prof, 2).bytes, 641u * 4096);  // ceil(2,621,440.25) page-rounded
+  const std::string e = explain(plan_shm(prof, request(8, 4)));
+  EXPECT_CONTAINS(
+      e, "(measured with 4 ranks, the profile's nccl.measured, scaled to 8 ranks by ranks x peers 8 x 2 / 4 x 2)");
+}
+
 TEST(NcclTerm, FlatReserveWithoutTheSection) {
   Profile prof = imagenet_like();  // nccl_reserve 1 GiB, no section
   EXPECT_EQ(plan_nccl(prof, 2).bytes, GiB);

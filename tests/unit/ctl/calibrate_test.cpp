@@ -66,6 +66,29 @@ TEST(CalibrateTest, DocumentInlinesABaseWithoutAName) {
   EXPECT_EQ(p.fields.size(), 2u);
 }
 
+TEST(CalibrateTest, NcclSegmentsGoToTheNcclSection) {
+  // A 2-rank run whose NCCL segments were 19 MiB: over the base's flat nccl_reserve.
+  Calibration c = measured();
+  c.gpus = 2;
+  const NcclMeasurement nccl{19 * kMiB, 2};
+  for (const std::optional<std::string>& extends :
+       {std::optional<std::string>("default"), std::optional<std::string>()}) {
+    const auto parsed =
+        parse_profile_document(calibrated_profile_document("mine", "m", base_profile(), extends, c, nccl).dump(), "m");
+    EXPECT_FALSE(parsed.contains("nccl_reserve"));
+    EXPECT_EQ(parsed["nccl"]["measured"], "19m");
+    EXPECT_EQ(parsed["nccl"]["measured_ranks"], 2);
+  }
+  const Profile p = calibrated_profile("mine", base_profile(), c, nccl);
+  SizingRequest r;
+  r.gpus = 2;
+  EXPECT_EQ(plan_shm(p, r).nccl, 19 * kMiB);
+  r.gpus = 4;  // 4 x 2 connections a channel against 2 x 1
+  EXPECT_EQ(plan_shm(p, r).nccl, 76 * kMiB);
+  // Without a measurement the base's term stays.
+  EXPECT_EQ(plan_shm(calibrated_profile("mine", base_profile(), c), r).nccl, 512 * kMiB);
+}
+
 TEST(CalibrateTest, PlanForTheMeasuredJobIsTheHeadroomTimesThePeak) {
   const Profile p = calibrated_profile("mine", base_profile(), measured());
   SizingRequest r;

@@ -1,0 +1,172 @@
+#include "nccl_segments.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <string>
+
+#include "fd.hpp"
+
+namespace gpurun {
+namespace {
+
+constexpr std::string_view kNcclPrefix = "/dev/shm/nccl-";
+constexpr std::string_view kDeleted = " (deleted)";
+// A hostile process can map a file 65,530 times under a 4 KiB name: stop reading one
+// process's maps past this, counting what was seen.
+constexpr std::size_t kMaxMapsBytes = 64u << 20;
+constexpr std::size_t kMaxLine = 16u << 10;
+
+// The next whitespace-delimited field of `line` from `at`, or an empty view.
+std::string_view next_field(std::string_view line, std::size_t& at) {
+  while (at < line.size() && line[at] == ' ') ++at;
+  const std::size_t start = at;
+  while (at < line.size() && line[at] != ' ') ++at;
+  return line.substr(start, at - start);
+}
+
+bool parse_hex(std::string_view s, std::uint64_t& out) {
+  if (s.empty() || s.size() > 16) return false;
+  out = 0;
+  for (char c : s) {
+    int d;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else
+      return false;
+    out = out << 4 | static_cast<std::uint64_t>(d);
+  }
+  return true;
+}
+
+bool parse_dec(std::string_view s, std::uint64_t& out) {
+  if (s.empty() || s.size() > 19) return false;
+  out = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    out = out * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  return true;
+}
+
+// One maps line: "start-end perms offset dev inode   path".
+void collect_line(std::string_view line, NcclSegmentMap& seen) {
+  std::size_t at = 0;
+  const std::string_view range = next_field(line, at);
+  next_field(line, at);  // perms
+  const std::string_view offset_text = next_field(line, at);
+  const std::string_view dev = next_field(line, at);
+  const std::string_view inode_text = next_field(line, at);
+  while (at < line.size() && line[at] == ' ') ++at;
+  std::string_view path = line.substr(at);
+  if (path.substr(0, kNcclPrefix.size()) != kNcclPrefix) return;
+  if (path.size() >= kDeleted.size() && path.substr(path.size() - kDeleted.size()) == kDeleted)
+    path.remove_suffix(kDeleted.size());
+  if (path.size() == kNcclPrefix.size()) return;
+  const std::size_t dash = range.find('-');
+  std::uint64_t start = 0, end = 0, offset = 0, inode = 0;
+  if (dash == std::string_view::npos || !parse_hex(range.substr(0, dash), start) ||
+      !parse_hex(range.substr(dash + 1), end) || end < start || !parse_hex(offset_text, offset) ||
+      !parse_dec(inode_text, inode) || dev.empty())
+    return;
+  const std::uint64_t length = end - start;
+  if (offset > UINT64_MAX - length) return;
+  std::uint64_t& size = seen[{std::string(dev), inode}];
+  if (offset + length > size) size = offset + length;
+}
+
+// Reads /proc/PID/maps line by line into `seen`; false when it cannot be opened.
+bool collect_process(const std::string& pid, NcclSegmentMap& seen) {
+  const std::string path = "/proc/" + pid + "/maps";
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  std::string pending;
+  char buf[65536];
+  std::size_t total = 0;
+  bool skipping = false;  // inside a line too long to be a segment's
+  while (total < kMaxMapsBytes) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    total += static_cast<std::size_t>(n);
+    std::string_view chunk(buf, static_cast<std::size_t>(n));
+    for (std::size_t nl; (nl = chunk.find('\n')) != std::string_view::npos;) {
+      if (!skipping) {
+        pending.append(chunk.substr(0, nl));
+        collect_line(pending, seen);
+      }
+      pending.clear();
+      skipping = false;
+      chunk.remove_prefix(nl + 1);
+    }
+    if (!skipping) pending.append(chunk);
+    if (pending.size() > kMaxLine) {
+      pending.clear();
+      skipping = true;
+    }
+  }
+  if (!skipping && !pending.empty()) collect_line(pending, seen);
+  return true;
+}
+
+}  // namespace
+
+void collect_nccl_segments(std::string_view maps, NcclSegmentMap& seen) {
+  for (std::size_t nl; !maps.empty(); maps.remove_prefix(nl == std::string_view::npos ? maps.size() : nl + 1)) {
+    nl = maps.find('\n');
+    collect_line(maps.substr(0, nl), seen);
+  }
+}
+
+NcclSegments total(const NcclSegmentMap& seen) {
+  NcclSegments t;
+  for (const auto& entry : seen) {
+    t.bytes += entry.second;
+    ++t.count;
+  }
+  return t;
+}
+
+NcclSegments nccl_segments_of_container(int pid) {
+  struct stat ns {};
+  if (pid <= 0 || ::stat(("/proc/" + std::to_string(pid) + "/ns/mnt").c_str(), &ns) != 0) return {};
+  NcclSegmentMap seen;
+  DIR* dir = ::opendir("/proc");
+  if (!dir) return {};
+  while (const struct dirent* e = ::readdir(dir)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    const std::string other = e->d_name;
+    struct stat st {};
+    if (::stat(("/proc/" + other + "/ns/mnt").c_str(), &st) != 0) continue;
+    if (st.st_dev != ns.st_dev || st.st_ino != ns.st_ino) continue;
+    collect_process(other, seen);
+  }
+  ::closedir(dir);
+  return total(seen);
+}
+
+NcclShmSplit::NcclShmSplit(Scan scan, std::chrono::nanoseconds rescan, std::chrono::nanoseconds min_gap)
+    : scan_(std::move(scan)), rescan_(rescan), min_gap_(min_gap) {}
+
+void NcclShmSplit::sample(int pid, std::uint64_t used, std::chrono::nanoseconds now) {
+  const bool due = !last_scan_ || now - *last_scan_ >= rescan_;
+  const bool maybe_peak =
+      last_scan_ && now - *last_scan_ >= min_gap_ && used > nccl_now_ && used - nccl_now_ > rest_peak_;
+  if (due || maybe_peak) {
+    const NcclSegments s = scan_(pid);
+    last_scan_ = now;
+    nccl_now_ = s.bytes;
+    if (s.bytes > nccl_peak_) nccl_peak_ = s.bytes;
+    if (s.count > segments_) segments_ = s.count;
+  }
+  const std::uint64_t rest = used > nccl_now_ ? used - nccl_now_ : 0;
+  if (rest > rest_peak_) rest_peak_ = rest;
+}
+
+}  // namespace gpurun

@@ -1,0 +1,64 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace gpurun {
+
+// NCCL's /dev/shm segments in a running container. NCCL names every segment it puts on
+// /dev/shm "/dev/shm/nccl-XXXXXX" (src/misc/shmutils.cc ncclShmOpen: mkstemp, then
+// posix_fallocate to its whole size, then mmap), maps it whole in each rank that uses it and
+// unlinks it once every peer has it open, so the segments are seen in the processes'
+// mappings (`/proc/PID/maps`, "... (deleted)"), not in the directory.
+struct NcclSegments {
+  std::uint64_t bytes = 0;  // the segments' sizes added up, each once
+  std::uint64_t count = 0;
+};
+
+// The segments named in one process's maps text, added to `seen` (keyed by device and inode,
+// so a segment that several ranks and their forked workers map counts once; its size is the
+// furthest offset + length mapped). Lines that are not NCCL's are ignored.
+using NcclSegmentMap = std::map<std::pair<std::string, std::uint64_t>, std::uint64_t>;
+void collect_nccl_segments(std::string_view maps, NcclSegmentMap& seen);
+NcclSegments total(const NcclSegmentMap& seen);
+
+// The segments mapped by the processes in the mount namespace of `pid` (a container's init):
+// each /proc/PID/maps of those processes. Processes that end while being read are skipped.
+NcclSegments nccl_segments_of_container(int pid);
+
+// Splits a container's /dev/shm use into NCCL's segments and the rest (the DataLoaders'),
+// sample by sample: `rest_peak` is the most the rest held at any sample. The mappings are
+// scanned (`scan`) at the first sample, when a sample could be a new peak of the rest with the
+// last scan's figure (at most once per `min_gap`: a job filling its queues makes a new peak
+// every sample), and at least every `rescan`. So a peak is measured with the segments of that
+// moment, or of `min_gap` before it: a segment made in between counts in the rest, which only
+// makes the calibrated plan larger. Pure apart from `scan`.
+class NcclShmSplit {
+ public:
+  using Scan = std::function<NcclSegments(int pid)>;
+  explicit NcclShmSplit(Scan scan = nccl_segments_of_container,
+                        std::chrono::nanoseconds rescan = std::chrono::seconds(1),
+                        std::chrono::nanoseconds min_gap = std::chrono::milliseconds(50));
+  void sample(int pid, std::uint64_t used, std::chrono::nanoseconds now);
+  std::uint64_t nccl_peak() const { return nccl_peak_; }
+  std::uint64_t nccl_segments() const { return segments_; }
+  std::uint64_t rest_peak() const { return rest_peak_; }
+
+ private:
+  Scan scan_;
+  std::chrono::nanoseconds rescan_;
+  std::chrono::nanoseconds min_gap_;
+  std::optional<std::chrono::nanoseconds> last_scan_;
+  std::uint64_t nccl_now_ = 0;
+  std::uint64_t nccl_peak_ = 0;
+  std::uint64_t segments_ = 0;
+  std::uint64_t rest_peak_ = 0;
+};
+
+}  // namespace gpurun
