@@ -11,6 +11,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 source "$here/lib.sh"
 
 it_require_cmd kubectl jq
+it_log "kubectl: $(kubectl version --client 2>/dev/null | head -n 1)"
 PY=/usr/bin/python3
 [[ -x $PY ]] || it_skip "/usr/bin/python3 not found (apt-get install python3)"
 "$PY" -c 'import kubernetes, yaml' 2>/dev/null ||

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # gpu-run-webhook over real TLS on 127.0.0.1: AdmissionReviews for Pods built with the
 # Kubernetes Python client's models, the returned JSONPatch applied with python3-jsonpatch and
-# the patched pod deserialized with the same models; a namespace default profile; /healthz, /readyz, /metrics; a 10 MiB
-# body, malformed JSON, a client sending a byte a second (closed by the server), a certificate
-# replaced while running (reloaded), SIGTERM (clean exit).
+# the patched pod deserialized with the same models and read back by kubectl offline (a DDP
+# worker with 8 GPUs, a Ray worker, a notebook, two GPU containers with a sidecar and an init
+# container); a namespace default profile; /healthz, /readyz, /metrics; a Deployment, a pod
+# with no containers, NUL bytes and a 1 MiB annotation, a 10 MiB body, malformed JSON, a client
+# sending a byte a second (closed by the server), a certificate replaced while running
+# (reloaded), SIGTERM (clean exit).
 # Usage: webhook_test.sh [PATH/TO/gpu-run]   (gpu-run-webhook is looked up next to it, or in
 # $GPU_RUN_BIN_DIR)
 set -u
@@ -72,6 +75,7 @@ import jsonpatch
 from kubernetes import client as k
 
 port, cafile, phase = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+out_dir = sys.argv[4] if len(sys.argv) > 4 else "." 
 api = k.ApiClient()
 failed = 0
 
@@ -183,6 +187,82 @@ if phase == "main":
     check(out["response"]["allowed"] is True and "patch" not in out["response"],
           "the same pod in namespace web (no default): unchanged")
 
+    # More pods as they come from the field, sizes worked out by hand for webtest (4 MiB batches,
+    # 2 workers, prefetch 2, 18 semaphore pages = 72 KiB a loader, rounded up to whole MiB).
+    def gpu_container(name, limits):
+        return k.V1Container(name=name, image="pytorch/pytorch", resources=k.V1ResourceRequirements(limits=limits))
+
+    def admitted(pod, uid, what):
+        obj, status, out = review(pod, uid)
+        resp = out.get("response", {})
+        check(status == 200 and resp.get("allowed") is True and resp.get("patchType") == "JSONPatch",
+              what + ": allowed with a JSONPatch")
+        patched = apply(obj, resp)
+        with open(f"{out_dir}/{uid}.json", "w") as f:  # kubectl reads it back (below)
+            json.dump(patched, f)
+        pod = api.deserialize(Response(patched), "V1Pod")
+        check(isinstance(pod, k.V1Pod), what + ": the patched pod deserializes as a V1Pod")
+        vols = [v for v in pod.spec.volumes or [] if v.empty_dir and v.empty_dir.medium == "Memory"]
+        return pod, (vols[0].empty_dir.size_limit if len(vols) == 1 else None)
+
+    # A Ray worker: 1 GPU, pin thread: 2*2 * 4 MiB + 72 KiB -> 17 MiB; memory 12Gi -> 12305Mi.
+    ray = k.V1Pod(api_version="v1", kind="Pod",
+                  metadata=k.V1ObjectMeta(name="raycluster-worker-gpu-x7", namespace="ml",
+                                          labels={"ray.io/node-type": "worker"},
+                                          annotations={"gpu-run.profile": "webtest"}),
+                  spec=k.V1PodSpec(containers=[gpu_container(
+                      "ray-worker", {"nvidia.com/gpu": "1", "cpu": "3500m", "memory": "12Gi"})]))
+    pod, size = admitted(ray, "uid-ray", "Ray worker")
+    check(size == "17Mi" and pod.spec.containers[0].resources.limits["memory"] == "12305Mi",
+          "Ray worker: 17Mi, limit 12305Mi (got %s)" % size)
+    # A notebook without a GPU: no pin thread, (2*2 + 2) * 4 MiB + 72 KiB -> 25 MiB; 8Gi -> 8217Mi.
+    notebook = k.V1Pod(api_version="v1", kind="Pod",
+                       metadata=k.V1ObjectMeta(name="notebook-0", namespace="ml",
+                                               annotations={"gpu-run.profile": "webtest"}),
+                       spec=k.V1PodSpec(containers=[gpu_container("notebook", {"memory": "8Gi"})]))
+    pod, size = admitted(notebook, "uid-notebook", "notebook")
+    check(size == "25Mi" and pod.spec.containers[0].resources.limits["memory"] == "8217Mi"
+          and pod.spec.containers[0].volume_mounts[0].mount_path == "/dev/shm",
+          "notebook: 25Mi at /dev/shm, limit 8217Mi (got %s)" % size)
+    # Two GPU containers, a sidecar and an init container: 2 GPUs 2 * (16 MiB + 72 KiB) + 64 MiB
+    # NCCL -> 97 MiB, 1 GPU 17 MiB: one volume of 114 MiB; each limit raised by its own plan.
+    two = k.V1Pod(api_version="v1", kind="Pod",
+                  metadata=k.V1ObjectMeta(name="two-trainers", namespace="ml",
+                                          annotations={"gpu-run.profile": "webtest"}),
+                  spec=k.V1PodSpec(
+                      init_containers=[k.V1Container(name="fetch-data", image="busybox")],
+                      containers=[gpu_container("trainer-a", {"nvidia.com/gpu": "2", "memory": "16Gi"}),
+                                  k.V1Container(name="log-shipper", image="fluent-bit"),
+                                  gpu_container("trainer-b", {"nvidia.com/gpu": "1", "memory": "16Gi"})]))
+    pod, size = admitted(two, "uid-two", "two GPU containers and a sidecar")
+    cs = pod.spec.containers
+    check(size == "114Mi" and cs[0].resources.limits["memory"] == "16481Mi"
+          and cs[2].resources.limits["memory"] == "16401Mi" and not cs[1].volume_mounts
+          and not pod.spec.init_containers[0].volume_mounts,
+          "two GPU containers: 114Mi, limits 16481Mi and 16401Mi, sidecar and init container untouched")
+
+    # Hostile or odd reviews over the wire: answered, never a crash.
+    deployment = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                  "request": {"uid": "uid-deployment", "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+                              "operation": "CREATE", "object": {"kind": "Deployment"}}}
+    status, data = request("POST", "/mutate", json.dumps(deployment))
+    resp = json.loads(data)["response"]
+    check(status == 200 and resp["allowed"] is True and "patch" not in resp and resp["uid"] == "uid-deployment",
+          "a Deployment: allowed unchanged")
+    empty = k.V1Pod(api_version="v1", kind="Pod",
+                    metadata=k.V1ObjectMeta(name="empty", annotations={"gpu-run.profile": "webtest"}),
+                    spec=k.V1PodSpec(containers=[]))
+    _, status, out = review(empty, "uid-empty")
+    check(out["response"]["allowed"] is True and "patch" not in out["response"] and out["response"].get("warnings"),
+          "a pod with no containers: allowed unchanged, with a warning")
+    for uid, annotations in (("uid-nul", {"gpu-run.profile": "webtest\u0000x"}),
+                             ("uid-huge", {"gpu-run.profile": "webtest", "gpu-run.workers": "9" * (1 << 20)})):
+        nasty = ddp_pod()
+        nasty.metadata.annotations = annotations
+        _, status, out = review(nasty, uid)
+        check(status == 200 and out["response"]["allowed"] is False and out["response"]["status"]["message"],
+              uid + ": denied with a reason: " + out["response"]["status"]["message"][:100])
+
     hostile = ddp_pod()
     hostile.metadata.annotations = {"gpu-run.profile": "../../etc/passwd"}
     _, status, out = review(hostile, "uid-hostile")
@@ -234,10 +314,10 @@ if phase == "main":
 
     status, data = request("GET", "/metrics")
     text = data.decode()
-    check(status == 200 and "gpu_run_webhook_reviews_total 6" in text and "gpu_run_webhook_patches_total 2" in text
-          and "gpu_run_webhook_denials_total 1" in text and "gpu_run_webhook_errors_total 1" in text,
-          "/metrics counts 6 reviews, 2 patches, 1 denial, 1 error")
-    check('gpu_run_webhook_review_duration_seconds_bucket{le="+Inf"} 6' in text, "/metrics latency histogram")
+    check(status == 200 and "gpu_run_webhook_reviews_total 13" in text and "gpu_run_webhook_patches_total 5" in text
+          and "gpu_run_webhook_denials_total 3" in text and "gpu_run_webhook_errors_total 1" in text,
+          "/metrics counts 13 reviews, 5 patches, 3 denials, 1 error")
+    check('gpu_run_webhook_review_duration_seconds_bucket{le="+Inf"} 13' in text, "/metrics latency histogram")
 
 elif phase == "reload":
     # The size the DDP worker gets now (after the ConfigMap was updated).
@@ -258,7 +338,8 @@ elif phase == "cert":
 sys.exit(1 if failed else 0)
 EOF
 
-"$PY" "$work/client.py" "$port" "$work/a/tls.crt" main >"$work/client.out" 2>&1
+mkdir -p "$work/patched"
+"$PY" "$work/client.py" "$port" "$work/a/tls.crt" main "$work/patched" >"$work/client.out" 2>&1
 rc=$?
 cat "$work/client.out"
 IT_PASSED=$((IT_PASSED + $(grep -c '^ok - ' "$work/client.out")))
@@ -271,7 +352,18 @@ assert_contains "$logs" 'event=review uid=uid-ddp pod=ml/ddp-worker-0 outcome=pa
 assert_contains "$logs" 'event=review uid=uid-ns-default pod=ml/trainer outcome=patched size=97Mi containers=train namespace_profile=webtest' \
   "the log names the namespace's default profile"
 assert_not_contains "$logs" "namespace-profile-missing" "namespace ml's default profile loads at start"
-assert_eq 6 "$(grep -c 'event=review ' "$work/stderr")" "6 log lines for 6 reviews (the 413 and the slow client never reached /mutate)"
+assert_eq 13 "$(grep -c 'event=review ' "$work/stderr")" "13 log lines for 13 reviews (the 413 and the slow client never reached /mutate)"
+
+# kubectl reads the patched pods back offline (`label --local` decodes each into a typed Pod).
+if command -v kubectl >/dev/null; then
+  it_log "kubectl: $(kubectl version --client 2>/dev/null | head -n 1)"
+  for f in "$work"/patched/uid-*.json; do
+    assert_eq Pod "$(kubectl label --local -f "$f" gpu-run.io/checked=yes -o json 2>"$work/kubectl.err" | jq -r .kind)" \
+      "kubectl reads the patched pod $(basename "$f" .json) ($(head -c 200 "$work/kubectl.err"))"
+  done
+else
+  it_fail "kubectl not found (scripts/install-deps installs Debian's kubernetes-client)"
+fi
 
 # The certificate replaced while running: new handshakes get the new one.
 cp "$work/b/tls.key" "$work/tls.key.new" && cp "$work/b/tls.crt" "$work/tls.crt.new"
