@@ -19,6 +19,7 @@
 #include "error.hpp"
 #include "file_io.hpp"
 #include "log.hpp"
+#include "log_writer.hpp"
 #include "metrics.hpp"
 #include "profile_cache.hpp"
 #include "profile_store.hpp"
@@ -50,15 +51,14 @@ struct Options {
   unsigned threads = 64;
 };
 
-// One line on stderr in one write: "<UTC time> gpu-run-webhook level=L <fields>".
-void log_line(const char* level, const std::string& fields) {
+// One log line: "<UTC time> gpu-run-webhook level=L <fields>\n".
+std::string log_text(const char* level, const std::string& fields) {
   char when[32];
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&now, &tm);
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  const std::string line = std::string(when) + " " + kProgram + " level=" + level + " " + fields + "\n";
-  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+  return std::string(when) + " " + kProgram + " level=" + level + " " + fields + "\n";
 }
 
 std::pair<std::string, int> split_listen(const std::string& listen) {
@@ -90,6 +90,11 @@ int serve(const Options& o) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // Log lines go to stderr from the writer's thread (started after the mask, so it takes no
+  // signal); it writes what is queued when serve returns.
+  LogWriter log(STDERR_FILENO);
+  auto log_line = [&log](const char* level, const std::string& fields) { log.write(log_text(level, fields)); };
 
   TlsCredentials credentials(o.tls_cert, o.tls_key);
   ConnectionDeadlines deadlines(std::chrono::seconds(o.request_timeout));
