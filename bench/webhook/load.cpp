@@ -6,7 +6,9 @@
 //
 // Every connection is opened first (TCP and TLS handshake, one GET /healthz: "setup", timed on
 // its own) and the reviews start when all are open, so no review's latency holds a handshake
-// (but one after the server closed a kept-alive connection: "reconnects" counts those).
+// (but one sent after the server ended a kept-alive connection with "Connection: close", after
+// its 1000 requests: "reconnects" counts those; a connection idle for the server's 5 s
+// keep-alive timeout would reconnect uncounted, which the rates here never leave it).
 // Without RATE (closed loop) each thread sends its next review when the last one is answered;
 // a review's latency is from its send to its answer. With RATE (open loop, reviews/s over all
 // connections) the reviews are due at Poisson arrival times (seeded, so every run offers the
