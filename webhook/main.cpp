@@ -3,10 +3,12 @@
 
 #include <httplib.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <ctime>
 #include <optional>
@@ -17,6 +19,7 @@
 #include "error.hpp"
 #include "file_io.hpp"
 #include "log.hpp"
+#include "log_writer.hpp"
 #include "metrics.hpp"
 #include "profile_cache.hpp"
 #include "profile_store.hpp"
@@ -32,6 +35,8 @@ namespace {
 constexpr const char* kProgram = "gpu-run-webhook";
 // How often a review checks the profile directories for a change (stat calls, bench/WEBHOOK.md).
 constexpr std::chrono::milliseconds kProfileCheckInterval{1000};
+// Requests served on one kept-alive connection before it is closed (nginx's keepalive_requests).
+constexpr std::size_t kKeepAliveRequests = 1000;
 
 struct Options {
   std::string listen = "0.0.0.0:8443";
@@ -46,15 +51,14 @@ struct Options {
   unsigned threads = 64;
 };
 
-// One line on stderr in one write: "<UTC time> gpu-run-webhook level=L <fields>".
-void log_line(const char* level, const std::string& fields) {
+// One log line: "<UTC time> gpu-run-webhook level=L <fields>\n".
+std::string log_text(const char* level, const std::string& fields) {
   char when[32];
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
   gmtime_r(&now, &tm);
   std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  const std::string line = std::string(when) + " " + kProgram + " level=" + level + " " + fields + "\n";
-  [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, line.data(), line.size());
+  return std::string(when) + " " + kProgram + " level=" + level + " " + fields + "\n";
 }
 
 std::pair<std::string, int> split_listen(const std::string& listen) {
@@ -87,6 +91,11 @@ int serve(const Options& o) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  // Log lines go to stderr from the writer's thread (started after the mask, so it takes no
+  // signal); it writes what is queued when serve returns.
+  LogWriter log(STDERR_FILENO);
+  auto log_line = [&log](const char* level, const std::string& fields) { log.write(log_text(level, fields)); };
+
   TlsCredentials credentials(o.tls_cert, o.tls_key);
   ConnectionDeadlines deadlines(std::chrono::seconds(o.request_timeout));
   httplib::SSLServer server([&](SSL_CTX& ctx) {
@@ -98,6 +107,10 @@ int serve(const Options& o) {
   server.set_read_timeout(o.io_timeout, 0);
   server.set_write_timeout(o.io_timeout, 0);
   server.set_keep_alive_timeout(5);
+  // cpp-httplib closes a kept-alive connection after 5 requests by default: every fifth review
+  // paid a new TCP and TLS handshake (bench/webhook: 2,043 connections for 10,000 reviews, most
+  // of the server's CPU in RSA signatures, and the one-connection p99 of 3.9 ms).
+  server.set_keep_alive_max_count(kKeepAliveRequests);
   // A response goes out in two writes (headers, body): without TCP_NODELAY the second waits for the
   // client's delayed ACK, 40 ms or more a review (bench/webhook: p50 87 ms on one connection).
   server.set_tcp_nodelay(true);
@@ -136,12 +149,22 @@ int serve(const Options& o) {
     res.set_content(metrics.render(), kPrometheusContentType);
   });
 
+  // Debian's cpp-httplib is built with a listen backlog of 5: when the API server opens its
+  // connections at once, the rest overflow the accept queue and their SYNs are retried after 1 s
+  // and 3 s (bench/webhook: ListenOverflows, a max latency of 2 s). Listening again on the bound
+  // socket raises the backlog (Linux keeps the socket and its queue).
+  int listener = -1;
+  server.set_socket_options([&listener](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listener = sock;
+  });
   int bound = port;
   if (port == 0)
     bound = server.bind_to_any_port(host);
   else if (!server.bind_to_port(host, port))
     bound = -1;
   if (bound <= 0) throw Error("cannot listen on " + o.listen);
+  if (::listen(listener, SOMAXCONN) != 0) throw Error("listen on " + o.listen, errno);
 
   // Signals and certificate reloads, in one thread: SIGTERM stops the server (in-flight
   // reviews finish), the TLS files are checked every --tls-reload-interval seconds.

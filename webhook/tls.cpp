@@ -165,13 +165,23 @@ void ConnectionDeadlines::on_message(int, int, int, const void*, size_t, SSL* ss
   const std::uint64_t id = self->next_id_++;
   SSL_set_ex_data(ssl, deadline_index, reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)));
   self->entries_[id] = {fd, peer, std::chrono::steady_clock::now() + self->limit_};
+  if (!peer.empty()) self->by_peer_[peer] = id;
 }
 
 void ConnectionDeadlines::handled(const std::string& peer_addr, int peer_port) {
   const std::string peer = peer_addr + " " + std::to_string(peer_port);
+  const auto deadline = std::chrono::steady_clock::now() + limit_;
   std::lock_guard<std::mutex> lock(mutex_);
-  for (auto& [id, entry] : entries_)
-    if (entry.peer == peer) entry.deadline = std::chrono::steady_clock::now() + limit_;
+  const auto id = by_peer_.find(peer);
+  if (id == by_peer_.end()) return;
+  if (const auto entry = entries_.find(id->second); entry != entries_.end()) entry->second.deadline = deadline;
+}
+
+void ConnectionDeadlines::forget(std::map<std::uint64_t, Entry>::iterator entry) {
+  // A peer's port may already belong to a newer connection: only this one's index goes.
+  if (const auto id = by_peer_.find(entry->second.peer); id != by_peer_.end() && id->second == entry->first)
+    by_peer_.erase(id);
+  entries_.erase(entry);
 }
 
 // SSL_free: the connection is gone (httplib closes the socket after this), so its fd is
@@ -180,7 +190,8 @@ void ConnectionDeadlines::on_free(void*, void* ptr, CRYPTO_EX_DATA*, int, long, 
   if (!ptr) return;
   auto* self = static_cast<ConnectionDeadlines*>(argp);
   std::lock_guard<std::mutex> lock(self->mutex_);
-  self->entries_.erase(reinterpret_cast<std::uintptr_t>(ptr));
+  if (const auto entry = self->entries_.find(reinterpret_cast<std::uintptr_t>(ptr)); entry != self->entries_.end())
+    self->forget(entry);
 }
 
 void ConnectionDeadlines::watch() {
@@ -192,7 +203,7 @@ void ConnectionDeadlines::watch() {
       if (it->second.deadline < now) {
         if (it->second.fd >= 0) ::shutdown(it->second.fd, SHUT_RDWR);
         ++expired_;
-        it = entries_.erase(it);
+        forget(it++);
       } else {
         ++it;
       }

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 namespace gpurun {
 
@@ -83,6 +84,9 @@ class ConnectionDeadlines {
     std::chrono::steady_clock::time_point deadline;
   };
   std::map<std::uint64_t, Entry> entries_;
+  std::unordered_map<std::string, std::uint64_t> by_peer_;  // the entry of each peer's connection
+  // Erases an entry and its peer's index; with mutex_ held.
+  void forget(std::map<std::uint64_t, Entry>::iterator entry);
   std::thread thread_;
 };
 
