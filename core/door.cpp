@@ -3,6 +3,7 @@
 #include "contract.hpp"
 #include "gpus.hpp"
 #include "host.hpp"
+#include "units.hpp"
 
 namespace gpurun {
 
@@ -79,6 +80,12 @@ ContainerPlan plan_container(const std::map<std::string, std::string>& state_ann
 
 void log_disposition(const Logger& log, const std::string& who, const Disposition& disposition) {
   log.log(disposition.level, who + " " + disposition.fields);
+}
+
+std::string result_fields(const ShmDecision& d, const ShmResult& r) {
+  return std::string("action=") + outcome_name(r.outcome) + " " + describe(d) + " before=" + engine_size(r.before) +
+         " after=" + engine_size(r.after) +
+         (r.outcome == ShmOutcome::kHostShm ? " reason=" + log_quote("the host's /dev/shm is never resized") : "");
 }
 
 }  // namespace gpurun

@@ -14,6 +14,7 @@
 #include "oci.hpp"
 #include "profile_store.hpp"
 #include "shm_decision.hpp"
+#include "shm_mount.hpp"
 
 namespace gpurun {
 
@@ -72,6 +73,10 @@ struct ContainerPlan {
 };
 ContainerPlan plan_container(const std::map<std::string, std::string>& state_annotations, const SpecFacts& spec,
                              const Config& config, const ProfileStore& store, const std::function<HostFacts()>& host);
+
+// The log fields of a /dev/shm a door acted on: "action=<outcome> <decision> before=S after=S",
+// and the reason when it was the host's (left alone). One format for the hook and the runtime.
+std::string result_fields(const ShmDecision& decision, const ShmResult& result);
 
 // Writes the disposition's log line: "<who> <fields>" at its level.
 void log_disposition(const Logger& log, const std::string& who, const Disposition& disposition);

@@ -5,10 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdlib>
+#include <charconv>
 #include <string>
 
+#include "error.hpp"
 #include "fd.hpp"
 
 namespace gpurun {
@@ -16,10 +16,9 @@ namespace {
 
 constexpr std::string_view kNcclPrefix = "/dev/shm/nccl-";
 constexpr std::string_view kDeleted = " (deleted)";
-// A hostile process can map a file 65,530 times under a 4 KiB name: stop reading one
-// process's maps past this, counting what was seen.
+// A hostile process can map a file 65,530 times under a 4 KiB name: its maps are not read
+// past this.
 constexpr std::size_t kMaxMapsBytes = 64u << 20;
-constexpr std::size_t kMaxLine = 16u << 10;
 
 // The next whitespace-delimited field of `line` from `at`, or an empty view.
 std::string_view next_field(std::string_view line, std::size_t& at) {
@@ -29,30 +28,11 @@ std::string_view next_field(std::string_view line, std::size_t& at) {
   return line.substr(start, at - start);
 }
 
-bool parse_hex(std::string_view s, std::uint64_t& out) {
-  if (s.empty() || s.size() > 16) return false;
-  out = 0;
-  for (char c : s) {
-    int d;
-    if (c >= '0' && c <= '9')
-      d = c - '0';
-    else if (c >= 'a' && c <= 'f')
-      d = c - 'a' + 10;
-    else
-      return false;
-    out = out << 4 | static_cast<std::uint64_t>(d);
-  }
-  return true;
-}
-
-bool parse_dec(std::string_view s, std::uint64_t& out) {
-  if (s.empty() || s.size() > 19) return false;
-  out = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-    out = out * 10 + static_cast<std::uint64_t>(c - '0');
-  }
-  return true;
+// A whole field as a number in `base`.
+bool parse_number(std::string_view s, std::uint64_t& out, int base) {
+  const char* end = s.data() + s.size();
+  const auto [at, ec] = std::from_chars(s.data(), end, out, base);
+  return !s.empty() && ec == std::errc() && at == end;
 }
 
 // One maps line: "start-end perms offset dev inode   path".
@@ -71,9 +51,9 @@ void collect_line(std::string_view line, NcclSegmentMap& seen) {
   if (path.size() == kNcclPrefix.size()) return;
   const std::size_t dash = range.find('-');
   std::uint64_t start = 0, end = 0, offset = 0, inode = 0;
-  if (dash == std::string_view::npos || !parse_hex(range.substr(0, dash), start) ||
-      !parse_hex(range.substr(dash + 1), end) || end < start || !parse_hex(offset_text, offset) ||
-      !parse_dec(inode_text, inode) || dev.empty())
+  if (dash == std::string_view::npos || !parse_number(range.substr(0, dash), start, 16) ||
+      !parse_number(range.substr(dash + 1), end, 16) || end < start || !parse_number(offset_text, offset, 16) ||
+      !parse_number(inode_text, inode, 10) || dev.empty())
     return;
   const std::uint64_t length = end - start;
   if (offset > UINT64_MAX - length) return;
@@ -81,38 +61,16 @@ void collect_line(std::string_view line, NcclSegmentMap& seen) {
   if (offset + length > size) size = offset + length;
 }
 
-// Reads /proc/PID/maps line by line into `seen`; false when it cannot be opened.
-bool collect_process(const std::string& pid, NcclSegmentMap& seen) {
+// Adds the segments in /proc/PID/maps to `seen`; a process that has ended, or whose maps are
+// past kMaxMapsBytes, adds nothing.
+void collect_process(const std::string& pid, NcclSegmentMap& seen) {
   const std::string path = "/proc/" + pid + "/maps";
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return false;
-  std::string pending;
-  char buf[65536];
-  std::size_t total = 0;
-  bool skipping = false;  // inside a line too long to be a segment's
-  while (total < kMaxMapsBytes) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    total += static_cast<std::size_t>(n);
-    std::string_view chunk(buf, static_cast<std::size_t>(n));
-    for (std::size_t nl; (nl = chunk.find('\n')) != std::string_view::npos;) {
-      if (!skipping) {
-        pending.append(chunk.substr(0, nl));
-        collect_line(pending, seen);
-      }
-      pending.clear();
-      skipping = false;
-      chunk.remove_prefix(nl + 1);
-    }
-    if (!skipping) pending.append(chunk);
-    if (pending.size() > kMaxLine) {
-      pending.clear();
-      skipping = true;
-    }
+  if (!fd) return;
+  try {
+    collect_nccl_segments(read_bounded(fd.get(), kMaxMapsBytes, path), seen);
+  } catch (const Error&) {
   }
-  if (!skipping && !pending.empty()) collect_line(pending, seen);
-  return true;
 }
 
 }  // namespace

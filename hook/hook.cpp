@@ -86,10 +86,7 @@ int run_hook(const HookOptions& o, std::string& error_line) {
     join_mount_namespace(ns.get(), state.pid);
     ShmTarget target{state.pid, spec.rootfs, d.size, d.size_explicit, host_shm};
     ShmResult r = apply_shm(target);
-    ctx.log.info(
-        who + " action=" + outcome_name(r.outcome) + " " + describe(d) + " before=" + engine_size(r.before) +
-        " after=" + engine_size(r.after) +
-        (r.outcome == ShmOutcome::kHostShm ? " reason=" + log_quote("the host's /dev/shm is never resized") : ""));
+    ctx.log.info(who + " " + result_fields(d, r));
     if (const std::string short_by = short_of_size(r, d.size); !short_by.empty()) return failure(short_by);
   } catch (const Error& e) {
     return failure(e.what());

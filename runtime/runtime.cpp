@@ -158,8 +158,7 @@ bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {
       return failure(e.what());
     }
     if (r) {
-      ctx.log.info(who + " action=" + outcome_name(r->outcome) + " " + describe(d) +
-                   " before=" + engine_size(r->before) + " after=" + engine_size(r->after) + " where=host");
+      ctx.log.info(who + " " + result_fields(d, *r) + " where=host");
       if (const std::string short_by = short_of_size(*r, d.size); !short_by.empty()) return failure(short_by);
       return false;
     }

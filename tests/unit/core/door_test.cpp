@@ -112,5 +112,18 @@ TEST_F(DoorTest, ThePodLimitIsProbedOnlyForAPodsContainerWithoutItsOwnLimit) {
   EXPECT_FALSE(probe_pod_memory_limit(s).has_value());
 }
 
+TEST(ResultFieldsTest, OneFormatForWhatADoorDid) {
+  ShmDecision d;
+  d.act = true;
+  d.size = 256 * kMiB;
+  const std::string resized = result_fields(d, ShmResult{ShmOutcome::kResized, 64 * kMiB, 256 * kMiB});
+  EXPECT_EQ(resized.rfind("action=resized ", 0), 0u) << resized;
+  EXPECT_NE(resized.find(describe(d)), std::string::npos) << resized;
+  EXPECT_NE(resized.find(" before=64m after=256m"), std::string::npos) << resized;
+  EXPECT_EQ(resized.find("reason="), std::string::npos) << resized;
+  const std::string host = result_fields(d, ShmResult{ShmOutcome::kHostShm, 64 * kMiB, 64 * kMiB});
+  EXPECT_NE(host.find("reason=\"the host's /dev/shm is never resized\""), std::string::npos) << host;
+}
+
 }  // namespace
 }  // namespace gpurun
