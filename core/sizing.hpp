@@ -49,7 +49,7 @@ struct NcclPlan {
   std::string transport;
   std::uint64_t channels = 0;
   std::uint64_t peers = 0;           // receive connections per rank and channel
-  std::uint64_t measured_ranks = 0;  // "measured": the ranks it was taken with, 0 when unknown
+  std::uint64_t measured_ranks = 0;  // "measured" and scaled: the ranks it was taken with; else 0
   std::uint64_t recv_segment = 0;    // page-rounded bytes of one receive segment
   std::uint64_t send_segment = 0;
   std::uint64_t bytes = 0;
