@@ -9,6 +9,10 @@
 
 namespace gpurun {
 
+std::string short_id(const ContainerInfo& c) { return c.id.substr(0, 12); }
+
+std::string display_name(const ContainerInfo& c) { return c.name.empty() ? short_id(c) : c.name; }
+
 ContainerInfo parse_inspect(const std::string& text, const std::string& engine) {
   nlohmann::json doc;
   try {

@@ -28,6 +28,11 @@ struct ContainerInfo {
   std::map<std::string, std::string> env;
 };
 
+// The first 12 characters of the id, as `docker ps` shows it.
+std::string short_id(const ContainerInfo& c);
+// The container's name, else its short id: how a message names a container.
+std::string display_name(const ContainerInfo& c);
+
 // Parses the JSON array `inspect` prints (first element). Throws Error when malformed.
 ContainerInfo parse_inspect(const std::string& json_text, const std::string& engine);
 

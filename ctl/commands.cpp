@@ -13,6 +13,7 @@
 #include "node_guard.hpp"
 #include "plan.hpp"
 #include "profiles.hpp"
+#include "program.hpp"
 #include "resize.hpp"
 #include "tune.hpp"
 #include "watch.hpp"
@@ -68,6 +69,19 @@ int report_parse_error(const CLI::App& app, const CLI::ParseError& error) {
     if (c == '\n') c = ' ';
   std::cerr << where << ": " << what << " (see " << where << " --help)\n";
   return kExitUsage;
+}
+
+int ctl_main(int argc, char** argv) {
+  CLI::App app;
+  add_ctl_commands(app);
+  return run_program("gpu-run-ctl", [&] {
+    try {
+      app.parse(argc, argv);
+      return static_cast<int>(kExitOk);
+    } catch (const CLI::ParseError& e) {
+      return report_parse_error(app, e);
+    }
+  });
 }
 
 }  // namespace gpurun

@@ -14,4 +14,9 @@ void add_ctl_commands(CLI::App& app);
 // and returns the exit code; for --help prints the help and returns 0.
 int report_parse_error(const CLI::App& app, const CLI::ParseError& error);
 
+// gpu-run-ctl's main: parses the command line and runs the chosen command. Here rather than in
+// main.cpp so that CLI11, whose headers cost seconds of compile time in every file that includes
+// them, is compiled in the ctl library's unity groups only (docs/BUILD.md).
+int ctl_main(int argc, char** argv);
+
 }  // namespace gpurun

@@ -43,9 +43,6 @@ namespace {
 // How often the engine is asked which containers run.
 constexpr auto kPollEvery = std::chrono::seconds(2);
 
-std::string short_id(const ContainerInfo& c) { return c.id.substr(0, 12); }
-std::string display_name(const ContainerInfo& c) { return c.name.empty() ? short_id(c) : c.name; }
-
 // A value of the container's environment, else of its labels, else "".
 std::string env_or_label(const ContainerInfo& c, const char* env, const char* label) {
   if (auto it = c.env.find(env); it != c.env.end() && !it->second.empty()) return it->second;

@@ -36,9 +36,6 @@ constexpr const char* kResizeFooter =
 
 namespace {
 
-std::string short_id(const ContainerInfo& c) { return c.id.substr(0, 12); }
-std::string display_name(const ContainerInfo& c) { return c.name.empty() ? short_id(c) : c.name; }
-
 // The container's /dev/shm seen from the host: /proc/PID/root, then dev/shm resolved in that
 // root refusing every symlink (the image controls the path), then fstat* of the open dir.
 ShmFacts probe_shm(const ContainerInfo& c, std::optional<dev_t> host_dev) {
