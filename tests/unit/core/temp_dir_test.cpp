@@ -11,7 +11,7 @@ namespace {
 TEST(TempDirTest, IsPrivateNamedByItsPrefixAndRemovesItself) {
   fs::path path;
   {
-    const TempDir dir("gpu-run-temp-dir-test");
+    const gpurun::TempDir dir("gpu-run-temp-dir-test");
     path = dir.path();
     EXPECT_EQ(path.filename().string().rfind("gpu-run-temp-dir-test.", 0), 0u) << path;
     struct stat st {};

@@ -15,7 +15,7 @@
 namespace gpurun {
 namespace {
 
-constexpr const char* kRuntime = "/usr/bin/gpu-run-runtime";
+constexpr const char* kContainerdRuntime = "/usr/bin/gpu-run-runtime";
 constexpr const char* kV2Runtimes = R"(plugins."io.containerd.grpc.v1.cri".containerd.runtimes)";
 
 // The file as containerd would read it (no comments, any order).
@@ -35,7 +35,7 @@ std::vector<std::string> strings(const toml::value& array) {
 }
 
 ContainerdEdit merge(const std::string& text, const std::string& handler = "gpu-run") {
-  return merge_containerd_config(text, "config.toml", kRuntime, handler);
+  return merge_containerd_config(text, "config.toml", kContainerdRuntime, handler);
 }
 
 // A kubeadm-style config: comments, other plugins, runc with the systemd cgroup driver, another
@@ -69,7 +69,7 @@ TEST(ContainerdConfig, AddsTheHandlerAndKeepsCommentsAndEveryOtherSetting) {
   const toml::value& ours = rt.at("gpu-run");
   EXPECT_EQ(ours.at("runtime_type").as_string(), "io.containerd.runc.v2");
   EXPECT_EQ(strings(ours.at("pod_annotations")), request_annotation_globs());
-  EXPECT_EQ(ours.at("options").at("BinaryName").as_string(), kRuntime);
+  EXPECT_EQ(ours.at("options").at("BinaryName").as_string(), kContainerdRuntime);
   // The node's cgroup driver, from the default runtime.
   EXPECT_TRUE(ours.at("options").at("SystemdCgroup").as_boolean());
 }
@@ -92,7 +92,7 @@ TEST(ContainerdConfig, IsIdempotent) {
   EXPECT_FALSE(second.file.changed);
   EXPECT_TRUE(second.file.notes.empty());
   // A missing file too: the second run finds it configured.
-  const ContainerdEdit created = merge_containerd_config(std::nullopt, "c.toml", kRuntime, "gpu-run");
+  const ContainerdEdit created = merge_containerd_config(std::nullopt, "c.toml", kContainerdRuntime, "gpu-run");
   EXPECT_FALSE(merge(created.file.text).file.changed);
 }
 
@@ -103,8 +103,9 @@ TEST(ContainerdConfig, UpdatesADifferentHandlerAndSaysWhatChanged) {
   EXPECT_TRUE(edit.file.changed);
   ASSERT_EQ(edit.file.notes.size(), 1u);
   EXPECT_CONTAINS(edit.file.notes[0], ".gpu-run.options.BinaryName was \"/opt/gpu-run/bin/gpu-run-runtime\"");
-  EXPECT_CONTAINS(edit.file.notes[0], kRuntime);
-  EXPECT_EQ(runtimes(parsed(edit.file.text)).at("gpu-run").at("options").at("BinaryName").as_string(), kRuntime);
+  EXPECT_CONTAINS(edit.file.notes[0], kContainerdRuntime);
+  EXPECT_EQ(runtimes(parsed(edit.file.text)).at("gpu-run").at("options").at("BinaryName").as_string(),
+            kContainerdRuntime);
 }
 
 TEST(ContainerdConfig, KeepsTheUsersExtraPodAnnotationsAndAddsOurs) {
@@ -142,13 +143,13 @@ TEST(ContainerdConfig, AMultiLineStringKeepsItsEmptyLines) {
 TEST(ContainerdConfig, MissingOrEmptyFileBecomesAMinimalVersion2Config) {
   for (const std::optional<std::string>& existing :
        {std::optional<std::string>(), std::optional<std::string>(""), std::optional<std::string>("# nothing yet\n")}) {
-    const ContainerdEdit edit = merge_containerd_config(existing, "c.toml", kRuntime, "gpu-run");
+    const ContainerdEdit edit = merge_containerd_config(existing, "c.toml", kContainerdRuntime, "gpu-run");
     EXPECT_TRUE(edit.file.changed);
     const toml::value doc = parsed(edit.file.text);
     EXPECT_EQ(doc.at("version").as_integer(), 2);
     // containerd drops its built-in runc once the file names a runtime: runc is written too.
     EXPECT_EQ(runtimes(doc).at("runc").at("runtime_type").as_string(), "io.containerd.runc.v2");
-    EXPECT_EQ(runtimes(doc).at("gpu-run").at("options").at("BinaryName").as_string(), kRuntime);
+    EXPECT_EQ(runtimes(doc).at("gpu-run").at("options").at("BinaryName").as_string(), kContainerdRuntime);
   }
 }
 
@@ -190,7 +191,7 @@ TEST(ContainerdConfig, Version3UsesTheCriRuntimePlugin) {
   EXPECT_EQ(doc.at("version").as_integer(), 3);
   const toml::value& ours = runtimes(doc, "io.containerd.cri.v1.runtime").at("gpu-run");
   EXPECT_EQ(ours.at("runtime_type").as_string(), "io.containerd.runc.v2");
-  EXPECT_EQ(ours.at("options").at("BinaryName").as_string(), kRuntime);
+  EXPECT_EQ(ours.at("options").at("BinaryName").as_string(), kContainerdRuntime);
   EXPECT_EQ(strings(ours.at("pod_annotations")), request_annotation_globs());
   EXPECT_FALSE(doc.at("plugins").contains("io.containerd.grpc.v1.cri"));
   EXPECT_EQ(doc.at("plugins").at("io.containerd.cri.v1.images").at("snapshotter").as_string(), "overlayfs");
@@ -214,8 +215,9 @@ TEST(ContainerdConfig, Version1AndUnknownVersionsAreRefused) {
 }
 
 TEST(ContainerdConfig, MalformedTomlIsOneLineWithFileAndLine) {
-  const Error e = expect_error(
-      [] { merge_containerd_config(std::string("version = 2\n[plugins\n"), "/etc/c.toml", kRuntime, "gpu-run"); });
+  const Error e = expect_error([] {
+    merge_containerd_config(std::string("version = 2\n[plugins\n"), "/etc/c.toml", kContainerdRuntime, "gpu-run");
+  });
   EXPECT_EQ(e.exit_code(), kExitUsage);
   EXPECT_CONTAINS(e.what(), "/etc/c.toml:2: ");
   EXPECT_CONTAINS(e.what(), "key");
