@@ -15,7 +15,7 @@ DecisionContext::DecisionContext(const fs::path& file, const char* program)
 
 HostFacts probe_host_facts() {
   const HostInfo info = probe_host();
-  return HostFacts{info.cpus, count_host_gpus(), info.mem_total};
+  return HostFacts{info.cpus, count_host_gpus(), info.mem_total, /*gpus_counted=*/true};
 }
 
 std::optional<std::uint64_t> probe_pod_memory_limit(const SpecFacts& spec) {

@@ -126,6 +126,13 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
     } else {
       sr.gpus = spec.gpu_devices;
     }
+    if (spec.gpu_devices > 0) {
+      sr.gpu_reach = GpuReach::some;
+      sr.gpu_reach_why = "a GPU device in the container's spec";
+    } else if (host.gpus_counted && host.gpus == 0) {
+      sr.gpu_reach = GpuReach::none;
+      sr.gpu_reach_why = "no /dev/nvidiaN on this host";
+    }
     if (request.workers) {
       check_length("workers", *request.workers);
       sr.workers = parse_count(*request.workers, "workers", 1024);

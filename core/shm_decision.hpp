@@ -48,6 +48,7 @@ struct HostFacts {
   unsigned cpus = 1;
   unsigned gpus = 0;  // /dev/nvidiaN on the host
   std::uint64_t mem_total = 0;
+  bool gpus_counted = false;  // gpus was counted on the node that runs the container (not a webhook)
 };
 
 // Pure: request + spec + config + profiles -> decision. Never throws for bad

@@ -43,6 +43,26 @@ std::uint64_t recommend_workers(unsigned cpus, unsigned ranks, std::uint64_t bat
   return std::min<std::uint64_t>(per_rank, batch_size / 8 + 4);
 }
 
+LoaderHold loader_hold(bool pin_memory, unsigned gpus, GpuReach reach, const std::string& reach_why) {
+  // torch 1.13 dataloader.py, _MultiProcessingDataLoaderIter: `_pin_memory = loader.pin_memory and
+  // torch.cuda.is_available()`; without it no pin thread runs and the loop gets the shared batch.
+  if (!pin_memory) return {2, "no pin_memory: the loop's batch and the previous one stay in /dev/shm"};
+  if (gpus == 0) return {2, "pin_memory without a GPU: PyTorch pins only when CUDA is available"};
+  const std::string by = reach_why.empty() ? "" : " (" + reach_why + ")";
+  switch (reach) {
+    case GpuReach::none:
+      return {2, "pin_memory, but no GPU reaches the container" + by +
+                     ": PyTorch pins only when CUDA is available, so it holds batches as without it"};
+    case GpuReach::some:
+      return {0, "pin_memory with a GPU in the container" + by + ": the pin thread copies each batch out"};
+    case GpuReach::unknown:
+      break;
+  }
+  return {0, "pin_memory with " + std::to_string(gpus) +
+                 " GPU(s) requested, assumed to reach the container: the pin thread copies each batch out (without "
+                 "a GPU in it PyTorch does not pin and the hold is 2)"};
+}
+
 std::uint64_t loader_semaphore_bytes(std::uint64_t workers) {
   // Each multiprocessing lock, semaphore and queue of a DataLoader is a glibc sem_open file of one
   // page on /dev/shm. torch 1.13 creates per loader a result queue (3: Queue's _rlock, _wlock and
@@ -143,7 +163,9 @@ LoaderPlan plan_loader(const Profile& profile, const Loader* entry, bool first, 
   // shared one: only the prefetch_factor * workers outstanding batches are there. Without a
   // pin thread (no pin_memory, or no GPU: PyTorch then skips pinning) the loop's current batch
   // and the previous one are still in /dev/shm. Measured in bench/torch (bench/RESULTS.md).
-  l.hold = l.pin_memory && r.gpus > 0 ? 0 : 2;
+  const LoaderHold hold = loader_hold(l.pin_memory, r.gpus, r.gpu_reach, r.gpu_reach_why);
+  l.hold = hold.batches;
+  l.hold_why = hold.why;
   if (first && r.workers) {
     l.workers = *r.workers;
   } else if (e.workers) {
@@ -202,6 +224,7 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   p.prefetch_factor = main.prefetch_factor;
   p.pin_memory = main.pin_memory;
   p.hold = main.hold;
+  p.hold_why = main.hold_why;
   p.fields = main.fields;
   p.calibrated = main.calibrated;
   p.batch_bytes = main.batch_bytes;
@@ -271,6 +294,7 @@ void explain_slots(std::ostringstream& out, const LoaderPlan& l, const char* ind
   }
   out << indent << label << " = (prefetch_factor " << l.prefetch_factor << " x workers " << l.workers << " + hold "
       << l.hold << ") x batch_bytes + semaphores " << format_size(l.sem_bytes) << " = " << format_size(l.bytes) << "\n";
+  out << indent << "hold " << l.hold << ": " << l.hold_why << "\n";
 }
 
 void explain_nccl(std::ostringstream& out, const NcclPlan& n, unsigned ranks) {
@@ -348,7 +372,8 @@ nlohmann::json plan_to_json(const ShmPlan& p) {
             {"batch_size", p.batch_size},
             {"prefetch_factor", p.prefetch_factor},
             {"pin_memory", p.pin_memory},
-            {"hold", p.hold}});
+            {"hold", p.hold},
+            {"hold_why", p.hold_why}});
   j.update({{"fields", fields},
             {"calibrated", p.calibrated},
             {"batch_bytes", p.batch_bytes},
@@ -367,6 +392,7 @@ nlohmann::json plan_to_json(const ShmPlan& p) {
                        {"pin_memory", l.pin_memory},
                        {"persistent_workers", l.persistent_workers},
                        {"hold", l.hold},
+                       {"hold_why", l.hold_why},
                        {"fields", lf},
                        {"calibrated", l.calibrated},
                        {"batch_bytes", l.batch_bytes},

@@ -10,6 +10,14 @@
 
 namespace gpurun {
 
+// What a door knows about whether a GPU reaches the container: PyTorch pins batches only when
+// CUDA is available inside it.
+enum class GpuReach {
+  unknown,  // the door cannot tell (GPUs requested: assumed to reach it)
+  none,     // none does (--gpu-request none, a host without GPUs)
+  some,     // one does (a GPU device in the container's spec)
+};
+
 // What a job asks for on top of its profile. Unset values come from the profile.
 struct SizingRequest {
   unsigned gpus = 0;                        // 0: no GPU, one loader
@@ -19,6 +27,8 @@ struct SizingRequest {
   std::optional<std::uint64_t> memory_limit;  // the container's memory limit, if any
   unsigned cpus = 1;                          // CPUs the container may use
   double memory_fraction_max = 0.5;
+  GpuReach gpu_reach = GpuReach::unknown;
+  std::string gpu_reach_why;  // how the door knows, for --explain ("--gpu-request none")
 };
 
 struct FieldBytes {
@@ -36,6 +46,7 @@ struct LoaderPlan {
   bool pin_memory = true;
   bool persistent_workers = false;
   std::uint64_t hold = 0;
+  std::string hold_why;  // loader_hold's reason
   std::vector<FieldBytes> fields;
   bool calibrated = false;
   std::uint64_t batch_bytes = 0;
@@ -67,6 +78,7 @@ struct ShmPlan {
   std::uint64_t prefetch_factor = 0;
   bool pin_memory = true;
   std::uint64_t hold = 0;
+  std::string hold_why;
   std::vector<FieldBytes> fields;
   bool calibrated = false;
   std::uint64_t batch_bytes = 0;
@@ -110,6 +122,15 @@ std::uint64_t recommend_workers(unsigned cpus, unsigned ranks, std::uint64_t bat
 // term for `ranks` ranks on one node (docs/ARCHITECTURE.md, "The NCCL term").
 std::uint64_t nccl_recv_segment(const NcclSpec& spec);
 NcclPlan plan_nccl(const Profile& profile, unsigned ranks);
+
+// Batches a loader keeps in /dev/shm beyond its prefetch_factor x workers outstanding ones, and
+// why: 0 when PyTorch's pin thread copies each batch out (pin_memory with CUDA in the container),
+// else 2 (the loop's batch and the previous one). The one place that decides it.
+struct LoaderHold {
+  std::uint64_t batches = 0;
+  std::string why;
+};
+LoaderHold loader_hold(bool pin_memory, unsigned gpus, GpuReach reach, const std::string& reach_why = {});
 
 // The /dev/shm pages of one DataLoader's multiprocessing semaphores with `workers` workers.
 std::uint64_t loader_semaphore_bytes(std::uint64_t workers);

@@ -29,7 +29,15 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
     throw usage_error("--gpu-request '" + gpu_mode.substr(0, 40) + "': expected docker, cdi or none");
 
   const EngineOptionFacts facts = scan_engine_options(o.engine_options);
-  const SizingRequest request = sizing_request_from(o.sizing, facts, config, host);
+  SizingRequest request = sizing_request_from(o.sizing, facts, config, host);
+  if (gpu_mode == "none") {
+    // gpu-run hands no GPU to the engine: a pinned loader is planned as PyTorch runs it there.
+    request.gpu_reach = GpuReach::none;
+    request.gpu_reach_why = "--gpu-request none";
+  } else if (o.sizing.gpus) {
+    request.gpu_reach = GpuReach::some;
+    request.gpu_reach_why = "--gpu-request " + gpu_mode + " hands the GPUs to " + inv.engine;
+  }
   inv.plan = plan_shm(load_sizing_profile(o.sizing, config, env), request);
   inv.applied_shm = inv.plan.shm;
 

@@ -41,6 +41,7 @@ gpu-run options:
   --engine docker|podman    container engine (default: the config's engine, docker)
   --gpu-request docker|cdi|none
                             how --gpus reaches the engine: --gpus, CDI --device, or not at all
+                            (none: no GPU in the container, a pinned loader is planned unpinned)
   --dry-run                 print the engine command, shell-quoted, and start nothing
   --explain                 print the sizing breakdown on stderr, then run
   --json                    print the plan and the engine argv as JSON and start nothing

@@ -124,14 +124,19 @@ def make_loader(spec, fields, batches, batch_size, workers, prefetch_factor, per
         persistent_workers=persistent)
 
 
-def validate(val_loader, v, spec):
+def validate(val_loader, v, spec, box):
     """A validation pass mid-epoch (Lightning's val_check_interval, limit_val_batches): the
     training loader keeps its prefetched batches and the loop's current batch while this loader
     fills its own queues. It stops after v["steps"] batches with its queues full, so with
-    persistent workers the prefetched validation batches stay in /dev/shm while training goes on."""
+    persistent workers the prefetched validation batches stay in /dev/shm while training goes on.
+    Each pass calls iter() anew (a fresh iterator and workers, or persistent workers' _reset).
+    v["keep_last"]: the loop variable still holds the last validation batch when training resumes
+    (a `for vbatch in val_loader:` at the training loop's level); `box` holds the previous pass's,
+    alive until this pass's first batch replaces it. Returns (batches, unfilled waits, last batch)."""
     vit = iter(val_loader)
     unfilled = 0 if wait_until_full(vit, spec["max_wait"]) else 1
     got = 0
+    vbatch = box.pop()
     for vbatch in vit:
         got += 1
         time.sleep(spec["delay"])
@@ -139,8 +144,8 @@ def validate(val_loader, v, spec):
             unfilled += 1
         if got >= v["steps"]:
             break
-    vbatch = None
-    return got, unfilled
+    vit = None
+    return got, unfilled, (vbatch if v.get("keep_last") else None)
 
 
 def init_nccl(spec, rank):
@@ -178,6 +183,7 @@ def rank_main(spec, rank, start_fd_r):
         os.read(start_fd_r, 1)  # all ranks start together, as DDP ranks do
         it = iter(loader)       # starts the workers; prefetch_factor*workers indices go out at once
         got = unfilled = 0
+        last_vbatch = None
         if not wait_until_full(it, spec["max_wait"]):
             unfilled += 1
         for batch in it:        # `batch` keeps the previous batch alive while next() runs
@@ -188,12 +194,13 @@ def rank_main(spec, rank, start_fd_r):
             if not wait_until_full(it, spec["max_wait"]):  # ... which outlasts loading
                 unfilled += 1
             if v and got % v["every"] == 0:
-                vgot, vunfilled = validate(val_loader, v, spec)
+                box, last_vbatch = [last_vbatch], None
+                vgot, vunfilled, last_vbatch = validate(val_loader, v, spec, box)
                 unfilled += vunfilled
                 if vgot != v["steps"]:
                     print(f"rank {rank}: validation consumed {vgot} of {v['steps']} batches", file=sys.stderr, flush=True)
                     os._exit(3)
-        it = None
+        it = last_vbatch = None
         if got:
             del batch
         print(f"GPU_RUN_BENCH_STATS rank {rank} unfilled={unfilled}", file=sys.stderr, flush=True)
@@ -207,12 +214,14 @@ def rank_main(spec, rank, start_fd_r):
         os._exit(1)
 
 
-def val_spec(fields, batch_size, workers, prefetch_factor, persistent, every):
+def val_spec(fields, batch_size, workers, prefetch_factor, persistent, every, keep_last=False):
     """A validation loader run every `every` training steps, stopped with its queues full after
-    prefetch_factor*workers + 2 batches (of a dataset twice that long)."""
+    prefetch_factor*workers + 2 batches (of a dataset twice that long). keep_last: the loop
+    variable keeps the last validation batch while training resumes (validate)."""
     steps = prefetch_factor * workers + 2
     return {"fields": fields, "batch_size": batch_size, "workers": workers, "prefetch_factor": prefetch_factor,
-            "persistent_workers": persistent, "steps": steps, "batches": 2 * steps + 2, "every": every}
+            "persistent_workers": persistent, "steps": steps, "batches": 2 * steps + 2, "every": every,
+            "keep_last": keep_last}
 
 
 def default_batches(prefetch_factor, workers):
@@ -392,6 +401,8 @@ def main():
     ap.add_argument("--val-batch-size", type=int, help="also a validation loader, run mid-epoch, with this batch size")
     ap.add_argument("--val-workers", type=int, default=2)
     ap.add_argument("--val-prefetch-factor", type=int, default=2)
+    ap.add_argument("--val-keep-last", action="store_true",
+                    help="the loop variable keeps the last validation batch while training resumes")
     ap.add_argument("--shm-size", help="run in a private mount namespace with a tmpfs of this size on /dev/shm")
     a = ap.parse_args()
     spec = {
@@ -407,7 +418,7 @@ def main():
         sys.exit(f"workload.py: --nccl needs one GPU per rank: {a.ranks} ranks, {torch.cuda.device_count()} GPUs")
     if a.val_batch_size:
         spec["val"] = val_spec(spec["fields"], a.val_batch_size, a.val_workers, a.val_prefetch_factor,
-                               a.persistent_workers, a.prefetch_factor * a.workers + 2)
+                               a.persistent_workers, a.prefetch_factor * a.workers + 2, a.val_keep_last)
     if a.shm_size:
         res = measure(spec, parse_size(a.shm_size))
         res.pop("stderr_tail", None)

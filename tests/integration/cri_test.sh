@@ -68,8 +68,10 @@ pod() {
 }
 
 # --- a pod that names a profile: both containers see the planned size, and share it ---------
-# imagenet with 4 workers a rank: a plan above min_shm (256 MiB), so the size is the model's.
-want=$(plan_bytes --profile imagenet --gpus 2 --workers 4)
+# imagenet with 4 workers a rank: a plan above min_shm (256 MiB), so the size is the model's. No
+# GPU reaches the pod on this host (no /dev/nvidiaN), so the runtime plans its pinned loader as
+# PyTorch runs it there, unpinned: gpu-run's plan with --gpu-request none.
+want=$("$BIN/gpu-run" --profile imagenet --gpus 2 --workers 4 --gpu-request none --json img | jq -r .plan.shm_bytes)
 pod "$D/a.json" train --annotations '{"gpu-run.profile": "imagenet", "gpu-run.gpus": "2", "gpu-run.workers": "4"}' \
   --containers 2 --memory $((8 << 30))
 assert_eq 0 $? "profile pod: RunPodSandbox, CreateContainer and StartContainer x2 succeed ($(cat "$D/a.json.err"))"

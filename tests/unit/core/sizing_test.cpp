@@ -140,6 +140,40 @@ TEST(PlanShm, HoldIsZeroOnlyWithPinMemoryOnAGpu) {
   EXPECT_EQ(plan_shm(nopin, request(0, 4)).shm, pin0.shm);
 }
 
+TEST(LoaderHold, PinnedOnlyWhenAGpuReachesTheContainer) {
+  // torch 1.13: `_pin_memory = loader.pin_memory and torch.cuda.is_available()`. No pin thread:
+  // the loop's batch and the previous one stay in /dev/shm (2); a pin thread copies them out (0).
+  EXPECT_EQ(loader_hold(false, 2, GpuReach::some).batches, 2u);
+  EXPECT_EQ(loader_hold(true, 0, GpuReach::unknown).batches, 2u);
+  EXPECT_EQ(loader_hold(true, 3, GpuReach::none, "--gpu-request none").batches, 2u);
+  EXPECT_EQ(loader_hold(true, 3, GpuReach::some).batches, 0u);
+  // A door that cannot tell: the GPUs asked for are assumed to reach the container, and says so.
+  const LoaderHold unknown = loader_hold(true, 3, GpuReach::unknown);
+  EXPECT_EQ(unknown.batches, 0u);
+  EXPECT_CONTAINS(unknown.why, "3 GPU(s) requested, assumed to reach the container");
+  EXPECT_CONTAINS(loader_hold(true, 3, GpuReach::none, "--gpu-request none").why, "(--gpu-request none)");
+}
+
+TEST(PlanShm, PinnedLoaderWithoutAGpuInTheContainerHoldsTwo) {
+  // 3 ranks asked for, --gpu-request none: no GPU reaches the container, PyTorch does not pin.
+  SizingRequest none = request(3, 4);
+  none.gpu_reach = GpuReach::none;
+  none.gpu_reach_why = "--gpu-request none";
+  ShmPlan p = plan_shm(imagenet_like(), none);
+  EXPECT_EQ(p.ranks, 3u);
+  EXPECT_EQ(p.hold, 2u);
+  // per_rank = (2 * 4 + 2) * 38,539,264 + 114,688 = 385,507,328 (NoPinMemoryHoldsTwo)
+  EXPECT_EQ(p.per_rank, 385507328u);
+  EXPECT_EQ(plan_to_json(p)["hold_why"], p.hold_why);
+  EXPECT_CONTAINS(explain(p), "hold 2: pin_memory, but no GPU reaches the container (--gpu-request none)");
+  // The same request where the door cannot tell keeps the pin thread's hold, and --explain says
+  // which hold it assumed and why.
+  ShmPlan unknown = plan_shm(imagenet_like(), request(3, 4));
+  EXPECT_EQ(unknown.hold, 0u);
+  EXPECT_EQ(unknown.per_rank, 308428800u);  // OneGpuPinMemory
+  EXPECT_CONTAINS(explain(unknown), "hold 0: pin_memory with 3 GPU(s) requested, assumed to reach the container");
+}
+
 TEST(PlanShm, TwoRanksAddNcclReserve) {
   ShmPlan p = plan_shm(imagenet_like(), request(2, 4));
   EXPECT_EQ(p.ranks, 2u);
@@ -399,31 +433,13 @@ TEST(PlanToJson, Keys) {
   nlohmann::json j = plan_to_json(plan_shm(imagenet_like(), r));
   std::set<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.insert(k);
-  const std::set<std::string> expected = {"profile",
-                                          "gpus",
-                                          "ranks",
-                                          "workers",
-                                          "workers_auto",
-                                          "cpus",
-                                          "batch_size",
-                                          "prefetch_factor",
-                                          "pin_memory",
-                                          "hold",
-                                          "fields",
-                                          "calibrated",
-                                          "batch_bytes",
-                                          "per_rank_bytes",
-                                          "nccl_bytes",
-                                          "headroom",
-                                          "need_bytes",
-                                          "shm_bytes",
-                                          "shm",
-                                          "min_shm_bytes",
-                                          "max_shm_bytes",
-                                          "fits",
-                                          "memory_limit_bytes",
-                                          "loaders",
-                                          "nccl"};
+  const std::set<std::string> expected = {"profile",       "gpus",          "ranks",          "workers",
+                                          "workers_auto",  "cpus",          "batch_size",     "prefetch_factor",
+                                          "pin_memory",    "hold",          "hold_why",       "fields",
+                                          "calibrated",    "batch_bytes",   "per_rank_bytes", "nccl_bytes",
+                                          "headroom",      "need_bytes",    "shm_bytes",      "shm",
+                                          "min_shm_bytes", "max_shm_bytes", "fits",           "memory_limit_bytes",
+                                          "loaders",       "nccl"};
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["profile"], "test");
   EXPECT_EQ(j["shm"], "368m");  // OneGpuPinMemory

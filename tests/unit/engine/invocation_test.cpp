@@ -64,6 +64,11 @@ TEST_F(WrapperTest, GpuRequestModes) {
   EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--gpus"), 0);
   EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--device"), 0);
   EXPECT_EQ(inv.plan.ranks, 2u);
+  // No GPU reaches the container: the default profile's pinned loader is planned unpinned.
+  EXPECT_EQ(inv.plan.hold, 2u);
+  EXPECT_NE(inv.plan.hold_why.find("(--gpu-request none)"), std::string::npos);
+  inv = run({"--gpus", "2", "--gpu-request", "docker", "img"});
+  EXPECT_EQ(inv.plan.hold, 0u);
   inv = run({"--engine", "podman", "--gpus", "1", "img"});
   EXPECT_EQ(inv.argv[0], "podman");
   EXPECT_TRUE(has_pair(inv.argv, "--device", "nvidia.com/gpu=0"));  // podman defaults to CDI

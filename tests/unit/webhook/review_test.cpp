@@ -157,13 +157,14 @@ TEST_F(ReviewTest, BuiltInImagenetWithEightGpusMatchesCtlPlan) {
   // imagenet: batch 64 of 3x224x224 float32 (38535168 B) + 64 int64 (512 B -> 4096) =
   // 38539264 B; workers auto on 16 CPUs / 8 ranks = 2 (bound 64/8+4 = 12); per_rank =
   // (2*2+0) * 38539264 + 4096 * (8 + 10) = 154230784; NCCL's SHM segments (transport shm, 2
-  // channels, 2 peers): 8 * 2 * 2 * (9637888 + 4096) = 308543488; need = 8 * 154230784 +
-  // 308543488 = 1542389760 B -> 1471 MiB rounded up (gpu-run-ctl plan --profile imagenet --gpus 8
-  // --cpus 16: 1471m).
+  // channels, 2 peers): 8 * 2 * 2 * (9637888 + 4096) = 308543488; need = headroom 1.05 x (8 *
+  // 154230784 + 308543488) = 1.05 x 1542389760 B = 1544.48 MiB -> 1545 MiB rounded up (gpu-run-ctl
+  // plan --profile imagenet --gpus 8 --cpus 16: 1545m). The webhook cannot tell whether the GPUs
+  // reach the container: hold 0 assumed.
   const json p = pod({{"gpu-run.profile", "imagenet"}}, {container("trainer", {{"nvidia.com/gpu", 8}, {"cpu", "16"}})});
   const ReviewResult r = run(review_of(p));
   ASSERT_EQ(r.outcome, "patched") << r.review.dump();
-  EXPECT_EQ(shm_volume_size(patched(p, r)), "1471Mi");
+  EXPECT_EQ(shm_volume_size(patched(p, r)), "1545Mi");
 }
 
 TEST_F(ReviewTest, RayWorkerGetsWorkersFromItsCpuLimit) {
