@@ -42,7 +42,7 @@ ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
   const std::string memory = k8s_quantity(base + plan.shm);
 
   ordered_json env = ordered_json::array();
-  for (const auto& [name, value] : container_env(plan.profile, plan.workers, plan.batch_size, plan.shm))
+  for (const auto& [name, value] : container_env(plan.profile, plan.gpus, plan.workers, plan.batch_size, plan.shm))
     env.push_back({{"name", name}, {"value", value}});
 
   ordered_json limits = {{"memory", memory}};

@@ -311,9 +311,9 @@ class PodReview {
     const ShmDecision& d = t.decision;
     NameValues env;
     if (d.plan) {
-      env = container_env(d.plan->profile, d.plan->workers, d.plan->batch_size, d.size);
+      env = container_env(d.plan->profile, d.plan->gpus, d.plan->workers, d.plan->batch_size, d.size);
     } else {
-      for (auto& nv : container_env("", 0, 0, d.size))
+      for (auto& nv : container_env("", 0, 0, 0, d.size))
         if (nv.first == kEnvShmSize) env.push_back(nv);
     }
     const json* existing = member(*t.container, "env");

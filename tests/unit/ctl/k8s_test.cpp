@@ -72,6 +72,7 @@ TEST(K8sPatch, HasExactKubernetesFieldsAndRaisesMemoryByTheShmSize) {
         "name": "main",
         "env": [{"name": "GPU_RUN_PROFILE", "value": "imagenet"},
                 {"name": "GPU_RUN_NUM_WORKERS", "value": "4"},
+                {"name": "GPU_RUN_GPUS", "value": "2"},
                 {"name": "GPU_RUN_BATCH_SIZE", "value": "64"},
                 {"name": "GPU_RUN_SHM_SIZE", "value": "1556m"}],
         "resources": {"requests": {"memory": "17940Mi"},

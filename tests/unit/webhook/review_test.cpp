@@ -290,7 +290,8 @@ TEST_F(ReviewTest, ExistingGpuRunEnvIsReplacedNotDuplicated) {
   p["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_RUN_NUM_WORKERS"}, {"value", "9"}}});
   const json out = patched(p, run(review_of(p)));
   const json& env = out["spec"]["containers"][0]["env"];
-  EXPECT_EQ(env.size(), 4u);
+  EXPECT_EQ(env.size(), 5u);  // profile, GPUs, workers, batch size, shm size: each once
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_GPUS"), "1");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "2");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "17m");
 }
