@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -83,10 +84,25 @@ TEST(ProfileStore, TeamNamespace) {
   EXPECT_EQ(names_of(store.list()), (std::vector<std::string>{"resnet50", "vision/resnet50"}));
 }
 
-TEST(ProfileStore, NameInTheFileWins) {
+TEST(ProfileStore, ANameOtherThanTheFilesIsRefusedAtLoad) {
   TempDir d;
-  d.write("foo.json", complete(8, R"(, "name": "bar")"));
-  EXPECT_EQ(ProfileStore({d.path()}).load("foo").name, "bar");
+  d.write("mine.json", complete(8, R"(, "name": "other")"));
+  d.write("same.json", complete(8, R"(, "name": "same")"));
+  d.write("vision/resnet50.json", complete(8, R"(, "name": "vision/resnet50")"));
+  d.write("vision/bare.json", complete(8, R"(, "name": "bare")"));
+  const ProfileStore store({d.path()});
+  for (const auto& load : std::vector<std::function<Profile()>>{[&] { return store.load("mine"); },
+                                                                [&] { return store.load((d / "mine.json").string()); },
+                                                                [&] { return store.load_file(d / "mine.json"); }}) {
+    const Error e = expect_error([&] { load(); });
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    EXPECT_CONTAINS(e.what(), "mine.json: key 'name': 'other' does not match the file's name");
+    EXPECT_CONTAINS(e.what(), "rename the file to other.json");
+  }
+  EXPECT_EQ(store.load("same").name, "same");
+  EXPECT_EQ(store.load("vision/resnet50").name, "vision/resnet50");
+  EXPECT_EQ(store.load_file(d / "vision/resnet50.json").name, "vision/resnet50");  // by path: its team's name
+  EXPECT_CONTAINS(expect_error([&] { store.load("vision/bare"); }).what(), "key 'name': 'bare'");
 }
 
 TEST(ProfileStore, ExtendsResolvedAcrossDirectories) {

@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "error.hpp"
+#include "test_files.hpp"
 #include "test_fixtures.hpp"
+#include "test_util.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -104,6 +106,16 @@ TEST_F(WrapperTest, IpcHostIsNotSized) {
   inv = run({"-v", "/dev/shm:/dev/shm", "img"});
   EXPECT_FALSE(inv.sized);
   EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--label"), 1);  // the profile only
+}
+
+TEST_F(WrapperTest, RefusesAProfileWhoseNameIsNotItsFiles) {
+  test::TempDir d;
+  d.write("mine.json", R"({"name": "other"})");
+  env_ = test::fake_env(
+      {{"GPU_RUN_BUILTIN_PROFILES", GPU_RUN_SOURCE_PROFILES}, {"GPU_RUN_PROFILE_PATH", d.path().string()}});
+  const Error e = expect_error([&] { run({"--profile", "mine", "img"}); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "key 'name': 'other' does not match the file's name");
 }
 
 TEST_F(WrapperTest, MemoryBoundsThePlan) {
