@@ -141,8 +141,8 @@ void gather_inside(DoctorFacts& f) {
   const bool host_pid = in_namespace("/proc/self/ns/pid", kHostPidNamespace);
   char hostname[256] = {};
   (void)::gethostname(hostname, sizeof hostname - 1);
-  f.target =
-      host_ipc && host_pid ? "this machine (not in a container: the host's PID and IPC namespaces)" : "this container";
+  f.on_host = host_ipc && host_pid;
+  f.target = f.on_host ? "this machine (not in a container: the host's PID and IPC namespaces)" : "this container";
   if (hostname[0]) f.target += std::string(" (hostname ") + hostname + ")";
   UniqueFd root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) throw system_error("open /", errno);
