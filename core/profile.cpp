@@ -333,8 +333,10 @@ json merge_profile_documents(const json& parent, const json& child) {
     for (const auto& [key, v] : child["nccl"].items()) section[key] = v;
     merged["nccl"] = section;
   }
-  // A measurement belongs to the profile that was measured, never to its children.
+  // A measurement belongs to the profile that was measured, never to its children; so do the
+  // words that describe a profile.
   merged.erase("calibration");
+  merged.erase("description");
   for (const auto& [key, v] : child.items())
     if (key != "nccl") merged[key] = v;
   return merged;

@@ -122,7 +122,7 @@ TEST(ProfileStore, ExtendsResolvedAcrossDirectories) {
   EXPECT_EQ(g.name, "grand");
   EXPECT_EQ(g.prefetch_factor, 7u);
   EXPECT_EQ(g.batch_size, 4u);
-  EXPECT_EQ(g.description, "child");  // inherited like any other key
+  EXPECT_EQ(g.description, "");  // a description is its own profile's, never inherited
   EXPECT_EQ(g.chain.size(), 3u);
 }
 
@@ -207,6 +207,20 @@ TEST(ProfileStore, AProfileWithoutExtendsExtendsDefault) {
   // Without a default on the path the inherited parent is named.
   const std::string m = error_of([&] { ProfileStore({d.path()}).load("team-a"); });
   EXPECT_CONTAINS(m, (d / "team-a.json").string() + ": key 'extends': unknown parent profile 'default'");
+}
+
+TEST(ProfileStore, ADescriptionIsNotInherited) {
+  TempDir d;
+  // A team's profile without a description (as `profiles new` writes one without --description),
+  // and a hand-written one with loaders: neither is described by its parent's words.
+  d.write("team-a.json", R"({"fields": [{"name": "x", "shape": [3], "dtype": "uint8"}], "batch_size": 16})");
+  d.write("team-b.json", R"({"extends": "team-a", "loaders": [{"name": "val", "batch_size": 8}]})");
+  d.write("team-c.json", R"({"extends": "team-a", "description": "team C's own words"})");
+  const ProfileStore store({d.path(), GPU_RUN_SOURCE_PROFILES});
+  EXPECT_FALSE(store.load("default").description.empty());
+  EXPECT_EQ(store.load("team-a").description, "");
+  EXPECT_EQ(store.load("team-b").description, "");
+  EXPECT_EQ(store.load("team-c").description, "team C's own words");
 }
 
 TEST(ProfileStore, ExtendsNullAndDefaultItselfStandAlone) {
