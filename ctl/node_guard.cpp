@@ -227,6 +227,16 @@ GuardLimits container_guard_limits(const ContainerInfo& c, const Config& config,
     } catch (const Error& e) {
       why_not = e.what();
     }
+  } else if (const std::string profile = env_or_label(c, kEnvProfile, kLabelProfile); !profile.empty()) {
+    // A profile without workers and batch size cannot be planned, but a name no store knows is
+    // still worth a word: the container asked for something that does not exist.
+    try {
+      load_profile(profile);
+      why_not = "profile " + profile.substr(0, 80) + ", but no " + kEnvNumWorkers + " and " + kEnvBatchSize +
+                " in its environment";
+    } catch (const Error& e) {
+      why_not = std::string("its profile cannot be used: ") + e.what();
+    }
   } else {
     why_not = "no profile, workers and batch size in its environment";
   }
