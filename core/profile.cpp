@@ -442,10 +442,10 @@ json profile_to_json(const Profile& p) {
                    {"buffsize", n.buffsize},
                    {"ll_buffsize", n.ll_buffsize},
                    {"ll128_buffsize", n.ll128_buffsize}};
-    if (n.measured) doc["nccl"]["measured"] = engine_size(*n.measured);
+    if (n.measured) doc["nccl"]["measured"] = exact_size(*n.measured);
     if (n.measured_ranks) doc["nccl"]["measured_ranks"] = *n.measured_ranks;
   } else {
-    doc["nccl_reserve"] = engine_size(p.nccl_reserve);
+    doc["nccl_reserve"] = exact_size(p.nccl_reserve);
   }
   if (!p.loaders.empty()) {
     json loaders = json::array();
@@ -462,11 +462,11 @@ json profile_to_json(const Profile& p) {
     }
     doc["loaders"] = loaders;
   }
-  doc["min_shm"] = engine_size(p.min_shm);
-  doc["max_shm"] = engine_size(p.max_shm);
+  doc["min_shm"] = exact_size(p.min_shm);
+  doc["max_shm"] = exact_size(p.max_shm);
   if (p.calibration) {
     const Calibration& c = *p.calibration;
-    doc["calibration"] = {{"peak_shm", engine_size(c.peak_shm)},  {"workers", c.workers},
+    doc["calibration"] = {{"peak_shm", exact_size(c.peak_shm)},   {"workers", c.workers},
                           {"batch_size", c.batch_size},           {"gpus", c.gpus},
                           {"prefetch_factor", c.prefetch_factor}, {"pin_memory", c.pin_memory},
                           {"measured_at", c.measured_at}};

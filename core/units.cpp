@@ -133,6 +133,14 @@ std::string format_size(std::uint64_t bytes) {
   return buf;
 }
 
+std::string exact_size(std::uint64_t bytes) {
+  if (bytes == 0) return "0";
+  for (const auto& [unit, suffix] :
+       {std::pair{kTiB, "t"}, std::pair{kGiB, "g"}, std::pair{kMiB, "m"}, std::pair{kKiB, "k"}})
+    if (bytes % unit == 0) return std::to_string(bytes / unit) + suffix;
+  return std::to_string(bytes) + "b";
+}
+
 std::string engine_size(std::uint64_t bytes) {
   if (bytes % kMiB == 0) return std::to_string(bytes / kMiB) + "m";
   return std::to_string(bytes) + "b";

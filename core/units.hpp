@@ -24,6 +24,10 @@ std::string format_size(std::uint64_t bytes);
 // else "<n>b".
 std::string engine_size(std::uint64_t bytes);
 
+// A size as a profile file writes it, exactly and in the largest unit that divides it:
+// "256g", "1536m", "4k", "1000b" (parse_size reads it back to the same bytes).
+std::string exact_size(std::uint64_t bytes);
+
 // Rounds up to a multiple of `align` (a power of two); saturates at UINT64_MAX.
 std::uint64_t round_up(std::uint64_t value, std::uint64_t align);
 

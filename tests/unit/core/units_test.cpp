@@ -128,6 +128,18 @@ TEST(EngineSize, WholeMebibytesOrBytes) {
   EXPECT_EQ(engine_size(1000), "1000b");
 }
 
+TEST(ExactSize, TheLargestUnitThatDividesIt) {
+  EXPECT_EQ(exact_size(0), "0");
+  EXPECT_EQ(exact_size(256 * kGiB), "256g");
+  EXPECT_EQ(exact_size(1536 * kMiB), "1536m");
+  EXPECT_EQ(exact_size(2 * kTiB), "2t");
+  EXPECT_EQ(exact_size(4 * kKiB), "4k");
+  EXPECT_EQ(exact_size(1000), "1000b");
+  for (std::uint64_t v :
+       std::initializer_list<std::uint64_t>{0, 1, 1000, 4096, 256 * kGiB, 1536 * kMiB, 3 * kTiB + kKiB})
+    EXPECT_EQ(parse_size(exact_size(v)), v) << exact_size(v);
+}
+
 TEST(EngineSize, RoundTripsThroughParseSize) {
   for (std::uint64_t v : {0ull, 1ull, 4096ull, 1048576ull, 1048577ull, 434110464ull, 5ull << 40}) {
     EXPECT_EQ(parse_size(engine_size(v)), v) << engine_size(v);
