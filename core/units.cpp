@@ -124,11 +124,14 @@ std::string format_size(std::uint64_t bytes) {
     value /= 1024;
     ++unit;
   }
+  // One decimal, none when it is 0: a sum shows as its terms do ("147MiB = image 147MiB +
+  // label 4KiB", not "147.0MiB").
   char buf[32];
-  if (value == static_cast<long double>(static_cast<std::uint64_t>(value))) {
-    std::snprintf(buf, sizeof buf, "%llu%s", static_cast<unsigned long long>(value), kUnits[unit]);
+  const long double tenths = std::round(value * 10);
+  if (std::fmod(tenths, 10) == 0) {
+    std::snprintf(buf, sizeof buf, "%llu%s", static_cast<unsigned long long>(tenths / 10), kUnits[unit]);
   } else {
-    std::snprintf(buf, sizeof buf, "%.1Lf%s", value, kUnits[unit]);
+    std::snprintf(buf, sizeof buf, "%.1Lf%s", tenths / 10, kUnits[unit]);
   }
   return buf;
 }

@@ -17,7 +17,7 @@ constexpr std::uint64_t kTiB = 1024 * kGiB;
 // to 0 bytes, empty input or trailing junk.
 std::uint64_t parse_size(std::string_view text, std::string_view what = "size");
 
-// "1.5GiB", "64MiB", "512B": for people.
+// "1.5GiB", "64MiB", "512B": for people, to one decimal (none when it rounds to a whole number).
 std::string format_size(std::uint64_t bytes);
 
 // The exact value for an engine's --shm-size: "<n>m" when a whole number of MiB,

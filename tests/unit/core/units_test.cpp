@@ -116,8 +116,12 @@ TEST(FormatSize, ForPeople) {
   EXPECT_EQ(format_size(67108864), "64MiB");
   EXPECT_EQ(format_size(1610612736), "1.5GiB");
   EXPECT_EQ(format_size(3ull << 40), "3TiB");
-  // 1048575 B = 1023.999 KiB: shown in the next unit rather than as "1024.0KiB".
-  EXPECT_EQ(format_size(1048575), "1.0MiB");
+  // 1048575 B = 1023.999 KiB: shown in the next unit rather than as "1024KiB".
+  EXPECT_EQ(format_size(1048575), "1MiB");
+  // A size that rounds to a whole number reads as one, whether or not it is exact: a sum and
+  // its terms look alike (plan's "batch_bytes = 147MiB = image 147MiB + label 4KiB").
+  EXPECT_EQ(format_size(147 * kMiB + 4 * kKiB), "147MiB");
+  EXPECT_EQ(format_size(147 * kMiB), "147MiB");
 }
 
 TEST(EngineSize, WholeMebibytesOrBytes) {

@@ -30,6 +30,14 @@ TEST(Plan, MatchesTheModelForTheBuiltInProfile) {
   EXPECT_GE(plan.shm, 256 * kMiB);
 }
 
+TEST(Plan, TheBatchAndItsFieldsAreWrittenAlike) {
+  PlanOptions o;
+  o.sizing.profile = "imagenet";
+  o.sizing.batch_size = "256";
+  const ShmPlan plan = make_plan(o, Config{}, host_with_cpus(8), builtin_only_env);
+  EXPECT_CONTAINS(explain(plan), "batch_bytes  = 147MiB = image 147MiB + label 4KiB (page-rounded)");
+}
+
 TEST(Plan, CpusDescribeTheTargetMachineNotThisOne) {
   PlanOptions o;
   o.sizing.profile = "imagenet";
