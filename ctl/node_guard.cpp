@@ -186,6 +186,11 @@ std::string guard_skip_reason(const ContainerInfo& c, bool all) {
   return "";
 }
 
+std::string guard_start_line(const std::string& engine, bool all) {
+  return all ? "guarding every running " + engine + " container"
+             : "guarding the " + engine + " containers gpu-run sized";
+}
+
 std::optional<GuardPlanInputs> guard_plan_inputs(const ContainerInfo& c) {
   GuardPlanInputs in;
   in.profile = env_or_label(c, kEnvProfile, kLabelProfile);
@@ -270,8 +275,8 @@ void run_guard(const GuardOptions& o) {
               << "\n";
   }
   StopOnSignal stop;
-  std::cerr << "gpu-run-ctl: guard: guarding " << (o.all ? "every running container" : "containers gpu-run sized")
-            << " of " << engine << ", /dev/shm sampled every " << interval << " ms\n";
+  std::cerr << "gpu-run-ctl: guard: " << guard_start_line(engine, o.all) << ", /dev/shm sampled every " << interval
+            << " ms\n";
   Roster roster;
   std::thread poller([&] { poll_engine(engine, o, config, roster); });
 

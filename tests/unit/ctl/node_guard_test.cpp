@@ -88,6 +88,11 @@ TEST(NodeGuardTest, PlanInputsNeedProfileWorkersAndBatchSize) {
       running({{"gpu-run.profile", "a"}}, {{"GPU_RUN_NUM_WORKERS", "0"}, {"GPU_RUN_BATCH_SIZE", "8"}})));
 }
 
+TEST(NodeGuardTest, TheStartLineReadsAsASentence) {
+  EXPECT_EQ(guard_start_line("docker", false), "guarding the docker containers gpu-run sized");
+  EXPECT_EQ(guard_start_line("podman", true), "guarding every running podman container");
+}
+
 TEST(NodeGuardTest, APlannedContainerKeepsOneBatchPerWorkerFree) {
   ContainerInfo c =
       running({{"gpu-run.profile", "small"}}, {{"GPU_RUN_NUM_WORKERS", "3"}, {"GPU_RUN_BATCH_SIZE", "4"}});
