@@ -160,6 +160,17 @@ ValidationReport validate_profiles(const std::vector<fs::path>& paths, bool expl
   return report;
 }
 
+std::string validation_summary(const ValidationReport& report) {
+  const std::string files =
+      std::to_string(report.files.size()) + " profile file" + (report.files.size() == 1 ? "" : "s");
+  if (report.errors.empty())
+    return files + " valid" +
+           (report.files.empty() ? " (no *.json profiles found; give the directories that hold them)" : "");
+  const std::string errors = std::to_string(report.errors.size()) + " error" + (report.errors.size() == 1 ? "" : "s");
+  if (report.files.empty()) return errors + " and no profile file to check (listed above)";
+  return errors + " in " + files + " (each listed above as file: key: problem)";
+}
+
 void run_profiles_validate(const ProfilesValidateOptions& o) {
   const Config config = load_ctl_config();
   const std::vector<fs::path> search_path = profile_search_path({}, config, /*include_user=*/true);
@@ -171,16 +182,9 @@ void run_profiles_validate(const ProfilesValidateOptions& o) {
   std::cout.flush();
   for (const auto& line : report.errors) std::cerr << line << "\n";
   std::cerr.flush();
-  const std::string files =
-      std::to_string(report.files.size()) + " profile file" + (report.files.size() == 1 ? "" : "s");
-  if (!report.errors.empty()) {
-    throw Error(std::to_string(report.errors.size()) + " error" + (report.errors.size() == 1 ? "" : "s") + " in " +
-                    files + " (each listed above as file: key: problem)",
-                0, kExitFailure);
-  }
-  std::cout << files << " valid";
-  if (report.files.empty()) std::cout << " (no *.json profiles found; give the directories that hold them)";
-  std::cout << "\n";
+  const std::string summary = validation_summary(report);
+  if (!report.errors.empty()) throw Error(summary, 0, kExitFailure);
+  std::cout << summary << "\n";
 }
 
 void add_profiles_validate_command(CLI::App& profiles) {
