@@ -84,7 +84,7 @@ Profile ProfileStore::load(const std::string& name_or_path, bool allow_path) con
       for (std::size_t i = 0; i < close.size(); ++i) message += (i ? ", " : "") + close[i];
       message += "?";
     }
-    message += " (see 'gpu-run-ctl profiles list'; searched " + std::to_string(dirs_.size()) + " directories)";
+    message += std::string(" (") + kProfilesListHint + "; searched " + std::to_string(dirs_.size()) + " directories)";
     throw usage_error(message);
   }
   return load_chain(*path, name_or_path, {name_or_path});

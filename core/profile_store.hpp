@@ -16,6 +16,10 @@ namespace fs = std::filesystem;
 
 struct Config;
 
+// Where load()'s "unknown profile" message sends a person for the known names; a door whose
+// users have no gpu-run-ctl (the webhook) replaces it with what they can see.
+inline constexpr const char* kProfilesListHint = "see 'gpu-run-ctl profiles list'";
+
 // A profile file found on the search path.
 struct ProfileEntry {
   std::string name;                // "imagenet", "vision/resnet50"

@@ -349,6 +349,17 @@ TEST_F(ReviewTest, RaiseKeepsTheBudgetWithASmallFraction) {
   EXPECT_EQ(patched(p, run(review_of(p)))["spec"]["containers"][0]["resources"]["limits"]["memory"], "772Mi");
 }
 
+TEST_F(ReviewTest, AnUnknownProfileIsDeniedWithTheNamesThisWebhookKnows) {
+  const ReviewResult r = run(review_of(pod({{"gpu-run.profile", "webtset"}}, {container("main")})));
+  EXPECT_EQ(r.outcome, "denied");
+  const std::string message = r.review["response"]["status"]["message"].get<std::string>();
+  EXPECT_CONTAINS(message, "unknown profile 'webtset': did you mean webtest?");
+  EXPECT_CONTAINS(message, "(profiles this webhook knows: ");
+  EXPECT_CONTAINS(message, "imagenet");
+  EXPECT_CONTAINS(message, "webauto");
+  EXPECT_EQ(message.find("gpu-run-ctl"), std::string::npos) << message;
+}
+
 TEST_F(ReviewTest, OverMaxShmIsDeniedUnderRaiseAndDeny) {
   const json p = pod({{"gpu-run.profile", "websmall"}}, {container("main", {{"nvidia.com/gpu", "8"}})});
   const ReviewResult r = run(review_of(p));
