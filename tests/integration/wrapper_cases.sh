@@ -192,6 +192,10 @@ EOF
   # --ipc=host: the host's /dev/shm is not ours to size.
   assert_exit 0 gr --gpu-request none --profile imagenet --gpus 2 --dry-run --ipc=host "$IMAGE" true
   assert_not_contains "$IT_OUT" "--shm-size" "--ipc=host: no --shm-size in argv"
+  assert_not_contains "$IT_OUT" "GPU_RUN_SHM_SIZE" "--ipc=host: no size recorded that was not applied"
+  assert_not_contains "$IT_OUT" "gpu-run.shm-size" "--ipc=host: no gpu-run.shm-size label"
+  assert_contains "$IT_OUT" "GPU_RUN_GPUS=2" "--gpus 2: the GPU count is recorded"
+  assert_contains "$IT_OUT" "gpu-run.gpus=2" "--gpus 2: the gpu-run.gpus label"
   assert_contains "$IT_OUT" "--ipc=host" "--ipc=host passed on"
   assert_contains "$IT_ERR" "ipc" "--ipc=host: warning on stderr"
 
