@@ -129,7 +129,8 @@ EOF
   # The same profile with pin_memory true: on a GPU the pin thread copies batches out, hold 0:
   # (2 * 3 + 0) * 100 MiB + 92 KiB -> 601 MiB; with --gpus 0 PyTorch starts no pin thread, hold 2:
   # 801 MiB.
-  sed 's/"pin_memory": false/"pin_memory": true/' "$work/custom.json" >"$work/custom-pin.json"
+  sed -e 's/"pin_memory": false/"pin_memory": true/' -e 's/"name": "custom"/"name": "custom-pin"/' "$work/custom.json" \
+    >"$work/custom-pin.json"
   check_size "pin_memory profile on a GPU" --profile "$work/custom-pin.json" --gpus 1
   assert_eq $((601 * 1048576)) "$PLANNED_BYTES" "pin_memory on a GPU: hand-computed 601 MiB (hold 0)"
   check_size "pin_memory profile without a GPU" --profile "$work/custom-pin.json" --gpus 0
