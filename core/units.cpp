@@ -127,13 +127,10 @@ std::string format_size(std::uint64_t bytes) {
   // One decimal, none when it is 0: a sum shows as its terms do ("147MiB = image 147MiB +
   // label 4KiB", not "147.0MiB").
   char buf[32];
-  const long double tenths = std::round(value * 10);
-  if (std::fmod(tenths, 10) == 0) {
-    std::snprintf(buf, sizeof buf, "%llu%s", static_cast<unsigned long long>(tenths / 10), kUnits[unit]);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1Lf%s", tenths / 10, kUnits[unit]);
-  }
-  return buf;
+  std::snprintf(buf, sizeof buf, "%.1Lf", value);
+  std::string out = buf;
+  if (out.size() > 2 && out.compare(out.size() - 2, 2, ".0") == 0) out.resize(out.size() - 2);
+  return out + kUnits[unit];
 }
 
 std::string exact_size(std::uint64_t bytes) {
