@@ -40,16 +40,21 @@ std::vector<std::string> request_annotation_globs() {
   return {std::string(kAnnotationPrefix) + "*", kCrioShmSizeAnnotation};
 }
 
-NameValues container_env(const std::string& profile, std::uint64_t workers, std::uint64_t batch_size,
-                         std::uint64_t shm_bytes) {
-  return {{kEnvProfile, profile},
-          {kEnvNumWorkers, std::to_string(workers)},
-          {kEnvBatchSize, std::to_string(batch_size)},
-          {kEnvShmSize, engine_size(shm_bytes)}};
+NameValues container_env(const std::string& profile, unsigned gpus, std::uint64_t workers, std::uint64_t batch_size,
+                         std::optional<std::uint64_t> shm_bytes) {
+  NameValues env = {{kEnvProfile, profile}};
+  if (gpus > 0) env.emplace_back(kEnvGpus, std::to_string(gpus));
+  env.emplace_back(kEnvNumWorkers, std::to_string(workers));
+  env.emplace_back(kEnvBatchSize, std::to_string(batch_size));
+  if (shm_bytes) env.emplace_back(kEnvShmSize, engine_size(*shm_bytes));
+  return env;
 }
 
-NameValues container_labels(const std::string& profile, std::uint64_t shm_bytes) {
-  return {{kLabelProfile, profile}, {kLabelShmSize, engine_size(shm_bytes)}};
+NameValues container_labels(const std::string& profile, unsigned gpus, std::optional<std::uint64_t> shm_bytes) {
+  NameValues labels = {{kLabelProfile, profile}};
+  if (gpus > 0) labels.emplace_back(kLabelGpus, std::to_string(gpus));
+  if (shm_bytes) labels.emplace_back(kLabelShmSize, engine_size(*shm_bytes));
+  return labels;
 }
 
 std::vector<std::string> contract_env_names() {

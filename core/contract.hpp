@@ -68,22 +68,25 @@ std::vector<std::string> request_annotation_globs();
 
 // What gpu-run tells a container it sized.
 inline constexpr const char* kEnvProfile = "GPU_RUN_PROFILE";
+inline constexpr const char* kEnvGpus = kRequestKeys[1].env;  // the request's own name
 inline constexpr const char* kEnvNumWorkers = "GPU_RUN_NUM_WORKERS";
 inline constexpr const char* kEnvBatchSize = "GPU_RUN_BATCH_SIZE";
 inline constexpr const char* kEnvShmSize = "GPU_RUN_SHM_SIZE";
 // ...and the engine (labels on the container, read back by watch, doctor and the guard).
 inline constexpr const char* kLabelProfile = "gpu-run.profile";
+inline constexpr const char* kLabelGpus = kRequestKeys[1].annotation;
 inline constexpr const char* kLabelShmSize = "gpu-run.shm-size";
 
 using NameValues = std::vector<std::pair<std::string, std::string>>;
 
-// The environment of a container gpu-run sized: profile, workers and batch size per rank,
-// and the /dev/shm size it gets (engine syntax, e.g. "1536m").
-NameValues container_env(const std::string& profile, std::uint64_t workers, std::uint64_t batch_size,
-                         std::uint64_t shm_bytes);
+// The environment of a container gpu-run planned: profile, GPUs (when any), workers and batch
+// size per rank, and the /dev/shm size it gets (engine syntax, e.g. "1536m"); no size when
+// gpu-run did not apply one (`--ipc=host`: the container uses another /dev/shm).
+NameValues container_env(const std::string& profile, unsigned gpus, std::uint64_t workers, std::uint64_t batch_size,
+                         std::optional<std::uint64_t> shm_bytes);
 
-// The labels of a container gpu-run sized.
-NameValues container_labels(const std::string& profile, std::uint64_t shm_bytes);
+// The labels of a container gpu-run planned: profile, GPUs (when any), the size it applied (if any).
+NameValues container_labels(const std::string& profile, unsigned gpus, std::optional<std::uint64_t> shm_bytes);
 
 // Every GPU_RUN_* name a container may carry (requests and what gpu-run set), for doctor.
 std::vector<std::string> contract_env_names();

@@ -333,8 +333,10 @@ json merge_profile_documents(const json& parent, const json& child) {
     for (const auto& [key, v] : child["nccl"].items()) section[key] = v;
     merged["nccl"] = section;
   }
-  // A measurement belongs to the profile that was measured, never to its children.
+  // A measurement belongs to the profile that was measured, never to its children; so do the
+  // words that describe a profile.
   merged.erase("calibration");
+  merged.erase("description");
   for (const auto& [key, v] : child.items())
     if (key != "nccl") merged[key] = v;
   return merged;
@@ -440,10 +442,10 @@ json profile_to_json(const Profile& p) {
                    {"buffsize", n.buffsize},
                    {"ll_buffsize", n.ll_buffsize},
                    {"ll128_buffsize", n.ll128_buffsize}};
-    if (n.measured) doc["nccl"]["measured"] = engine_size(*n.measured);
+    if (n.measured) doc["nccl"]["measured"] = exact_size(*n.measured);
     if (n.measured_ranks) doc["nccl"]["measured_ranks"] = *n.measured_ranks;
   } else {
-    doc["nccl_reserve"] = engine_size(p.nccl_reserve);
+    doc["nccl_reserve"] = exact_size(p.nccl_reserve);
   }
   if (!p.loaders.empty()) {
     json loaders = json::array();
@@ -460,11 +462,11 @@ json profile_to_json(const Profile& p) {
     }
     doc["loaders"] = loaders;
   }
-  doc["min_shm"] = engine_size(p.min_shm);
-  doc["max_shm"] = engine_size(p.max_shm);
+  doc["min_shm"] = exact_size(p.min_shm);
+  doc["max_shm"] = exact_size(p.max_shm);
   if (p.calibration) {
     const Calibration& c = *p.calibration;
-    doc["calibration"] = {{"peak_shm", engine_size(c.peak_shm)},  {"workers", c.workers},
+    doc["calibration"] = {{"peak_shm", exact_size(c.peak_shm)},   {"workers", c.workers},
                           {"batch_size", c.batch_size},           {"gpus", c.gpus},
                           {"prefetch_factor", c.prefetch_factor}, {"pin_memory", c.pin_memory},
                           {"measured_at", c.measured_at}};

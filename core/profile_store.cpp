@@ -84,15 +84,19 @@ Profile ProfileStore::load(const std::string& name_or_path, bool allow_path) con
       for (std::size_t i = 0; i < close.size(); ++i) message += (i ? ", " : "") + close[i];
       message += "?";
     }
-    message += " (see 'gpu-run-ctl profiles list'; searched " + std::to_string(dirs_.size()) + " directories)";
+    message += std::string(" (") + kProfilesListHint + "; searched " + std::to_string(dirs_.size()) + " directories)";
     throw usage_error(message);
   }
-  return load_chain(*path, name_or_path);
+  return load_chain(*path, name_or_path, {name_or_path});
 }
 
-Profile ProfileStore::load_file(const fs::path& path) const { return load_chain(path, path.stem().string()); }
+Profile ProfileStore::load_file(const fs::path& path) const {
+  return load_chain(path, path.stem().string(),
+                    {path.stem().string(), (path.parent_path().filename() / path.stem()).string()});
+}
 
-Profile ProfileStore::load_chain(const fs::path& path, const std::string& display) const {
+Profile ProfileStore::load_chain(const fs::path& path, const std::string& display,
+                                 const std::vector<std::string>& names) const {
   std::vector<nlohmann::json> docs;
   std::vector<fs::path> chain;
   std::vector<std::pair<dev_t, ino_t>> seen;  // files, not names: a symlink cannot hide a cycle
@@ -128,10 +132,17 @@ Profile ProfileStore::load_chain(const fs::path& path, const std::string& displa
   for (auto it = docs.rbegin(); it != docs.rend(); ++it) merged = merge_profile_documents(merged, *it);
   merged.erase("extends");
   Profile profile = profile_from_document(merged, path.string());
-  if (!docs.front().contains("name"))
-    profile.name = display;
-  else
-    profile.name = docs.front()["name"].get<std::string>();
+  profile.name = display;
+  if (docs.front().contains("name")) {
+    // Doors record the profile's name (GPU_RUN_PROFILE, labels) and look it up again by that
+    // name: a "name" other than the file's would name a profile no door can find.
+    const std::string name = docs.front()["name"].get<std::string>();
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      throw usage_error(path.string() + ": key 'name': '" + name.substr(0, 80) +
+                        "' does not match the file's name, which makes it '" + display + "': rename the file to " +
+                        name.substr(0, 80) + ".json (team/name lives in team/) or fix 'name'");
+    profile.name = name;
+  }
   profile.chain = chain;
   return profile;
 }

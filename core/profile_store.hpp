@@ -16,6 +16,10 @@ namespace fs = std::filesystem;
 
 struct Config;
 
+// Where load()'s "unknown profile" message sends a person for the known names; a door whose
+// users have no gpu-run-ctl (the webhook) replaces it with what they can see.
+inline constexpr const char* kProfilesListHint = "see 'gpu-run-ctl profiles list'";
+
 // A profile file found on the search path.
 struct ProfileEntry {
   std::string name;                // "imagenet", "vision/resnet50"
@@ -40,7 +44,8 @@ class ProfileStore {
   // Throws Error: unknown names list the closest known names.
   Profile load(const std::string& name_or_path, bool allow_path = true) const;
 
-  // Loads a profile file (and its parents through the store).
+  // Loads a profile file (and its parents through the store). A profile's "name", if any,
+  // must be the name its file is found under (load: the name asked for): Error (exit 2) if not.
   Profile load_file(const fs::path& path) const;
 
   // Every profile on the path, sorted by name.
@@ -61,7 +66,9 @@ class ProfileStore {
     std::optional<Error> error;
   };
 
-  Profile load_chain(const fs::path& path, const std::string& display) const;
+  // `display` names the profile when its file has no "name"; a "name" it has must be one of
+  // `names` (the name it was asked for; for a file given by path, its stem or team/stem).
+  Profile load_chain(const fs::path& path, const std::string& display, const std::vector<std::string>& names) const;
 
   std::vector<fs::path> dirs_;
   std::map<std::string, Loaded> loaded_;  // by name, after preload()

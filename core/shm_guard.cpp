@@ -95,9 +95,15 @@ std::string shm_exhaustion_report(const ShmEnding& e, std::uint64_t headroom, co
   out += "peak " + format_size(e.peak) + " of " + format_size(e.size) + (full ? " (100%)" : "") + "\n";
   out += "gpu-run: a size that would have fitted: at least " + format_size(fits) + " (the size plus " +
          (headroom ? "one batch per worker" : std::string("as much again")) + ")\n";
-  out += "gpu-run: rerun with: gpu-run --shm-size " + engine_size(fits) + " ...";
-  out += profile.empty() ? "" : " (or raise the profile " + profile + "'s min_shm)";
-  out += ", or gpu-run --guard ... to grow /dev/shm while it runs\n";
+  // A profile may be a built-in or another team's file: what a user can do is measure the job
+  // into a profile of their own.
+  out += "gpu-run: rerun with: gpu-run --shm-size " + engine_size(fits) +
+         " ..., or gpu-run --guard ... to grow /dev/shm while it runs";
+  out += profile.empty()
+             ? ""
+             : ", or measure the job into a profile of your own: gpu-run-ctl calibrate --out-profile NAME --profile " +
+                   profile + " ... -- IMAGE COMMAND...";
+  out += "\n";
   return out;
 }
 

@@ -124,13 +124,21 @@ std::string format_size(std::uint64_t bytes) {
     value /= 1024;
     ++unit;
   }
+  // One decimal, none when it is 0: a sum shows as its terms do ("147MiB = image 147MiB +
+  // label 4KiB", not "147.0MiB").
   char buf[32];
-  if (value == static_cast<long double>(static_cast<std::uint64_t>(value))) {
-    std::snprintf(buf, sizeof buf, "%llu%s", static_cast<unsigned long long>(value), kUnits[unit]);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.1Lf%s", value, kUnits[unit]);
-  }
-  return buf;
+  std::snprintf(buf, sizeof buf, "%.1Lf", value);
+  std::string out = buf;
+  if (out.size() > 2 && out.compare(out.size() - 2, 2, ".0") == 0) out.resize(out.size() - 2);
+  return out + kUnits[unit];
+}
+
+std::string exact_size(std::uint64_t bytes) {
+  if (bytes == 0) return "0";
+  for (const auto& [unit, suffix] :
+       {std::pair{kTiB, "t"}, std::pair{kGiB, "g"}, std::pair{kMiB, "m"}, std::pair{kKiB, "k"}})
+    if (bytes % unit == 0) return std::to_string(bytes / unit) + suffix;
+  return std::to_string(bytes) + "b";
 }
 
 std::string engine_size(std::uint64_t bytes) {

@@ -17,12 +17,16 @@ constexpr std::uint64_t kTiB = 1024 * kGiB;
 // to 0 bytes, empty input or trailing junk.
 std::uint64_t parse_size(std::string_view text, std::string_view what = "size");
 
-// "1.5GiB", "64MiB", "512B": for people.
+// "1.5GiB", "64MiB", "512B": for people, to one decimal (none when it rounds to a whole number).
 std::string format_size(std::uint64_t bytes);
 
 // The exact value for an engine's --shm-size: "<n>m" when a whole number of MiB,
 // else "<n>b".
 std::string engine_size(std::uint64_t bytes);
+
+// A size as a profile file writes it, exactly and in the largest unit that divides it:
+// "256g", "1536m", "4k", "1000b" (parse_size reads it back to the same bytes).
+std::string exact_size(std::uint64_t bytes);
 
 // Rounds up to a multiple of `align` (a power of two); saturates at UINT64_MAX.
 std::uint64_t round_up(std::uint64_t value, std::uint64_t align);

@@ -248,19 +248,25 @@ ContainerdEdit merge_containerd_config(const std::optional<std::string>& existin
 }
 
 void run_configure_containerd(const ConfigureContainerdOptions& o) {
+  if (o.config && fs::path(*o.config).extension() == ".toml")
+    throw usage_error("--config " + o.config->substr(0, 80) +
+                      ": --config is gpu-run's config (JSON); give containerd's config.toml as --containerd-config");
   const fs::path runtime =
       gpu_run_binary(o.runtime_path, "gpu-run-runtime", "--runtime-path", fs::path(kFallbackRuntimePath));
-  const fs::path config = o.config;
+  const fs::path config_file = config_path(o.config);
+  const std::string missing_config = check_gpu_run_config(config_file);
+  const fs::path config = o.containerd_config;
   const std::optional<std::string> existing = read_existing_file(config, "containerd config");
   const ContainerdEdit edit = merge_containerd_config(existing, config.string(), runtime.string(), o.handler);
   const FileEdit& file = edit.file;
 
-  if (o.print) {
+  if (o.dry_run) {
     std::cout << (file.changed || !existing ? file.text : *existing);
     std::cout.flush();
-    std::cerr << "gpu-run-ctl: --print: " << config.string()
+    std::cerr << "gpu-run-ctl: --dry-run: " << config.string()
               << (file.changed ? " would become the TOML above" : " is already configured") << " (nothing written)\n";
     for (const auto& n : file.notes) std::cerr << "gpu-run-ctl: " << n << "\n";
+    std::cerr << runtime_config_note(config_file, "containerd", "containerd") << missing_config;
     return;
   }
   if (!file.changed) {
@@ -279,14 +285,21 @@ void run_configure_containerd(const ConfigureContainerdOptions& o) {
             << (o.handler == kDefaultRuntimeHandler ? "" : " --handler " + o.handler)
             << " | kubectl apply -f -`, and give pods `runtimeClassName: " << o.handler
             << "` and an annotation such as `gpu-run.profile: imagenet`\n";
+  std::cout << runtime_config_note(config_file, "containerd", "containerd") << missing_config;
 }
 
 void add_configure_containerd_command(CLI::App& configure) {
   auto o = std::make_shared<ConfigureContainerdOptions>();
   CLI::App* cmd = configure.add_subcommand(
       "containerd", "Add a CRI runtime handler running gpu-run-runtime to containerd's config.toml");
-  cmd->add_option("--config", o->config, "containerd's config.toml to edit")->type_name("PATH")->capture_default_str();
-  cmd->add_flag("--print", o->print, "Print the resulting config.toml and write nothing");
+  cmd->add_option("--containerd-config", o->containerd_config, "containerd's config.toml to edit")
+      ->type_name("PATH")
+      ->capture_default_str();
+  cmd->add_flag("--dry-run,--print", o->dry_run, "Print the resulting config.toml and write nothing");
+  cmd->add_option(
+         "--config", o->config,
+         "The gpu-run config the runtime should read (default: $GPU_RUN_CONFIG, else /etc/gpu-run/config.json)")
+      ->type_name("PATH");
   cmd->add_option("--runtime-path", o->runtime_path,
                   "gpu-run-runtime to run (default: next to gpu-run-ctl, else /usr/bin/gpu-run-runtime)")
       ->type_name("PATH");
@@ -303,7 +316,8 @@ void add_configure_containerd_command(CLI::App& configure) {
       "file is saved as <config>.gpu-run.bak and the new one replaces it atomically. Running it again\n"
       "changes nothing. A malformed file, or config version 1, is reported and never overwritten.\n"
       "containerd reads its config at start: `systemctl restart containerd`. gpu-run-runtime reads\n"
-      "$GPU_RUN_CONFIG from containerd's environment, else /etc/gpu-run/config.json.");
+      "$GPU_RUN_CONFIG from containerd's environment, else /etc/gpu-run/config.json (printed, with a\n"
+      "systemd drop-in, when --config names another file).");
   cmd->callback([o] { run_configure_containerd(*o); });
 }
 

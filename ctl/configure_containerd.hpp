@@ -18,8 +18,9 @@ constexpr const char* kFallbackRuntimePath = "/usr/bin/gpu-run-runtime";
 // `gpu-run-ctl configure containerd`: adds a CRI runtime handler running gpu-run-runtime to
 // containerd's config.toml.
 struct ConfigureContainerdOptions {
-  std::string config = kDefaultContainerdConfig;  // containerd's config.toml
-  bool print = false;
+  std::string containerd_config = kDefaultContainerdConfig;  // containerd's config.toml
+  bool dry_run = false;
+  std::optional<std::string> config;        // the gpu-run config the runtime should read
   std::optional<std::string> runtime_path;  // default: next to this program, else /usr/bin
   std::string handler = kDefaultRuntimeHandler;
 };

@@ -19,21 +19,6 @@ constexpr const char* kRuntimeName = "gpu-run";
 
 bool is_blank(const std::string& text) { return text.find_first_not_of(" \t\r\n") == std::string::npos; }
 
-// How the runtime finds the config: dockerd passes its own environment to runtimes.
-std::string config_note(const fs::path& config_file) {
-  if (config_file == kDefaultConfigPath)
-    return "gpu-run-runtime reads " + config_file.string() + " (unless dockerd's environment sets GPU_RUN_CONFIG)\n";
-  return "gpu-run-runtime reads $GPU_RUN_CONFIG from dockerd's environment, else " + std::string(kDefaultConfigPath) +
-         "; to make it read " + config_file.string() +
-         ", give dockerd the variable with a systemd drop-in, "
-         "/etc/systemd/system/docker.service.d/gpu-run.conf:\n"
-         "  [Service]\n"
-         "  Environment=\"GPU_RUN_CONFIG=" +
-         config_file.string() +
-         "\"\n"
-         "then `systemctl daemon-reload && systemctl restart docker` (an environment change needs a restart)\n";
-}
-
 }  // namespace
 
 FileEdit merge_daemon_json(const std::optional<std::string>& existing, const std::string& source,
@@ -105,10 +90,10 @@ void run_configure_docker(const ConfigureDockerOptions& o) {
   if (o.dry_run) {
     std::cout << edit.text;
     std::cout.flush();
-    std::cerr << "gpu-run-ctl: dry run: " << daemon_json.string()
+    std::cerr << "gpu-run-ctl: --dry-run: " << daemon_json.string()
               << (edit.changed ? " would become the JSON above" : " is already configured") << "\n";
     for (const auto& n : edit.notes) std::cerr << "gpu-run-ctl: " << n << "\n";
-    std::cerr << config_note(config_file) << missing_config;
+    std::cerr << runtime_config_note(config_file, "dockerd", "docker") << missing_config;
     return;
   }
   if (!edit.changed) {
@@ -124,14 +109,14 @@ void run_configure_docker(const ConfigureDockerOptions& o) {
   for (const auto& n : edit.notes) std::cout << "note: " << n << "\n";
   std::cout << "dockerd reads runtimes and default-runtime at start and on SIGHUP: run `systemctl reload docker` "
                "(or `kill -HUP $(pidof dockerd)`, or restart it)\n";
-  std::cout << config_note(config_file) << missing_config;
+  std::cout << runtime_config_note(config_file, "dockerd", "docker") << missing_config;
 }
 
 void add_configure_docker_command(CLI::App& configure) {
   auto o = std::make_shared<ConfigureDockerOptions>();
   CLI::App* cmd = configure.add_subcommand("docker", "Register gpu-run-runtime in dockerd's daemon.json");
   cmd->add_flag("--set-default", o->set_default, "Also make gpu-run the default runtime (\"default-runtime\")");
-  cmd->add_flag("--dry-run", o->dry_run, "Print the resulting daemon.json and write nothing");
+  cmd->add_flag("--dry-run,--print", o->dry_run, "Print the resulting daemon.json and write nothing");
   cmd->add_option("--daemon-json", o->daemon_json, "The daemon.json to edit")->type_name("PATH")->capture_default_str();
   cmd->add_option(
          "--config", o->config,

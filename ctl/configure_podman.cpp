@@ -63,7 +63,7 @@ void run_configure_podman(const ConfigurePodmanOptions& o) {
   if (o.dry_run) {
     std::cout << edit.text;
     std::cout.flush();
-    std::cerr << "gpu-run-ctl: dry run: " << file.string()
+    std::cerr << "gpu-run-ctl: --dry-run: " << file.string()
               << (edit.changed ? " would contain the JSON above" : " is already configured") << "\n";
     return;
   }
@@ -96,7 +96,7 @@ void add_configure_podman_command(CLI::App& configure) {
   cmd->add_option("--hooks-dir", o->hooks_dir, "The hooks.d directory to write gpu-run.json into")
       ->type_name("DIR")
       ->capture_default_str();
-  cmd->add_flag("--dry-run", o->dry_run, "Print the hooks.d file and write nothing");
+  cmd->add_flag("--dry-run,--print", o->dry_run, "Print the hooks.d file and write nothing");
   cmd->add_option("--config", o->config,
                   "The gpu-run config the hook reads, passed as --config (default: $GPU_RUN_CONFIG, else "
                   "/etc/gpu-run/config.json)")

@@ -134,4 +134,18 @@ std::string check_gpu_run_config(const fs::path& path) {
   return "";
 }
 
+std::string runtime_config_note(const fs::path& config_file, const std::string& daemon, const std::string& unit) {
+  if (config_file == kDefaultConfigPath)
+    return "gpu-run-runtime reads " + config_file.string() + " (unless " + daemon +
+           "'s environment sets GPU_RUN_CONFIG)\n";
+  return "gpu-run-runtime reads $GPU_RUN_CONFIG from " + daemon + "'s environment, else " +
+         std::string(kDefaultConfigPath) + "; to make it read " + config_file.string() + ", give " + daemon +
+         " the variable with a systemd drop-in, /etc/systemd/system/" + unit +
+         ".service.d/gpu-run.conf:\n"
+         "  [Service]\n"
+         "  Environment=\"GPU_RUN_CONFIG=" +
+         config_file.string() + "\"\nthen `systemctl daemon-reload && systemctl restart " + unit +
+         "` (an environment change needs a restart)\n";
+}
+
 }  // namespace gpurun

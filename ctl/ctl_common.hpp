@@ -78,4 +78,9 @@ fs::path gpu_run_binary(const std::optional<std::string>& given, const std::stri
 // when it does not exist yet, else "".
 std::string check_gpu_run_config(const fs::path& path);
 
+// How gpu-run-runtime, started by `daemon` (dockerd, containerd: neither can pass it an
+// argument), finds `config_file`: the line to print, with a systemd drop-in for the
+// service `unit` when the file is not the default one.
+std::string runtime_config_note(const fs::path& config_file, const std::string& daemon, const std::string& unit);
+
 }  // namespace gpurun

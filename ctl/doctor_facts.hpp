@@ -21,6 +21,7 @@ struct ShmFile {
 struct DoctorFacts {
   std::string target;      // "container t1 (3f2a9c1b0e4d, docker)", "this container"
   bool from_host = false;  // a container seen from the host (inspect + /proc/PID)
+  bool on_host = false;    // doctor ran on the host itself, in no container (its PID and IPC namespaces)
   std::string engine;      // docker | podman when from_host
   ShmMount shm_mount = ShmMount::kTmpfs;
   std::uint64_t shm_size = 0;  // bytes, when shm_mount is not kMissing

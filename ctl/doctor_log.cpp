@@ -69,19 +69,39 @@ const CrashEvidence* first(const CrashFacts& f, CrashEvidence::Kind kind) {
 
 std::string where(const CrashEvidence& e) { return "line " + std::to_string(e.line) + ": \"" + e.text + "\""; }
 
+// True when gpu-run sized the container: it recorded the profile and the size it applied.
+bool sized_by_gpu_run(const CrashFacts& f) { return f.profile && f.planned_shm; }
+
 std::string had(const CrashFacts& f) {
+  if (sized_by_gpu_run(f))
+    return " gpu-run sized this container: its plan for profile " + *f.profile + " (" +
+           (f.gpus ? *f.gpus + " GPU(s), " : "") + f.workers.value_or("?") + " workers x batch " +
+           f.batch_size.value_or("?") + " per rank) of " + format_size(*f.planned_shm) +
+           " was applied and was too small for what the job wrote.";
   return f.shm_size ? " The container's /dev/shm was " + format_size(*f.shm_size) +
                           (*f.shm_size == 64 * kMiB ? " (Docker's default)." : ".")
                     : "";
 }
 
+// The sizing flags of the job: those gpu-run recorded, placeholders for the others.
+std::string job_flags(const CrashFacts& f) {
+  return "--profile " + f.profile.value_or("NAME") + " --gpus " + f.gpus.value_or("N") + " --workers " +
+         f.workers.value_or("W") + " --batch-size " + f.batch_size.value_or("B");
+}
+
 // The command that sizes /dev/shm for the job.
 std::string sizing_fix(const CrashFacts& f) {
+  if (sized_by_gpu_run(f))
+    return "the same command would get the same size: rerun with --guard, which grows /dev/shm before it fills "
+           "(gpu-run --guard " +
+           job_flags(f) +
+           " IMAGE ...), or measure the job once and size it from the measurement (gpu-run-ctl "
+           "calibrate --out-profile NAME " +
+           job_flags(f) + " -- IMAGE COMMAND..., then gpu-run --profile NAME ...)";
   const std::string profile = f.profile.value_or("NAME");
-  return "rerun sized for the job: gpu-run --profile " + profile +
-         " --gpus N --workers W --batch-size B IMAGE ... (gpu-run-ctl plan --profile " + profile +
-         " --gpus N prints the size first; --record measures the peak), or give the engine "
-         "--shm-size at least that";
+  return "rerun sized for the job: gpu-run " + job_flags(f) + " IMAGE ... (gpu-run-ctl plan --profile " + profile +
+         " --gpus " + f.gpus.value_or("N") +
+         " prints the size first; --record measures the peak), or give the engine --shm-size at least that";
 }
 
 }  // namespace
@@ -151,13 +171,13 @@ std::vector<Finding> diagnose_crash(const CrashFacts& f) {
                       " bytes); its SHM transport creates one per peer it cannot reach by P2P, in every rank" +
                       (segments.size() > 1 ? " (" + std::to_string(segments.size()) + " failed in this log)" : "") + "."
                 : "";
-    out.push_back(
-        {Level::kFail, "nccl-shm",
-         "NCCL could not create its shared-memory segment in /dev/shm (" + where(e) + ")." + numbers + had(f),
-         "give /dev/shm room for NCCL on top of the DataLoader: gpu-run --profile " + f.profile.value_or("NAME") +
-             " --gpus N ... counts NCCL's segments for more than one rank (the profile's nccl section: transport, "
-             "channels); or set "
-             "NCCL_SHM_DISABLE=1 (NCCL then uses P2P or sockets: slower between GPUs without NVLink)"});
+    out.push_back({Level::kFail, "nccl-shm",
+                   "NCCL could not create its shared-memory segment in /dev/shm (" + where(e) + ")." + numbers + had(f),
+                   "give /dev/shm room for NCCL on top of the DataLoader: gpu-run --profile " +
+                       f.profile.value_or("NAME") + " --gpus " + f.gpus.value_or("N") +
+                       " ... counts NCCL's segments for more than one rank (the profile's nccl section: transport, "
+                       "channels); or set "
+                       "NCCL_SHM_DISABLE=1 (NCCL then uses P2P or sockets: slower between GPUs without NVLink)"});
   }
   const bool sigbus_exit = (f.exit_code && *f.exit_code == 135) || has(f, CrashEvidence::kSigbusExit);
   if (sigbus_exit && out.empty()) {

@@ -38,6 +38,11 @@ struct CrashFacts {
   std::optional<int> exit_code;           // the container's, when known
   std::optional<std::uint64_t> shm_size;  // the container's /dev/shm when known
   std::optional<std::string> profile;     // GPU_RUN_PROFILE when known
+  // What gpu-run recorded in the container's environment when it sized it (contract.hpp).
+  std::optional<std::string> gpus;           // GPU_RUN_GPUS
+  std::optional<std::string> workers;        // GPU_RUN_NUM_WORKERS
+  std::optional<std::string> batch_size;     // GPU_RUN_BATCH_SIZE
+  std::optional<std::uint64_t> planned_shm;  // GPU_RUN_SHM_SIZE: the size gpu-run applied
 };
 
 // Reads a log: every line that says /dev/shm ran out. Tolerates NUL bytes (PyTorch writes

@@ -19,6 +19,7 @@
 #include "host.hpp"
 #include "process.hpp"
 #include "shm_mount.hpp"
+#include "units.hpp"
 
 namespace gpurun {
 namespace {
@@ -140,8 +141,8 @@ void gather_inside(DoctorFacts& f) {
   const bool host_pid = in_namespace("/proc/self/ns/pid", kHostPidNamespace);
   char hostname[256] = {};
   (void)::gethostname(hostname, sizeof hostname - 1);
-  f.target =
-      host_ipc && host_pid ? "this machine (not in a container: the host's PID and IPC namespaces)" : "this container";
+  f.on_host = host_ipc && host_pid;
+  f.target = f.on_host ? "this machine (not in a container: the host's PID and IPC namespaces)" : "this container";
   if (hostname[0]) f.target += std::string(" (hostname ") + hostname + ")";
   UniqueFd root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) throw system_error("open /", errno);
@@ -190,7 +191,22 @@ CrashFacts gather_crash(const InspectedContainer& container) {
                  (c.oom_killed ? ", OOM-killed" : "");
   crash.exit_code = c.exit_code;
   crash.shm_size = c.shm_size;
-  if (const auto it = c.env.find(kEnvProfile); it != c.env.end()) crash.profile = it->second;
+  const auto env = [&](const char* name) -> std::optional<std::string> {
+    const auto it = c.env.find(name);
+    if (it == c.env.end()) return std::nullopt;
+    return it->second.substr(0, 80);
+  };
+  crash.profile = env(kEnvProfile);
+  crash.gpus = env(kEnvGpus);
+  crash.workers = env(kEnvNumWorkers);
+  crash.batch_size = env(kEnvBatchSize);
+  if (const auto size = env(kEnvShmSize)) {
+    try {
+      crash.planned_shm = parse_size(*size, kEnvShmSize);
+    } catch (const Error&) {
+      // Not a size gpu-run wrote: the container asked for it itself (a request, not a plan).
+    }
+  }
   // The engine replays the container's stdout and stderr on its own two streams.
   const Captured logs = run_capture({container.engine, "logs", "--tail", "500", container.name});
   if (logs.exit_code != 0)

@@ -83,6 +83,7 @@ nlohmann::json crash_json(const CrashFacts& crash, const std::vector<Finding>& f
   facts["exit_code"] = crash.exit_code ? nlohmann::json(*crash.exit_code) : nlohmann::json(nullptr);
   facts["shm_size_bytes"] = crash.shm_size ? nlohmann::json(*crash.shm_size) : nlohmann::json(nullptr);
   facts["profile"] = crash.profile ? nlohmann::json(*crash.profile) : nlohmann::json(nullptr);
+  facts["planned_shm_bytes"] = crash.planned_shm ? nlohmann::json(*crash.planned_shm) : nlohmann::json(nullptr);
   facts["evidence"] = nlohmann::json::array();
   for (const CrashEvidence& e : crash.evidence)
     facts["evidence"].push_back({{"kind", evidence_name(e.kind)},

@@ -309,6 +309,18 @@ void check_segments(const DoctorFacts& f, std::vector<Finding>& out) {
                  "", out);
 }
 
+// doctor run on the host, not in a container: the container checks do not apply to it.
+void check_host(const DoctorFacts& f, std::vector<Finding>& out) {
+  const std::string shm =
+      has_shm(f) ? " (" + format_size(f.shm_used) + " of " + format_size(f.shm_size) + " used)" : "";
+  add(out, Level::kOk, "where",
+      "doctor ran on this machine, not in a container: it looked at the host's /dev/shm" + shm +
+          ", which no container gets unless started with --ipc=host",
+      "to check a container: gpu-run-ctl doctor CONTAINER (a running one: its /dev/shm; an exited one: its exit "
+      "status and logs), or run gpu-run-ctl doctor inside it; for a crashed job's log: gpu-run-ctl doctor --log "
+      "FILE");
+}
+
 void check_sysctls(const DoctorFacts& f, std::vector<Finding>& out) {
   if (f.sysctls.empty()) return;
   std::string set;
@@ -333,6 +345,10 @@ bool is_nccl_segment(const std::string& name) { return name.rfind("nccl-", 0) ==
 
 std::vector<Finding> diagnose(const DoctorFacts& f) {
   std::vector<Finding> out;
+  if (f.on_host) {
+    check_host(f, out);
+    return out;
+  }
   check_mount(f, out);
   check_ipc(f, out);
   check_size(f, out);

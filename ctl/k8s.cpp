@@ -29,6 +29,11 @@ bool is_dns_subdomain(const std::string& s) {
 }  // namespace
 
 ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
+  if (o.container.empty())
+    throw usage_error(
+        "--container is required: name the pod's container to patch (kubectl get pod POD -o "
+        "jsonpath='{.spec.containers[*].name}'); a strategic-merge patch matches containers by name and would "
+        "add a new one");
   if (!is_k8s_dns_label(o.container))
     throw usage_error(
         "--container '" + k8s_shown(o.container) +
@@ -42,7 +47,7 @@ ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
   const std::string memory = k8s_quantity(base + plan.shm);
 
   ordered_json env = ordered_json::array();
-  for (const auto& [name, value] : container_env(plan.profile, plan.workers, plan.batch_size, plan.shm))
+  for (const auto& [name, value] : container_env(plan.profile, plan.gpus, plan.workers, plan.batch_size, plan.shm))
     env.push_back({{"name", name}, {"value", value}});
 
   ordered_json limits = {{"memory", memory}};
@@ -116,19 +121,20 @@ void add_k8s_command(CLI::App& app) {
   cmd->add_option("--cpus", o->cpus, "CPUs the pod will have, for workers_per_gpu \"auto\" (default: this machine's)")
       ->type_name("N");
   cmd->add_option("--runtime-class", o->runtime_class, "Set spec.runtimeClassName (e.g. nvidia)")->type_name("NAME");
-  cmd->add_option("--container", o->container, "Name of the container to patch (strategic merge matches it by name)")
-      ->type_name("NAME")
-      ->capture_default_str();
+  cmd->add_option("--container", o->container,
+                  "Name of the pod's container to patch (required: strategic merge matches it by name, and adds a "
+                  "container it does not find)")
+      ->type_name("NAME");
   cmd->add_option("--format", o->format, "yaml or json")->type_name("FORMAT")->capture_default_str();
   cmd->footer(
       "Kubernetes has no shmSize: the working method is an emptyDir with medium Memory and a\n"
       "sizeLimit mounted at /dev/shm. Its pages count against the container's memory limit, so\n"
       "requests.memory and limits.memory are raised by the shm size: they are --memory plus the\n"
       "shm size, or without --memory a stated base of 4Gi per GPU rank (at least one) plus the\n"
-      "shm size. The container gets GPU_RUN_PROFILE, GPU_RUN_NUM_WORKERS, GPU_RUN_BATCH_SIZE and\n"
-      "GPU_RUN_SHM_SIZE. The patch is strategic-merge style for a Pod:\n"
-      "  kubectl patch --local -f pod.yaml -p \"$(gpu-run-ctl k8s --profile imagenet --gpus 2 --format json)\" -o "
-      "yaml\n"
+      "shm size. The container gets GPU_RUN_PROFILE, GPU_RUN_GPUS (with GPUs), GPU_RUN_NUM_WORKERS,\n"
+      "GPU_RUN_BATCH_SIZE and GPU_RUN_SHM_SIZE. The patch is strategic-merge style for a Pod:\n"
+      "  kubectl patch --local -f pod.yaml -o yaml \\\n"
+      "    -p \"$(gpu-run-ctl k8s --profile imagenet --gpus 2 --container pytorch --format json)\"\n"
       "For a Deployment, Job or StatefulSet wrap it in the pod template:\n"
       "  kubectl patch deployment NAME -p \"{\\\"spec\\\":{\\\"template\\\":$(gpu-run-ctl k8s ... --format json)}}\"\n"
       "(a running Pod's volumes cannot be changed: patch its template, or the manifest before creating it).");

@@ -30,13 +30,13 @@ struct K8sOptions {
   std::optional<std::string> memory;  // the base memory, a Kubernetes quantity
   std::optional<std::string> cpus;    // CPUs of the pod, for workers_per_gpu "auto"
   std::optional<std::string> runtime_class;
-  std::string container = "main";
+  std::string container;        // required: a strategic merge adds a container it does not find by name
   std::string format = "yaml";  // yaml | json
 };
 
 // The patch for a plan: spec.volumes (emptyDir, medium Memory, sizeLimit = shm), the container
 // (name, env, resources, the /dev/shm mount) and spec.runtimeClassName when asked. Pure.
-// Throws Error (exit 2) on a bad container or runtime class name or --memory.
+// Throws Error (exit 2) on a missing or bad container name, a bad runtime class name or --memory.
 nlohmann::ordered_json k8s_patch(const K8sOptions& options, const ShmPlan& plan);
 
 // The plan for the options (as `plan` would make it, without a memory check: the pod's memory

@@ -183,6 +183,11 @@ std::string guard_skip_reason(const ContainerInfo& c, bool all) {
   return "";
 }
 
+std::string guard_start_line(const std::string& engine, bool all) {
+  return all ? "guarding every running " + engine + " container"
+             : "guarding the " + engine + " containers gpu-run sized";
+}
+
 std::optional<GuardPlanInputs> guard_plan_inputs(const ContainerInfo& c) {
   GuardPlanInputs in;
   in.profile = env_or_label(c, kEnvProfile, kLabelProfile);
@@ -224,6 +229,16 @@ GuardLimits container_guard_limits(const ContainerInfo& c, const Config& config,
     } catch (const Error& e) {
       why_not = e.what();
     }
+  } else if (const std::string profile = env_or_label(c, kEnvProfile, kLabelProfile); !profile.empty()) {
+    // A profile without workers and batch size cannot be planned, but a name no store knows is
+    // still worth a word: the container asked for something that does not exist.
+    try {
+      load_profile(profile);
+      why_not = "profile " + profile.substr(0, 80) + ", but no " + kEnvNumWorkers + " and " + kEnvBatchSize +
+                " in its environment";
+    } catch (const Error& e) {
+      why_not = std::string("its profile cannot be used: ") + e.what();
+    }
   } else {
     why_not = "no profile, workers and batch size in its environment";
   }
@@ -257,8 +272,8 @@ void run_guard(const GuardOptions& o) {
               << "\n";
   }
   StopOnSignal stop;
-  std::cerr << "gpu-run-ctl: guard: guarding " << (o.all ? "every running container" : "containers gpu-run sized")
-            << " of " << engine << ", /dev/shm sampled every " << interval << " ms\n";
+  std::cerr << "gpu-run-ctl: guard: " << guard_start_line(engine, o.all) << ", /dev/shm sampled every " << interval
+            << " ms\n";
   Roster roster;
   std::thread poller([&] { poll_engine(engine, o, config, roster); });
 

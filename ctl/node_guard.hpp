@@ -31,6 +31,10 @@ struct GuardOptions {
 // container it sized (the engines AND their --filter flags), or one unfiltered with --all.
 std::vector<std::vector<std::string>> guard_ps_commands(const std::string& engine, bool all);
 
+// What the guard watches, for its first line: "guarding the docker containers gpu-run sized"
+// (with --all: "guarding every running docker container").
+std::string guard_start_line(const std::string& engine, bool all);
+
 // Why a running container is not guarded (empty: it is): not running, or no /dev/shm of its
 // own to grow (--ipc host, none, container:X), or (without --all) no gpu-run label.
 std::string guard_skip_reason(const ContainerInfo& container, bool all);

@@ -117,8 +117,9 @@ void run_profiles_list(const ProfilesListOptions& o) {
   for (const auto& p : listing["profiles"]) width = std::max(width, p["name"].get<std::string>().size());
   for (const auto& p : listing["profiles"]) {
     const std::string name = p["name"].get<std::string>();
-    std::cout << name << std::string(width - name.size() + 2, ' ') << one_line(p["description"].get<std::string>(), 76)
-              << "\n";
+    const std::string description = p["description"].get<std::string>();
+    std::cout << name << std::string(width - name.size() + 2, ' ')
+              << (description.empty() ? "(no description)" : one_line(description, 76)) << "\n";
     const std::string indent(4, ' ');
     std::cout << indent << "file:    " << p["path"].get<std::string>() << "\n";
     print_chain_lines(p, indent);

@@ -69,7 +69,15 @@ nlohmann::ordered_json parse_fields_flag(const std::string& text) {
       if (x == std::string::npos) break;
       d = x + 1;
     }
-    fields.push_back({{"name", name}, {"shape", shape}, {"dtype", spec.substr(colon + 1)}});
+    const std::string dtype = spec.substr(colon + 1);
+    try {
+      dtype_size(dtype);
+    } catch (const Error&) {
+      throw usage_error("--fields: entry " + std::to_string(n) + " '" + shown(entry) + "': unknown dtype '" +
+                        shown(dtype) +
+                        "' (expected one of float64 float32 float16 bfloat16 int64 int32 int16 int8 uint8 bool)");
+    }
+    fields.push_back({{"name", name}, {"shape", shape}, {"dtype", dtype}});
     if (comma == std::string::npos) break;
     start = comma + 1;
   }

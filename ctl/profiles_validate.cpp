@@ -24,8 +24,7 @@ constexpr std::size_t kMaxProfileBytes = 1 << 20;
 
 struct Target {
   fs::path file;
-  fs::path base;          // the directory the file's name is relative to
-  std::string base_name;  // its last component ("vision" for a team directory)
+  fs::path base;  // the directory the file's name is relative to
 };
 
 bool is_schema_file(const fs::path& file) {
@@ -56,15 +55,14 @@ fs::path normal_dir(const fs::path& dir) {
 
 // A directory's profile files and those one level down (team directories).
 void collect(const fs::path& dir, std::vector<Target>& targets) {
-  const std::string base_name = normal_dir(dir).filename().string();
   for (const auto& path : sorted_entries(dir)) {
     fs::directory_entry entry(path);
     std::error_code ec;
     if (is_profile_file(entry)) {
-      targets.push_back({path, dir, base_name});
+      targets.push_back({path, dir});
     } else if (entry.is_directory(ec)) {
       for (const auto& sub : sorted_entries(path))
-        if (is_profile_file(fs::directory_entry(sub))) targets.push_back({sub, dir, base_name});
+        if (is_profile_file(fs::directory_entry(sub))) targets.push_back({sub, dir});
     }
   }
 }
@@ -120,7 +118,7 @@ ValidationReport validate_profiles(const std::vector<fs::path>& paths, bool expl
       if (explicit_paths && is_valid_profile_name(team.filename().string())) parents.push_back(team.parent_path());
     } else if (fs::is_regular_file(p, ec)) {
       const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-      targets.push_back({p, dir, normal_dir(dir).filename().string()});
+      targets.push_back({p, dir});
       store_dirs.push_back(dir);
     } else if (explicit_paths) {
       add_error(p.string() + ": no such directory or file (give directories of profiles or .json files)");
@@ -151,15 +149,7 @@ ValidationReport validate_profiles(const std::vector<fs::path>& paths, bool expl
     for (const auto& e : doc_errors) add_error(e);
     if (!doc_errors.empty()) continue;
 
-    const json doc = json::parse(text);
-    if (doc.contains("name")) {
-      const std::string name = doc["name"].get<std::string>();
-      const std::string team_name = t.base_name + "/" + where;
-      if (name != where && name != team_name) {
-        add_error(source + ": key 'name': '" + name + "' does not match the file's place, which makes it '" + where +
-                  "': rename the file to " + name + ".json (team/name lives in team/) or fix 'name'");
-      }
-    }
+    // The store's load refuses a "name" that is not the file's, as every door's load does.
     try {
       store.load_file(t.file);
     } catch (const Error& e) {
@@ -168,6 +158,17 @@ ValidationReport validate_profiles(const std::vector<fs::path>& paths, bool expl
     if (report.errors.size() == errors_before) report.valid.push_back(where + " (" + source + ")");
   }
   return report;
+}
+
+std::string validation_summary(const ValidationReport& report) {
+  const std::string files =
+      std::to_string(report.files.size()) + " profile file" + (report.files.size() == 1 ? "" : "s");
+  if (report.errors.empty())
+    return files + " valid" +
+           (report.files.empty() ? " (no *.json profiles found; give the directories that hold them)" : "");
+  const std::string errors = std::to_string(report.errors.size()) + " error" + (report.errors.size() == 1 ? "" : "s");
+  if (report.files.empty()) return errors + " and no profile file to check (listed above)";
+  return errors + " in " + files + " (each listed above as file: key: problem)";
 }
 
 void run_profiles_validate(const ProfilesValidateOptions& o) {
@@ -181,16 +182,9 @@ void run_profiles_validate(const ProfilesValidateOptions& o) {
   std::cout.flush();
   for (const auto& line : report.errors) std::cerr << line << "\n";
   std::cerr.flush();
-  const std::string files =
-      std::to_string(report.files.size()) + " profile file" + (report.files.size() == 1 ? "" : "s");
-  if (!report.errors.empty()) {
-    throw Error(std::to_string(report.errors.size()) + " error" + (report.errors.size() == 1 ? "" : "s") + " in " +
-                    files + " (each listed above as file: key: problem)",
-                0, kExitFailure);
-  }
-  std::cout << files << " valid";
-  if (report.files.empty()) std::cout << " (no *.json profiles found; give the directories that hold them)";
-  std::cout << "\n";
+  const std::string summary = validation_summary(report);
+  if (!report.errors.empty()) throw Error(summary, 0, kExitFailure);
+  std::cout << summary << "\n";
 }
 
 void add_profiles_validate_command(CLI::App& profiles) {

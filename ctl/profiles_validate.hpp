@@ -34,6 +34,10 @@ std::vector<std::string> profile_document_errors(const std::string& text, const 
 ValidationReport validate_profiles(const std::vector<fs::path>& paths, bool explicit_paths,
                                    const std::vector<fs::path>& search_path);
 
+// The report's last line: "8 profile files valid", "2 errors in 3 profile files (...)", or,
+// when nothing could be checked, "1 error and no profile file to check (...)".
+std::string validation_summary(const ValidationReport& report);
+
 // Prints the report: errors on stderr, valid files and the summary on stdout. Throws Error
 // with exit status 1 when any error was found.
 void run_profiles_validate(const ProfilesValidateOptions& options);

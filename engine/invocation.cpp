@@ -98,12 +98,15 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
       }
     }
   }
+  // A size is recorded only when the container gets it (not under --ipc=host and the like).
+  std::optional<std::uint64_t> recorded_shm;
+  if (inv.sized) recorded_shm = inv.applied_shm;
   for (const auto& [name, value] :
-       container_env(inv.plan.profile, inv.plan.workers, inv.plan.batch_size, inv.applied_shm)) {
+       container_env(inv.plan.profile, inv.plan.gpus, inv.plan.workers, inv.plan.batch_size, recorded_shm)) {
     a.push_back("-e");
     a.push_back(name + "=" + value);
   }
-  for (const auto& [name, value] : container_labels(inv.plan.profile, inv.applied_shm)) {
+  for (const auto& [name, value] : container_labels(inv.plan.profile, inv.plan.gpus, recorded_shm)) {
     a.push_back("--label");
     a.push_back(name + "=" + value);
   }

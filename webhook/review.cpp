@@ -91,12 +91,28 @@ void append(json& ops, const std::string& path, const json* existing, json value
     ops.push_back({{"op", "add"}, {"path", path}, {"value", json::array({std::move(value)})}});
 }
 
-// Core's messages name gpu-run's flags; a pod sets the annotations of the same names.
-std::string pod_words(std::string message) {
+constexpr std::size_t kKnownProfilesShown = 20;
+
+// Core's messages name gpu-run's flags; a pod sets the annotations of the same names. Its
+// "unknown profile" points at gpu-run-ctl, which a cluster's users do not have: the names this
+// webhook knows instead.
+std::string pod_words(std::string message, const ProfileStore& store) {
   for (const auto& [flag, annotation] :
        {std::pair<const char*, const char*>{"--workers", "gpu-run.workers"}, {"--batch-size", "gpu-run.batch-size"}})
     for (auto at = message.find(flag); at != std::string::npos; at = message.find(flag, at))
       message.replace(at, std::string(flag).size(), annotation);
+  const auto hint = message.find(kProfilesListHint);
+  if (hint != std::string::npos) {
+    std::string known;
+    const std::vector<ProfileEntry> entries = store.list();
+    for (std::size_t i = 0; i < entries.size() && i < kKnownProfilesShown; ++i)
+      known += (i ? ", " : "") + entries[i].name;
+    if (entries.size() > kKnownProfilesShown)
+      known += " and " + std::to_string(entries.size() - kKnownProfilesShown) + " more";
+    const auto end = message.find(')', hint);
+    message.replace(hint, end == std::string::npos ? std::string::npos : end - hint,
+                    "profiles this webhook knows: " + (known.empty() ? std::string("none") : known));
+  }
   return message;
 }
 
@@ -257,10 +273,10 @@ class PodReview {
       host.cpus = container_cpus(c, config_.default_cpus);
       t.decision = decide_shm(container_request({}, facts), facts, host_config, store_, host);
     } catch (const Error& e) {
-      throw CannotMeet{who + ": " + e.what()};
+      throw CannotMeet{who + ": " + pod_words(e.what(), store_)};
     }
     if (!t.decision.act)
-      throw CannotMeet{who + ": " + pod_words(t.decision.error.empty() ? t.decision.reason : t.decision.error)};
+      throw CannotMeet{who + ": " + pod_words(t.decision.error.empty() ? t.decision.reason : t.decision.error, store_)};
     // Under "raise" the limit is raised to hold the shm (raise_memory); otherwise it must fit.
     if (config_.policy != WebhookPolicy::kRaise) check_budget(t, who);
     total_ = total_ + t.decision.size < total_ ? UINT64_MAX : total_ + t.decision.size;
@@ -311,9 +327,9 @@ class PodReview {
     const ShmDecision& d = t.decision;
     NameValues env;
     if (d.plan) {
-      env = container_env(d.plan->profile, d.plan->workers, d.plan->batch_size, d.size);
+      env = container_env(d.plan->profile, d.plan->gpus, d.plan->workers, d.plan->batch_size, d.size);
     } else {
-      for (auto& nv : container_env("", 0, 0, d.size))
+      for (auto& nv : container_env("", 0, 0, 0, d.size))
         if (nv.first == kEnvShmSize) env.push_back(nv);
     }
     const json* existing = member(*t.container, "env");

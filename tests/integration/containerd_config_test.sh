@@ -53,7 +53,7 @@ start_containerd() {
 stock=$work/stock.toml
 cp "$here/../data/containerd/debian-stock.toml" "$stock"
 cp "$stock" "$work/stock.orig"
-assert_exit 0 "$CTL" configure containerd --config "$stock" --runtime-path "$RUNTIME"
+assert_exit 0 "$CTL" configure containerd --containerd-config "$stock" --runtime-path "$RUNTIME"
 printf '%s\n' "$IT_OUT" >"$work/first-run.txt"
 assert_contains "$IT_OUT" "wrote $stock: runtime handler gpu-run" "says what it wrote"
 assert_contains "$IT_OUT" "backup of the previous file: $stock.gpu-run.bak" "names the backup"
@@ -79,7 +79,7 @@ assert_contains "$dump" 'path = "/var/lib/containerd/opt"' "the stock opt plugin
 rm -f "$stock.gpu-run.bak"
 before=$(stat -c '%i %Y %s' "$stock")
 sum=$(sha256sum <"$stock")
-assert_exit 0 "$CTL" configure containerd --config "$stock" --runtime-path "$RUNTIME"
+assert_exit 0 "$CTL" configure containerd --containerd-config "$stock" --runtime-path "$RUNTIME"
 assert_contains "$IT_OUT" "already configured" "a second run says it is already configured"
 assert_contains "$IT_OUT" "nothing changed" "a second run says nothing changed"
 assert_eq "$sum" "$(sha256sum <"$stock")" "a second run leaves the file's content"
@@ -121,7 +121,7 @@ node=$work/node.toml
 cp "$here/../data/containerd/kubeadm.toml" "$node"
 chmod 0600 "$node"
 chown nobody:nogroup "$node"
-assert_exit 0 "$CTL" configure containerd --config "$node" --runtime-path "$RUNTIME"
+assert_exit 0 "$CTL" configure containerd --containerd-config "$node" --runtime-path "$RUNTIME"
 text=$(cat "$node")
 assert_contains "$text" "# node config, managed by hand" "the file's first comment is kept"
 assert_contains "$text" "# pinned for the air-gapped cluster" "a comment on a key is kept"
@@ -135,32 +135,32 @@ assert_contains "$section" "SystemdCgroup = true" "gpu-run's handler uses the no
 
 # A moved runtime updates the handler and says what changed.
 cp "$RUNTIME" "$work/gpu-run-runtime"
-assert_exit 0 "$CTL" configure containerd --config "$node" --runtime-path "$work/gpu-run-runtime"
+assert_exit 0 "$CTL" configure containerd --containerd-config "$node" --runtime-path "$work/gpu-run-runtime"
 assert_contains "$IT_OUT" "BinaryName was \"$RUNTIME\", now \"$work/gpu-run-runtime\"" "an update says what changed"
 assert_contains "$(dump_section "$node")" "BinaryName = \"$work/gpu-run-runtime\"" "containerd sees the new BinaryName"
 
 # --- 5. No file: a minimal version 2 config; --print writes nothing ------------------------------------
 fresh=$work/etc/containerd/config.toml
-assert_exit 0 "$CTL" configure containerd --config "$fresh" --runtime-path "$RUNTIME" --print
+assert_exit 0 "$CTL" configure containerd --containerd-config "$fresh" --runtime-path "$RUNTIME" --print
 assert_eq "no" "$([[ -e $fresh ]] && echo yes || echo no)" "--print writes nothing"
 assert_contains "$IT_ERR" "would become the TOML above" "--print says what it did not do"
 printf '%s\n' "$IT_OUT" >"$work/printed.toml"
 assert_contains "$(dump_section "$work/printed.toml")" "BinaryName = \"$RUNTIME\"" \
   "containerd reads what --print shows"
-assert_exit 0 "$CTL" configure containerd --config "$fresh" --runtime-path "$RUNTIME"
+assert_exit 0 "$CTL" configure containerd --containerd-config "$fresh" --runtime-path "$RUNTIME"
 assert_eq "no" "$([[ -e $fresh.gpu-run.bak ]] && echo yes || echo no)" "a new file has no backup"
 assert_eq "644" "$(stat -c '%a' "$fresh")" "a new file is mode 0644"
 assert_eq "$(cat "$work/printed.toml")" "$(cat "$fresh")" "the file written is what --print showed"
 assert_contains "$(dump_section "$fresh")" 'pod_annotations = ["gpu-run.*", "io.kubernetes.cri-o.ShmSize"]' \
   "containerd reads the new file's handler"
-assert_exit 0 "$CTL" configure containerd --config "$fresh" --runtime-path "$RUNTIME" --print
+assert_exit 0 "$CTL" configure containerd --containerd-config "$fresh" --runtime-path "$RUNTIME" --print
 assert_contains "$IT_ERR" "is already configured" "--print on a configured file says so"
 assert_eq "$(cat "$fresh")" "$IT_OUT" "--print on a configured file shows the file as it is"
 
 # --- 6. Refused, and left as they were: malformed TOML, version 1, a bad handler name --------------
 bad=$work/bad.toml
 printf 'version = 2\n[plugins\n' >"$bad"
-assert_exit 2 "$CTL" configure containerd --config "$bad" --runtime-path "$RUNTIME"
+assert_exit 2 "$CTL" configure containerd --containerd-config "$bad" --runtime-path "$RUNTIME"
 assert_contains "$IT_ERR" "$bad:2: " "a malformed file is reported with its line"
 assert_eq 1 "$(printf '%s\n' "$IT_ERR" | wc -l)" "the report is one line"
 assert_eq "$(printf 'version = 2\n[plugins\n')" "$(cat "$bad")" "a malformed file is left as it was"
@@ -170,15 +170,15 @@ assert_eq 1 "$?" "control: containerd refuses that file too"
 
 v1=$work/v1.toml
 printf 'version = 1\n[plugins.cri]\n  sandbox_image = "pause"\n' >"$v1"
-assert_exit 2 "$CTL" configure containerd --config "$v1" --runtime-path "$RUNTIME"
+assert_exit 2 "$CTL" configure containerd --containerd-config "$v1" --runtime-path "$RUNTIME"
 assert_contains "$IT_ERR" "config version 1" "a version 1 file is refused"
 assert_contains "$IT_ERR" "convert it" "the refusal says what to do"
 assert_eq "$(printf 'version = 1\n[plugins.cri]\n  sandbox_image = "pause"\n')" "$(cat "$v1")" \
   "a version 1 file is left as it was"
 
-assert_exit 2 "$CTL" configure containerd --config "$stock" --runtime-path "$RUNTIME" --handler GPU_run
+assert_exit 2 "$CTL" configure containerd --containerd-config "$stock" --runtime-path "$RUNTIME" --handler GPU_run
 assert_contains "$IT_ERR" "--handler 'GPU_run'" "a bad handler name is refused naming the flag"
-assert_exit 2 "$CTL" configure containerd --config "$stock" --runtime-path "$work/no-such-runtime"
+assert_exit 2 "$CTL" configure containerd --containerd-config "$stock" --runtime-path "$work/no-such-runtime"
 assert_contains "$IT_ERR" "--runtime-path $work/no-such-runtime: not an executable file" \
   "a missing runtime is refused naming the flag"
 

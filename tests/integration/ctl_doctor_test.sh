@@ -101,6 +101,18 @@ assert_eq WARN "$(level "$json" ipc)" "ipc host: WARN"
 assert_contains "$(message "$json" ipc)" "sizing does not apply" "ipc host: says the sizing does not apply"
 assert_eq true "$(jq -r .facts.shm_is_host <<<"$json")" "ipc host: same device as the host's /dev/shm"
 
+# --- no argument on the host itself: where it looked and what to run instead, exit 0 ------------
+host_json=$(doc --json)
+host_rc=$?
+if [[ $(jq -r .target <<<"$host_json") == "this machine"* ]]; then
+  assert_eq 0 "$host_rc" "on the host: exit 0, no --ipc=host warning"
+  assert_eq OK "$(level "$host_json" where)" "on the host: one finding, where"
+  assert_contains "$(jq -r '.findings[0].fix' <<<"$host_json")" "gpu-run-ctl doctor CONTAINER" \
+    "on the host: says what to run instead"
+else
+  it_log "not run in the host's namespaces: the on-host check does not apply"
+fi
+
 # --- --ipc none: no /dev/shm -------------------------------------------------------------------
 start --name noipc --ipc none "$IMAGE" sleep 300
 assert_exit 4 doc --json noipc

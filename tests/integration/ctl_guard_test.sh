@@ -105,7 +105,7 @@ stop_guard "labelled only"
 # ------------------------------------------------------------ --all
 : >"$hostlog"
 start_guard --all --interval 5
-assert_contains "$(cat "$work/guard.err")" "every running container" "--all: says what it guards"
+assert_contains "$(cat "$work/guard.err")" "guarding every running docker container" "--all: says what it guards"
 run_fill --name plain2
 # Planned from its environment: imagenet, 2 workers x 96 images (55 MiB a batch).
 docker run -d --name planned --shm-size 64m --label gpu-run.profile=imagenet -e GPU_RUN_PROFILE=imagenet \

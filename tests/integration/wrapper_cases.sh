@@ -132,7 +132,8 @@ EOF
   # batches out, hold 0: (2 * 3 + 0) * 100 MiB + 92 KiB -> 601 MiB (planned only: no GPU here);
   # with --gpu-request none no GPU reaches it, and with --gpus 0 there is none: PyTorch starts no
   # pin thread, hold 2: 801 MiB.
-  sed 's/"pin_memory": false/"pin_memory": true/' "$work/custom.json" >"$work/custom-pin.json"
+  sed -e 's/"pin_memory": false/"pin_memory": true/' -e 's/"name": "custom"/"name": "custom-pin"/' "$work/custom.json" \
+    >"$work/custom-pin.json"
   json=$(gr --gpu-request docker --profile "$work/custom-pin.json" --gpus 1 --json --rm "$IMAGE" true 2>/dev/null)
   assert_eq $((601 * 1048576)) "$(plan_shm_bytes <<<"$json")" "pin_memory, GPU handed to the engine: 601 MiB (hold 0)"
   check_size "pin_memory profile, --gpu-request none" --profile "$work/custom-pin.json" --gpus 1
@@ -197,6 +198,10 @@ EOF
   # --ipc=host: the host's /dev/shm is not ours to size.
   assert_exit 0 gr --gpu-request none --profile imagenet --gpus 2 --dry-run --ipc=host "$IMAGE" true
   assert_not_contains "$IT_OUT" "--shm-size" "--ipc=host: no --shm-size in argv"
+  assert_not_contains "$IT_OUT" "GPU_RUN_SHM_SIZE" "--ipc=host: no size recorded that was not applied"
+  assert_not_contains "$IT_OUT" "gpu-run.shm-size" "--ipc=host: no gpu-run.shm-size label"
+  assert_contains "$IT_OUT" "GPU_RUN_GPUS=2" "--gpus 2: the GPU count is recorded"
+  assert_contains "$IT_OUT" "gpu-run.gpus=2" "--gpus 2: the gpu-run.gpus label"
   assert_contains "$IT_OUT" "--ipc=host" "--ipc=host passed on"
   assert_contains "$IT_ERR" "ipc" "--ipc=host: warning on stderr"
 

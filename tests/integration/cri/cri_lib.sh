@@ -56,7 +56,7 @@ EOT
 # DIR/config.toml as an admin would: gpu-run-ctl configure containerd.
 it_cri_handler() {
   local dir=$1 bin=$2
-  "$bin/gpu-run-ctl" configure containerd --config "$dir/config.toml" --runtime-path "$bin/gpu-run-runtime" \
+  "$bin/gpu-run-ctl" configure containerd --containerd-config "$dir/config.toml" --runtime-path "$bin/gpu-run-runtime" \
     >"$dir/configure.out" 2>&1 || { cat "$dir/configure.out" >&2; it_die "gpu-run-ctl configure containerd failed"; }
 }
 

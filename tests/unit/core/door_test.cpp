@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "test_files.hpp"
 #include "test_util.hpp"
 #include "units.hpp"
 
@@ -67,6 +68,15 @@ TEST_F(DoorTest, AnExplicitRequestThatCannotBeMetFails) {
   EXPECT_EQ(p.disposition.level, LogLevel::kError);
   EXPECT_CONTAINS(p.disposition.error, "no-such-profile");
   EXPECT_CONTAINS(p.disposition.fields, "action=fail source=env");
+}
+
+TEST_F(DoorTest, AProfileNamedOtherThanItsFileFailsTheContainerThatAskedForIt) {
+  test::TempDir d;
+  d.write("mine.json", R"({"name": "other"})");
+  store_ = ProfileStore({d.path(), fs::path(GPU_RUN_SOURCE_PROFILES)});
+  const ContainerPlan p = plan(spec({{"GPU_RUN_PROFILE", "mine"}}));
+  EXPECT_EQ(p.disposition.action, Action::kFail);
+  EXPECT_CONTAINS(p.disposition.error, "key 'name': 'other' does not match the file's name");
 }
 
 TEST_F(DoorTest, TheHostDefaultThatCannotBeMetIsSkippedUnlessOnErrorFails) {

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -83,10 +84,25 @@ TEST(ProfileStore, TeamNamespace) {
   EXPECT_EQ(names_of(store.list()), (std::vector<std::string>{"resnet50", "vision/resnet50"}));
 }
 
-TEST(ProfileStore, NameInTheFileWins) {
+TEST(ProfileStore, ANameOtherThanTheFilesIsRefusedAtLoad) {
   TempDir d;
-  d.write("foo.json", complete(8, R"(, "name": "bar")"));
-  EXPECT_EQ(ProfileStore({d.path()}).load("foo").name, "bar");
+  d.write("mine.json", complete(8, R"(, "name": "other")"));
+  d.write("same.json", complete(8, R"(, "name": "same")"));
+  d.write("vision/resnet50.json", complete(8, R"(, "name": "vision/resnet50")"));
+  d.write("vision/bare.json", complete(8, R"(, "name": "bare")"));
+  const ProfileStore store({d.path()});
+  for (const auto& load : std::vector<std::function<Profile()>>{[&] { return store.load("mine"); },
+                                                                [&] { return store.load((d / "mine.json").string()); },
+                                                                [&] { return store.load_file(d / "mine.json"); }}) {
+    const Error e = expect_error([&] { load(); });
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    EXPECT_CONTAINS(e.what(), "mine.json: key 'name': 'other' does not match the file's name");
+    EXPECT_CONTAINS(e.what(), "rename the file to other.json");
+  }
+  EXPECT_EQ(store.load("same").name, "same");
+  EXPECT_EQ(store.load("vision/resnet50").name, "vision/resnet50");
+  EXPECT_EQ(store.load_file(d / "vision/resnet50.json").name, "vision/resnet50");  // by path: its team's name
+  EXPECT_CONTAINS(expect_error([&] { store.load("vision/bare"); }).what(), "key 'name': 'bare'");
 }
 
 TEST(ProfileStore, ExtendsResolvedAcrossDirectories) {
@@ -106,7 +122,7 @@ TEST(ProfileStore, ExtendsResolvedAcrossDirectories) {
   EXPECT_EQ(g.name, "grand");
   EXPECT_EQ(g.prefetch_factor, 7u);
   EXPECT_EQ(g.batch_size, 4u);
-  EXPECT_EQ(g.description, "child");  // inherited like any other key
+  EXPECT_EQ(g.description, "");  // a description is its own profile's, never inherited
   EXPECT_EQ(g.chain.size(), 3u);
 }
 
@@ -191,6 +207,20 @@ TEST(ProfileStore, AProfileWithoutExtendsExtendsDefault) {
   // Without a default on the path the inherited parent is named.
   const std::string m = error_of([&] { ProfileStore({d.path()}).load("team-a"); });
   EXPECT_CONTAINS(m, (d / "team-a.json").string() + ": key 'extends': unknown parent profile 'default'");
+}
+
+TEST(ProfileStore, ADescriptionIsNotInherited) {
+  TempDir d;
+  // A team's profile without a description (as `profiles new` writes one without --description),
+  // and a hand-written one with loaders: neither is described by its parent's words.
+  d.write("team-a.json", R"({"fields": [{"name": "x", "shape": [3], "dtype": "uint8"}], "batch_size": 16})");
+  d.write("team-b.json", R"({"extends": "team-a", "loaders": [{"name": "val", "batch_size": 8}]})");
+  d.write("team-c.json", R"({"extends": "team-a", "description": "team C's own words"})");
+  const ProfileStore store({d.path(), GPU_RUN_SOURCE_PROFILES});
+  EXPECT_FALSE(store.load("default").description.empty());
+  EXPECT_EQ(store.load("team-a").description, "");
+  EXPECT_EQ(store.load("team-b").description, "");
+  EXPECT_EQ(store.load("team-c").description, "team C's own words");
 }
 
 TEST(ProfileStore, ExtendsNullAndDefaultItselfStandAlone) {

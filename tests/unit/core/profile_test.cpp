@@ -409,7 +409,10 @@ TEST(ProfileToJson, RoundTrips) {
   EXPECT_FALSE(b.calibration->pin_memory);
   EXPECT_EQ(b.calibration->measured_at, "then");
   EXPECT_EQ(out["workers_per_gpu"], 3);
-  EXPECT_EQ(out["nccl_reserve"], "1024m");
+  // Sizes in the largest exact unit, as a person writes them.
+  EXPECT_EQ(out["nccl_reserve"], "1g");
+  EXPECT_EQ(out["max_shm"], "256g");
+  EXPECT_EQ(out["min_shm"], "256m");
 }
 
 TEST(ProfileName, Valid) {

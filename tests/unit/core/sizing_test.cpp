@@ -470,7 +470,7 @@ TEST(Explain, ShowsEveryTerm) {
   EXPECT_CONTAINS(e, "image 36.8MiB");  // 38,535,168 / 1,048,576 = 36.75
   EXPECT_CONTAINS(e, "(prefetch_factor 2 x workers 4 + hold 0)");
   EXPECT_CONTAINS(e, "nccl_reserve = 1GiB");
-  EXPECT_CONTAINS(e, "shm          = 2.0GiB");  // 2016 MiB (TwoRanksAddNcclReserve) / 1024 = 1.97 GiB
+  EXPECT_CONTAINS(e, "shm          = 2GiB");  // 2016 MiB (TwoRanksAddNcclReserve) / 1024 = 1.97 GiB
   EXPECT_EQ(e.find("DOES NOT FIT"), std::string::npos);
 }
 

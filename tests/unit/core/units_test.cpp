@@ -116,8 +116,12 @@ TEST(FormatSize, ForPeople) {
   EXPECT_EQ(format_size(67108864), "64MiB");
   EXPECT_EQ(format_size(1610612736), "1.5GiB");
   EXPECT_EQ(format_size(3ull << 40), "3TiB");
-  // 1048575 B = 1023.999 KiB: shown in the next unit rather than as "1024.0KiB".
-  EXPECT_EQ(format_size(1048575), "1.0MiB");
+  // 1048575 B = 1023.999 KiB: shown in the next unit rather than as "1024KiB".
+  EXPECT_EQ(format_size(1048575), "1MiB");
+  // A size that rounds to a whole number reads as one, whether or not it is exact: a sum and
+  // its terms look alike (plan's "batch_bytes = 147MiB = image 147MiB + label 4KiB").
+  EXPECT_EQ(format_size(147 * kMiB + 4 * kKiB), "147MiB");
+  EXPECT_EQ(format_size(147 * kMiB), "147MiB");
 }
 
 TEST(EngineSize, WholeMebibytesOrBytes) {
@@ -126,6 +130,18 @@ TEST(EngineSize, WholeMebibytesOrBytes) {
   EXPECT_EQ(engine_size(2147483648), "2048m");
   EXPECT_EQ(engine_size(1048577), "1048577b");
   EXPECT_EQ(engine_size(1000), "1000b");
+}
+
+TEST(ExactSize, TheLargestUnitThatDividesIt) {
+  EXPECT_EQ(exact_size(0), "0");
+  EXPECT_EQ(exact_size(256 * kGiB), "256g");
+  EXPECT_EQ(exact_size(1536 * kMiB), "1536m");
+  EXPECT_EQ(exact_size(2 * kTiB), "2t");
+  EXPECT_EQ(exact_size(4 * kKiB), "4k");
+  EXPECT_EQ(exact_size(1000), "1000b");
+  for (std::uint64_t v :
+       std::initializer_list<std::uint64_t>{0, 1, 1000, 4096, 256 * kGiB, 1536 * kMiB, 3 * kTiB + kKiB})
+    EXPECT_EQ(parse_size(exact_size(v)), v) << exact_size(v);
 }
 
 TEST(EngineSize, RoundTripsThroughParseSize) {

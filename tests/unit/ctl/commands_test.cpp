@@ -16,7 +16,7 @@ TEST(Cli, UsageErrorsExitTwo) {
   for (const char* args :
        {"", "plan --bogus", "plan --profile", "k8s --profile imagenet", "k8s --gpus 1", "k8s webhook-manifests --bogus",
         "profiles", "profiles show", "configure", "configure docker --set-default=maybe", "nope",
-        "k8s runtimeclass --handler", "configure containerd --print=maybe"}) {
+        "k8s runtimeclass --handler", "configure containerd --print=maybe", "configure docker --print=maybe"}) {
     CLI::App app;
     add_ctl_commands(app);
     try {
@@ -44,6 +44,22 @@ TEST(Cli, HelpExitsZero) {
     const std::string out = testing::internal::GetCapturedStdout();
     EXPECT_CONTAINS(out, "--runtime-class");
     EXPECT_CONTAINS(out, "4Gi per GPU rank");
+  }
+}
+
+TEST(Cli, EveryConfigureSpeaksTheSameFlags) {
+  CLI::App app;
+  add_ctl_commands(app);
+  const std::pair<const char*, const char*> engines[] = {
+      {"docker", "--daemon-json"}, {"podman", "--hooks-dir"}, {"containerd", "--containerd-config"}};
+  for (const auto& [engine, engine_file] : engines) {
+    const CLI::App* cmd = app.get_subcommand("configure")->get_subcommand(engine);
+    // Both spellings people type for "show it, write nothing".
+    EXPECT_NO_THROW(cmd->get_option("--dry-run")) << engine;
+    EXPECT_NO_THROW(cmd->get_option("--print")) << engine;
+    // --config is gpu-run's config everywhere; the engine's own file has its own name.
+    EXPECT_CONTAINS(cmd->get_option("--config")->get_description(), "The gpu-run config");
+    EXPECT_NO_THROW(cmd->get_option(engine_file)) << engine;
   }
 }
 

@@ -248,5 +248,13 @@ TEST(ContainerdConfig, HandlerNameMustBeADnsLabel) {
   EXPECT_TRUE(runtimes(parsed(edit.file.text)).contains("gpu-run-b"));
 }
 
+TEST(ContainerdConfig, ATomlGivenAsGpuRunsConfigIsRefusedNamingTheRightOption) {
+  ConfigureContainerdOptions o;
+  o.config = "/etc/containerd/config.toml";
+  const Error e = expect_error([&] { run_configure_containerd(o); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "give containerd's config.toml as --containerd-config");
+}
+
 }  // namespace
 }  // namespace gpurun

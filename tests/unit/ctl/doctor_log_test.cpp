@@ -10,6 +10,7 @@
 #include <string>
 
 #include "doctor_render.hpp"
+#include "test_util.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -50,6 +51,25 @@ TEST(DoctorLog, RealDataLoaderBusErrorOfTorch113) {
   std::size_t in_worker = 0;
   for (const auto& e : f.evidence) in_worker += e.kind == CrashEvidence::kBusErrorInWorker;
   EXPECT_EQ(in_worker, 1u);  // the same line twice counts once
+}
+
+TEST(DoctorLog, AJobGpuRunSizedThatStillCrashedIsNotSentBackToTheSameCommand) {
+  CrashFacts f = read("torch-1.13-dataloader-bus-error.log");
+  // What gpu-run --profile imagenet --gpus 2 recorded in the container's environment.
+  f.profile = "imagenet";
+  f.gpus = "2";
+  f.workers = "1";
+  f.batch_size = "64";
+  f.planned_shm = 256 * kMiB;
+  f.shm_size = 256 * kMiB;
+  const auto findings = diagnose_crash(f);
+  ASSERT_EQ(checks(findings), "dataloader-bus-error=FAIL");
+  EXPECT_CONTAINS(findings[0].message,
+                  "gpu-run sized this container: its plan for profile imagenet (2 GPU(s), 1 workers x batch 64 per "
+                  "rank) of 256MiB was applied and was too small");
+  EXPECT_CONTAINS(findings[0].fix, "gpu-run --guard --profile imagenet --gpus 2 --workers 1 --batch-size 64 IMAGE");
+  EXPECT_CONTAINS(findings[0].fix, "gpu-run-ctl calibrate --out-profile NAME --profile imagenet --gpus 2");
+  EXPECT_EQ(findings[0].fix.find("--gpus N"), std::string::npos) << findings[0].fix;
 }
 
 TEST(DoctorLog, NcclSegmentsWithTheirSize) {

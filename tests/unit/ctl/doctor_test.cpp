@@ -187,6 +187,26 @@ TEST(Doctor, IpcHostWarnsThatSizingDoesNotApply) {
   EXPECT_CONTAINS(finding(f, "ipc").message, "not in a container");
 }
 
+TEST(Doctor, OnTheHostItSaysWhereItLookedAndWhatToRunInstead) {
+  // `gpu-run-ctl doctor` with no argument in a shell on the host: the host's PID and IPC namespaces.
+  DoctorFacts f = plain();
+  f.from_host = false;
+  f.on_host = true;
+  f.target = "this machine (not in a container: the host's PID and IPC namespaces)";
+  f.ipc_mode = "host";
+  f.shm_size = 24 * kGiB;
+  f.shm_used = 1 * kGiB;
+  f.shm_is_host.reset();
+  const auto findings = diagnose(f);
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].check, "where");
+  EXPECT_EQ(findings[0].level, Level::kOk);
+  EXPECT_CONTAINS(findings[0].message, "not in a container: it looked at the host's /dev/shm (1GiB of 24GiB used)");
+  EXPECT_CONTAINS(findings[0].fix, "gpu-run-ctl doctor CONTAINER");
+  EXPECT_EQ(find(findings, "ipc"), nullptr);
+  EXPECT_EQ(doctor_exit_code(findings), 0);
+}
+
 TEST(Doctor, HostShmBoundInWarns) {
   DoctorFacts f = sized();
   f.shm_is_host = true;

@@ -62,6 +62,7 @@ ShmPlan sample_plan(unsigned gpus) {
 
 TEST(K8sPatch, HasExactKubernetesFieldsAndRaisesMemoryByTheShmSize) {
   K8sOptions o;
+  o.container = "main";
   o.memory = "16Gi";
   o.runtime_class = "nvidia";
   const json patch = json::parse(k8s_patch(o, sample_plan(2)).dump());
@@ -71,6 +72,7 @@ TEST(K8sPatch, HasExactKubernetesFieldsAndRaisesMemoryByTheShmSize) {
       "containers": [{
         "name": "main",
         "env": [{"name": "GPU_RUN_PROFILE", "value": "imagenet"},
+                {"name": "GPU_RUN_GPUS", "value": "2"},
                 {"name": "GPU_RUN_NUM_WORKERS", "value": "4"},
                 {"name": "GPU_RUN_BATCH_SIZE", "value": "64"},
                 {"name": "GPU_RUN_SHM_SIZE", "value": "1556m"}],
@@ -96,6 +98,13 @@ TEST(K8sPatch, WithoutMemoryUsesTheStatedBasePerRankAndNoGpuLimitForZero) {
   const json two = json::parse(k8s_patch(o, sample_plan(2)).dump());
   EXPECT_EQ(two["spec"]["containers"][0]["resources"]["requests"]["memory"],
             k8s_quantity(2 * kK8sBaseMemoryPerRank + 1556 * kMiB));
+}
+
+TEST(K8sPatch, RequiresTheContainerNameSoThatItNeverAddsAContainer) {
+  K8sOptions o;
+  const std::string what = expect_error([&] { k8s_patch(o, sample_plan(1)); }).what();
+  EXPECT_CONTAINS(what, "--container is required");
+  EXPECT_CONTAINS(what, "would add a new one");
 }
 
 TEST(K8sPatch, RejectsNamesKubernetesWouldRefuse) {
@@ -126,6 +135,7 @@ TEST(K8sRender, PlansLikeGpuRunAndPrintsJsonOrYaml) {
   o.sizing.profile = "imagenet";
   o.sizing.gpus = "2";
   o.sizing.workers = "4";
+  o.container = "pytorch";
   o.format = "json";
   const std::string out = render_k8s(o, Config{}, host_with_cpus(8), builtin_only_env);
   const json patch = json::parse(out);

@@ -88,6 +88,11 @@ TEST(NodeGuardTest, PlanInputsNeedProfileWorkersAndBatchSize) {
       running({{"gpu-run.profile", "a"}}, {{"GPU_RUN_NUM_WORKERS", "0"}, {"GPU_RUN_BATCH_SIZE", "8"}})));
 }
 
+TEST(NodeGuardTest, TheStartLineReadsAsASentence) {
+  EXPECT_EQ(guard_start_line("docker", false), "guarding the docker containers gpu-run sized");
+  EXPECT_EQ(guard_start_line("podman", true), "guarding every running podman container");
+}
+
 TEST(NodeGuardTest, APlannedContainerKeepsOneBatchPerWorkerFree) {
   ContainerInfo c =
       running({{"gpu-run.profile", "small"}}, {{"GPU_RUN_NUM_WORKERS", "3"}, {"GPU_RUN_BATCH_SIZE", "4"}});
@@ -155,6 +160,20 @@ TEST(NodeGuardTest, WithoutAPlanTheFractionAndTheBudget) {
   EXPECT_EQ(l.headroom, 0u);
   EXPECT_FALSE(l.budget_bytes);
   EXPECT_CONTAINS(note, "profile 'gone' not found");
+
+  // GPU_RUN_PROFILE=nosuch alone: the unknown name is said, not hidden behind "no profile".
+  const auto unknown_profile = [](const std::string& name) -> Profile {
+    throw Error("unknown profile '" + name + "' (see 'gpu-run-ctl profiles list'; searched 3 directories)");
+  };
+  l = container_guard_limits(running({}, {{"GPU_RUN_PROFILE", "nosuch"}}), Config{}, unknown_profile, &note);
+  EXPECT_EQ(l.headroom, 0u);
+  EXPECT_CONTAINS(note, "keeps 25% free (its profile cannot be used: unknown profile 'nosuch'");
+  EXPECT_EQ(note.find("no profile"), std::string::npos) << note;
+  // A known profile without workers and batch size says what is missing.
+  l = container_guard_limits(
+      running({}, {{"GPU_RUN_PROFILE", "small"}}), Config{}, [](const std::string& n) { return small_profile(n); },
+      &note);
+  EXPECT_CONTAINS(note, "keeps 25% free (profile small, but no GPU_RUN_NUM_WORKERS and GPU_RUN_BATCH_SIZE");
 }
 
 }  // namespace

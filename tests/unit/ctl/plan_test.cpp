@@ -6,6 +6,7 @@
 
 #include "config.hpp"
 #include "error.hpp"
+#include "test_files.hpp"
 #include "test_fixtures.hpp"
 #include "test_util.hpp"
 #include "units.hpp"
@@ -27,6 +28,14 @@ TEST(Plan, MatchesTheModelForTheBuiltInProfile) {
   EXPECT_EQ(plan.workers, 4u);
   EXPECT_TRUE(plan.problem.empty());
   EXPECT_GE(plan.shm, 256 * kMiB);
+}
+
+TEST(Plan, TheBatchAndItsFieldsAreWrittenAlike) {
+  PlanOptions o;
+  o.sizing.profile = "imagenet";
+  o.sizing.batch_size = "256";
+  const ShmPlan plan = make_plan(o, Config{}, host_with_cpus(8), builtin_only_env);
+  EXPECT_CONTAINS(explain(plan), "batch_bytes  = 147MiB = image 147MiB + label 4KiB (page-rounded)");
 }
 
 TEST(Plan, CpusDescribeTheTargetMachineNotThisOne) {
@@ -69,6 +78,18 @@ TEST(Plan, ArgumentErrorsNameTheFlag) {
     EXPECT_EQ(e.exit_code(), kExitUsage) << c.flag;
     EXPECT_CONTAINS(e.what(), c.flag);
   }
+}
+
+TEST(Plan, RefusesAProfileWhoseNameIsNotItsFiles) {
+  test::TempDir d;
+  d.write("mine.json", R"({"name": "other"})");
+  const EnvLookup env = test::fake_env(
+      {{"GPU_RUN_BUILTIN_PROFILES", GPU_RUN_SOURCE_PROFILES}, {"GPU_RUN_PROFILE_PATH", d.path().string()}});
+  PlanOptions o;
+  o.sizing.profile = "mine";
+  const Error e = expect_error([&] { make_plan(o, Config{}, host_with_cpus(4), env); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "key 'name': 'other' does not match the file's name");
 }
 
 TEST(Plan, APlanThatDoesNotFitCarriesTheProblem) {

@@ -33,11 +33,15 @@ TEST(ProfilesNew, BadFieldsNameTheEntry) {
   std::string many;
   for (int i = 0; i < 65; ++i) many += (i ? "," : "") + std::string(":int8");
   EXPECT_CONTAINS(error_of([&] { parse_fields_flag(many); }), "more than 64 fields");
-  // The dtype is checked by the profile loader, with the key it lands in.
+  // A dtype is named by its entry, as every other --fields error is.
+  EXPECT_CONTAINS(error_of([] { parse_fields_flag("3:int8,3:float33"); }),
+                  "--fields: entry 2 '3:float33': unknown dtype 'float33' (expected one of float64");
   NewProfileOptions o;
   o.name = "x";
   o.fields = "3:float33";
-  EXPECT_CONTAINS(error_of([&] { new_profile_document(o); }), "key 'fields[0].dtype'");
+  const std::string m = error_of([&] { new_profile_document(o); });
+  EXPECT_CONTAINS(m, "--fields: entry 1");
+  EXPECT_EQ(m.find("fields[0]"), std::string::npos) << m;
 }
 
 TEST(ProfilesNew, AMinimalProfileLoadsWithDefaultsKeys) {

@@ -68,6 +68,8 @@ TEST(ProfilesValidate, ChecksNamesPlacesAndExtendsAcrossATeamRepository) {
 
 TEST(ProfilesValidate, MissingExplicitPathIsAnErrorButNotOnTheSearchPath) {
   EXPECT_EQ(validate_profiles({"/nonexistent/gpu-run"}, true, {}).errors.size(), 1u);
+  EXPECT_EQ(validation_summary(validate_profiles({"/nonexistent/gpu-run"}, true, {})),
+            "1 error and no profile file to check (listed above)");
   EXPECT_TRUE(validate_profiles({"/nonexistent/gpu-run"}, false, {}).errors.empty());
   const ValidationReport builtin = validate_profiles({GPU_RUN_SOURCE_PROFILES}, true, {});
   EXPECT_TRUE(builtin.errors.empty());

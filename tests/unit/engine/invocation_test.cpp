@@ -5,7 +5,9 @@
 #include <algorithm>
 
 #include "error.hpp"
+#include "test_files.hpp"
 #include "test_fixtures.hpp"
+#include "test_util.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -49,6 +51,9 @@ TEST_F(WrapperTest, BuildsTheEngineCommand) {
   EXPECT_TRUE(has_pair(a, "-e", "GPU_RUN_BATCH_SIZE=64"));
   EXPECT_TRUE(has_pair(a, "-e", "GPU_RUN_SHM_SIZE=256m"));
   EXPECT_TRUE(has_pair(a, "--label", "gpu-run.profile=imagenet"));
+  // The GPU count is recorded, so the node guard and doctor can read it back.
+  EXPECT_TRUE(has_pair(a, "-e", "GPU_RUN_GPUS=2"));
+  EXPECT_TRUE(has_pair(a, "--label", "gpu-run.gpus=2"));
   EXPECT_EQ(Args(a.end() - 5, a.end()), (Args{"-e", "X=1", "img", "df", "/dev/shm"}));
   EXPECT_TRUE(inv.warnings.empty());
 }
@@ -97,8 +102,25 @@ TEST_F(WrapperTest, IpcHostIsNotSized) {
   EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--shm-size"), 0);
   ASSERT_FALSE(inv.warnings.empty());
   EXPECT_NE(inv.warnings[0].find("host's /dev/shm"), std::string::npos);
+  // No size is recorded that the container did not get.
+  for (const std::string& arg : inv.argv) {
+    EXPECT_EQ(arg.find("GPU_RUN_SHM_SIZE"), std::string::npos) << arg;
+    EXPECT_EQ(arg.find("gpu-run.shm-size"), std::string::npos) << arg;
+  }
+  EXPECT_TRUE(has_pair(inv.argv, "-e", "GPU_RUN_PROFILE=imagenet"));
   inv = run({"-v", "/dev/shm:/dev/shm", "img"});
   EXPECT_FALSE(inv.sized);
+  EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--label"), 1);  // the profile only
+}
+
+TEST_F(WrapperTest, RefusesAProfileWhoseNameIsNotItsFiles) {
+  test::TempDir d;
+  d.write("mine.json", R"({"name": "other"})");
+  env_ = test::fake_env(
+      {{"GPU_RUN_BUILTIN_PROFILES", GPU_RUN_SOURCE_PROFILES}, {"GPU_RUN_PROFILE_PATH", d.path().string()}});
+  const Error e = expect_error([&] { run({"--profile", "mine", "img"}); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "key 'name': 'other' does not match the file's name");
 }
 
 TEST_F(WrapperTest, MemoryBoundsThePlan) {

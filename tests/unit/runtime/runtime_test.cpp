@@ -4,9 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "door.hpp"
 #include "error.hpp"
 #include "oci.hpp"
 #include "shm_decision.hpp"
+#include "test_files.hpp"
+#include "test_util.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -113,6 +116,22 @@ TEST_F(SpecEditTest, ABindMountAtDevShmGetsTheHookNotASize) {
   const SpecEdit e = edit_spec(s, facts_of(s), acting(512 * kMiB), "/h", "/c");
   EXPECT_EQ(e.kind, SpecEdit::kInjectHook);
   EXPECT_EQ(s["mounts"][1]["options"], nlohmann::json({"rbind"}));
+}
+
+TEST(PrepareBundleTest, RefusesAProfileWhoseNameIsNotItsFiles) {
+  test::TempDir d;
+  d.write("profiles/mine.json", R"({"name": "other"})");
+  const nlohmann::json config = {{"profile_dirs", {(d / "profiles").string(), GPU_RUN_SOURCE_PROFILES}},
+                                 {"log_file", (d / "gpu-run.log").string()}};
+  d.write("config.json", config.dump());
+  const nlohmann::json spec = {{"ociVersion", "1.0.2"},
+                               {"process", {{"env", {"GPU_RUN_PROFILE=mine"}}}},
+                               {"mounts", nlohmann::json::array()},
+                               {"linux", {{"namespaces", {{{"type", "ipc"}}}}}}};
+  d.write("bundle/config.json", spec.dump());
+  const DecisionContext ctx(d / "config.json", "gpu-run-runtime");
+  const Error e = expect_error([&] { prepare_bundle((d / "bundle").string(), ctx); });
+  EXPECT_CONTAINS(e.what(), "key 'name': 'other' does not match the file's name");
 }
 
 }  // namespace

@@ -291,7 +291,8 @@ TEST_F(ReviewTest, ExistingGpuRunEnvIsReplacedNotDuplicated) {
   p["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_RUN_NUM_WORKERS"}, {"value", "9"}}});
   const json out = patched(p, run(review_of(p)));
   const json& env = out["spec"]["containers"][0]["env"];
-  EXPECT_EQ(env.size(), 4u);
+  EXPECT_EQ(env.size(), 5u);  // profile, GPUs, workers, batch size, shm size: each once
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_GPUS"), "1");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "2");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "17m");
 }
@@ -347,6 +348,17 @@ TEST_F(ReviewTest, RaiseKeepsTheBudgetWithASmallFraction) {
   const json p =
       pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "8"}, {"memory", "256Mi"}})});
   EXPECT_EQ(patched(p, run(review_of(p)))["spec"]["containers"][0]["resources"]["limits"]["memory"], "772Mi");
+}
+
+TEST_F(ReviewTest, AnUnknownProfileIsDeniedWithTheNamesThisWebhookKnows) {
+  const ReviewResult r = run(review_of(pod({{"gpu-run.profile", "webtset"}}, {container("main")})));
+  EXPECT_EQ(r.outcome, "denied");
+  const std::string message = r.review["response"]["status"]["message"].get<std::string>();
+  EXPECT_CONTAINS(message, "unknown profile 'webtset': did you mean webtest?");
+  EXPECT_CONTAINS(message, "(profiles this webhook knows: ");
+  EXPECT_CONTAINS(message, "imagenet");
+  EXPECT_CONTAINS(message, "webauto");
+  EXPECT_EQ(message.find("gpu-run-ctl"), std::string::npos) << message;
 }
 
 TEST_F(ReviewTest, OverMaxShmIsDeniedUnderRaiseAndDeny) {
