@@ -2,7 +2,7 @@
 # gpu-run-webhook's image (packaging/webhook/build-image, FROM scratch over the project's .debs)
 # built in an isolated dockerd, run read-only as user 65532 with no capabilities and
 # no-new-privileges, a self-signed certificate mounted read-only: /healthz and one real
-# AdmissionReview over TLS (the built-in imagenet profile, 8 GPUs, 16 CPUs: 1471Mi, as
+# AdmissionReview over TLS (the built-in imagenet profile, 8 GPUs, 16 CPUs: 1545Mi, as
 # gpu-run-ctl plan gives), then the container and the image removed.
 # Packages: the build under test ($GPU_RUN_BIN_DIR/..) when it is a Release build for /usr,
 # else scripts/package into $GPU_RUN_PACKAGE_BUILD_DIR (default build/pkg), as package_test does.
@@ -95,16 +95,16 @@ resp = json.loads(data)["response"]
 ops = json.loads(base64.b64decode(resp["patch"])) if "patch" in resp else []
 vols = [op["value"] for op in ops if op["path"] == "/spec/volumes"]
 ok = (status == 200 and resp["uid"] == "uid-image" and resp["allowed"] is True and len(vols) == 1
-      and vols[0][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1471Mi"})
+      and vols[0][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1545Mi"})
 # imagenet, 8 GPUs, workers auto on 16 CPUs = 2: 1.25 * (8 * 4 * 38539264 + 1 GiB) -> 2751 MiB.
-print(("ok - " if ok else "FAIL - ") + "an AdmissionReview is answered with a 1471Mi /dev/shm: %s" % json.dumps(vols))
+print(("ok - " if ok else "FAIL - ") + "an AdmissionReview is answered with a 1545Mi /dev/shm: %s" % json.dumps(vols))
 PYEOF
 cat "$d/client.out"
 IT_PASSED=$((IT_PASSED + $(grep -c '^ok - ' "$d/client.out")))
 IT_FAILED=$((IT_FAILED + $(grep -c '^FAIL - ' "$d/client.out")))
 
 logs=$(docker logs "$name" 2>&1)
-assert_contains "$logs" "event=review uid=uid-image pod=ml/trainer outcome=patched size=1471Mi" \
+assert_contains "$logs" "event=review uid=uid-image pod=ml/trainer outcome=patched size=1545Mi" \
   "the review is logged on the container's stderr"
 assert_eq "true" "$(docker inspect -f '{{.HostConfig.ReadonlyRootfs}}' "$name")" "the root filesystem is read-only"
 status=$(grep -E '^(Uid|CapEff|NoNewPrivs):' "/proc/$(docker inspect -f '{{.State.Pid}}' "$name")/status" | tr -s '\t ' ' ')
