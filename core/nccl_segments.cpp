@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <string>
 
@@ -114,17 +115,32 @@ NcclShmSplit::NcclShmSplit(Scan scan, std::chrono::nanoseconds rescan, std::chro
 
 void NcclShmSplit::sample(int pid, std::uint64_t used, std::chrono::nanoseconds now) {
   const bool due = !last_scan_ || now - *last_scan_ >= rescan_;
-  const bool maybe_peak =
-      last_scan_ && now - *last_scan_ >= min_gap_ && used > nccl_now_ && used - nccl_now_ > rest_peak_;
-  if (due || maybe_peak) {
+  const bool candidate = used > nccl_now_ && used - nccl_now_ > rest_peak_;
+  const bool gap_passed = last_scan_ && now - *last_scan_ >= min_gap_;
+  if (!due && candidate && !gap_passed) {
+    // Within min_gap of the last scan: measured against the next scan's segments, not the
+    // last one's (a segment made since would count in the rest and double a calibrated plan).
+    pending_used_ = std::max(pending_used_, used);
+    return;
+  }
+  if (due || ((candidate || pending_used_ > 0) && gap_passed)) {
     const NcclSegments s = scan_(pid);
     last_scan_ = now;
     nccl_now_ = s.bytes;
     if (s.bytes > nccl_peak_) nccl_peak_ = s.bytes;
     if (s.count > segments_) segments_ = s.count;
+    if (pending_used_ > nccl_now_) rest_peak_ = std::max(rest_peak_, pending_used_ - nccl_now_);
+    pending_used_ = 0;
   }
   const std::uint64_t rest = used > nccl_now_ ? used - nccl_now_ : 0;
   if (rest > rest_peak_) rest_peak_ = rest;
+}
+
+std::uint64_t NcclShmSplit::rest_peak() const {
+  // A candidate still waiting for its scan (the job ended first) counts with the last scan's
+  // figure: at worst too large, never too small.
+  const std::uint64_t pending = pending_used_ > nccl_now_ ? pending_used_ - nccl_now_ : 0;
+  return std::max(rest_peak_, pending);
 }
 
 }  // namespace gpurun

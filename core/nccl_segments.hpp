@@ -36,9 +36,11 @@ NcclSegments nccl_segments_of_container(int pid);
 // sample by sample: `rest_peak` is the most the rest held at any sample. The mappings are
 // scanned (`scan`) at the first sample, when a sample could be a new peak of the rest with the
 // last scan's figure (at most once per `min_gap`: a job filling its queues makes a new peak
-// every sample), and at least every `rescan`. So a peak is measured with the segments of that
-// moment, or of `min_gap` before it: a segment made in between counts in the rest, which only
-// makes the calibrated plan larger. Pure apart from `scan`.
+// every sample), and at least every `rescan`. A candidate within `min_gap` of the last scan
+// waits for the next one and is measured with its segments: NCCL's live from the
+// communicator's first use to its end, so the segments at the next scan are those of the
+// sample (a segment made in the few ms between the sample and that scan would be subtracted
+// from a sample that did not hold it). Pure apart from `scan`.
 class NcclShmSplit {
  public:
   using Scan = std::function<NcclSegments(int pid)>;
@@ -48,7 +50,7 @@ class NcclShmSplit {
   void sample(int pid, std::uint64_t used, std::chrono::nanoseconds now);
   std::uint64_t nccl_peak() const { return nccl_peak_; }
   std::uint64_t nccl_segments() const { return segments_; }
-  std::uint64_t rest_peak() const { return rest_peak_; }
+  std::uint64_t rest_peak() const;
 
  private:
   Scan scan_;
@@ -59,6 +61,7 @@ class NcclShmSplit {
   std::uint64_t nccl_peak_ = 0;
   std::uint64_t segments_ = 0;
   std::uint64_t rest_peak_ = 0;
+  std::uint64_t pending_used_ = 0;  // the largest candidate peak waiting for its scan
 };
 
 }  // namespace gpurun

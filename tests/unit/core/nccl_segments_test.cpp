@@ -120,5 +120,27 @@ TEST(NcclSegmentsTest, SplitMeasuresEachNewPeakWithTheSegmentsOfThatMoment) {
   EXPECT_EQ(scans, want);
 }
 
+TEST(NcclSegmentsTest, SplitMeasuresAPeakWithinMinGapWithTheNextScan) {
+  // The segments (40) appear at t=5 ms, between the first scan (t=0) and a sample at 10 ms that
+  // holds them (10 + 40): within min_gap, so it waits for the next scan (t=100 ms, 60 = 40 + 20).
+  std::chrono::nanoseconds clock{0};
+  NcclShmSplit split([&](int) { return clock >= 5ms ? NcclSegments{40, 1} : NcclSegments{}; }, 10s);
+  for (const auto& [t, used] :
+       std::vector<std::pair<std::chrono::nanoseconds, std::uint64_t>>{{0s, 10}, {10ms, 50}, {100ms, 60}}) {
+    clock = t;
+    split.sample(1, used, t);
+  }
+  EXPECT_EQ(split.rest_peak(), 20u);  // not 50: the 10 ms sample counted 40 of NCCL's
+  EXPECT_EQ(split.nccl_peak(), 40u);
+}
+
+TEST(NcclSegmentsTest, SplitCountsAWaitingPeakWhenTheJobEndsFirst) {
+  // A candidate within min_gap and no sample after it: counted with the last scan's figure.
+  NcclShmSplit split([](int) { return NcclSegments{}; }, 10s);
+  split.sample(1, 10, 0s);
+  split.sample(1, 70, 10ms);
+  EXPECT_EQ(split.rest_peak(), 70u);
+}
+
 }  // namespace
 }  // namespace gpurun
