@@ -6,6 +6,14 @@
 
 namespace gpurun {
 
+// What a door knows about whether a GPU reaches the container: PyTorch pins batches only when
+// CUDA is available inside it.
+enum class GpuReach {
+  unknown,  // the door cannot tell (GPUs requested: assumed to reach it)
+  none,     // none does (--gpu-request none, a host without GPUs)
+  some,     // one does (a GPU device in the container's spec)
+};
+
 // A GPU request in Docker's --gpus syntax: "2", "all", "device=0,1", "count=2",
 // "\"device=0,1\",capabilities=compute".
 struct GpuRequest {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "gpus.hpp"
+
 namespace gpurun {
 
 namespace fs = std::filesystem;
@@ -61,6 +63,10 @@ struct SpecFacts {
   std::optional<std::string> shm_type;  // "tmpfs", "bind", ...
   std::optional<std::string> shm_source;
   std::optional<std::uint64_t> shm_size;  // size= option of a tmpfs entry
+  // What the door knows of GPUs reaching the container beyond linux.devices (gpu-run's
+  // --gpu-request); unknown from a spec.
+  GpuReach gpu_reach = GpuReach::unknown;
+  std::string gpu_reach_why;
 };
 
 // True when a /dev/shm bind's source is an engine's own shm tmpfs: containerd's pod shm

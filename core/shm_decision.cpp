@@ -70,14 +70,109 @@ ContainerRequest container_request(const std::map<std::string, std::string>& sta
   return r;
 }
 
+ContainerRequest recorded_request(const std::map<std::string, std::string>& env,
+                                  const std::map<std::string, std::string>& labels) {
+  ContainerRequest r;
+  r.source = "recorded";
+  auto read = [&](std::optional<std::string>& field, const char* env_name, const char* label) {
+    if (auto it = env.find(env_name); it != env.end() && !it->second.empty())
+      field = it->second;
+    else if (label)
+      if (auto l = labels.find(label); l != labels.end() && !l->second.empty()) field = l->second;
+  };
+  read(r.profile, kEnvProfile, kLabelProfile);
+  read(r.gpus, kEnvGpus, kLabelGpus);
+  read(r.workers, kEnvNumWorkers, nullptr);
+  read(r.batch_size, kEnvBatchSize, nullptr);
+  return r;
+}
+
+SizingRequest sizing_request(const ContainerRequest& request, const SpecFacts& spec, const HostFacts& host,
+                             const Config& config) {
+  const bool flags = request.origin == RequestOrigin::kFlags;
+  // A key as the person or the container wrote it: "--workers" or "workers".
+  auto key = [&](const char* name) { return (flags ? "--" : "") + std::string(name); };
+  auto count = [&](const std::optional<std::string>& text, const char* name, std::uint64_t min, std::uint64_t max) {
+    check_length(key(name), *text);
+    const std::uint64_t n = parse_count(*text, key(name), max);
+    if (n < min) throw usage_error(key(name) + ": must be at least " + std::to_string(min));
+    return n;
+  };
+  SizingRequest sr;
+  if (request.gpus && flags) {
+    check_length(key("gpus"), *request.gpus);
+    GpuRequest g = parse_gpu_request(*request.gpus);
+    if (g.all) {
+      if (host.gpus == 0)
+        throw usage_error(
+            "--gpus all: no /dev/nvidiaN devices on this host to count; give the number of GPUs, e.g. --gpus 2");
+      g.count = host.gpus;
+    }
+    sr.gpus = g.count;
+  } else if (request.gpus) {
+    sr.gpus = static_cast<unsigned>(count(request.gpus, "gpus", 0, 1024));
+  } else if (auto it = spec.env.find("NVIDIA_VISIBLE_DEVICES"); it != spec.env.end()) {
+    check_length("NVIDIA_VISIBLE_DEVICES", it->second);
+    auto n = count_visible_devices(it->second);
+    sr.gpus = n ? *n : (spec.gpu_devices > 0 ? spec.gpu_devices : host.gpus);
+  } else {
+    sr.gpus = spec.gpu_devices;
+  }
+  if (spec.gpu_reach != GpuReach::unknown) {
+    sr.gpu_reach = spec.gpu_reach;
+    sr.gpu_reach_why = spec.gpu_reach_why;
+  } else if (spec.gpu_devices > 0) {
+    sr.gpu_reach = GpuReach::some;
+    sr.gpu_reach_why = "a GPU device in the container's spec";
+  } else if (host.gpus_counted && host.gpus == 0) {
+    sr.gpu_reach = GpuReach::none;
+    sr.gpu_reach_why = "no /dev/nvidiaN on this host";
+  }
+  if (request.workers) sr.workers = count(request.workers, "workers", 0, 1024);
+  if (request.batch_size) sr.batch_size = count(request.batch_size, "batch-size", 1, 1u << 20);
+  if (request.prefetch_factor) sr.prefetch_factor = count(request.prefetch_factor, "prefetch-factor", 1, 1024);
+  sr.cpus =
+      usable_cpus(spec.cpuset_cpus && *spec.cpuset_cpus < host.cpus ? *spec.cpuset_cpus : host.cpus, spec.cpu_quota);
+  // A pod's containers without a limit of their own: the pod's limit, which its tmpfs counts against.
+  sr.memory_limit = spec.memory_limit ? spec.memory_limit : spec.pod_memory_limit;
+  sr.memory_fraction_max = config.memory_fraction_max;
+  return sr;
+}
+
+ShmPlan plan_request(const ContainerRequest& request, const SpecFacts& spec, const Config& config,
+                     const ProfileStore& store, const HostFacts& host) {
+  const SizingRequest sr = sizing_request(request, spec, host, config);
+  const std::string name = request.profile.value_or(config.default_profile.value_or("default"));
+  check_length(request.origin == RequestOrigin::kFlags ? "--profile" : "profile", name);
+  return plan_shm(store.load(name, /*allow_path=*/request.origin == RequestOrigin::kFlags), sr);
+}
+
 ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, const Config& config,
                        const ProfileStore& store, const HostFacts& host) {
   ShmDecision d;
-  d.explicit_request = request.named_anything();
+  // A person who runs gpu-run asks for a size by running it, flags or none.
+  d.explicit_request = request.named_anything() || request.origin == RequestOrigin::kFlags;
   d.source = d.explicit_request ? request.source : "default";
   if (!d.explicit_request && !config.default_profile) {
     d.reason = "no gpu-run request and no default_profile";
     return d;
+  }
+  // The request is read in full before the host's /dev/shm is ruled out, so that a door can
+  // still show the plan; its errors count only for a /dev/shm gpu-run may size.
+  std::string error;
+  try {
+    try {
+      d.plan = plan_request(request, spec, config, store, host);
+    } catch (const Error&) {
+      // A size alone needs no plan: the default profile's is only shown beside it.
+      if (request.named_plan() || !request.shm_size) throw;
+    }
+    if (request.shm_size) {
+      check_length(request.origin == RequestOrigin::kFlags ? "--shm-size" : "shm-size", *request.shm_size);
+      d.size = parse_size(*request.shm_size, request.origin == RequestOrigin::kFlags ? "--shm-size" : "shm-size");
+    }
+  } catch (const Error& e) {
+    error = e.what();
   }
   if (uses_host_shm(spec)) {
     d.host_ipc = true;
@@ -85,82 +180,52 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
                    ? "/dev/shm is bind-mounted from the host (" + spec.shm_source.value_or("").substr(0, 200) +
                          "), not from an engine's own shm: the host's is never resized"
                    : "no ipc namespace: the container uses the host's /dev/shm";
+    d.size = 0;
+    return d;
+  }
+  if (!error.empty()) {
+    d.error = error;
+    d.plan.reset();
     return d;
   }
   try {
-    // A pod's containers without a limit of their own: the pod's limit, which its tmpfs counts against.
     const bool pod_limit = !spec.memory_limit && spec.pod_memory_limit;
-    std::optional<std::uint64_t> memory_limit = pod_limit ? spec.pod_memory_limit : spec.memory_limit;
-    const double fraction = config.memory_fraction_max;
+    const std::optional<std::uint64_t> memory_limit = spec.memory_limit ? spec.memory_limit : spec.pod_memory_limit;
     auto check_size = [&](std::uint64_t size, const std::string& what) {
       if (size < kMiB) throw Error(what + " " + format_size(size) + " is below 1MiB");
       if (host.mem_total > 0 && size > host.mem_total)
         throw Error(what + " " + format_size(size) + " is more than this host's memory (" +
                     format_size(host.mem_total) + ")");
       if (memory_limit) {
-        const MemoryBudget budget{*memory_limit, fraction};
-        if (!budget.holds(size))
-          throw Error(what + " " + format_size(size) + " " + budget.over() + ": raise the " +
-                      (pod_limit ? "pod's " : "") + "memory limit to at least " + engine_size(budget.limit_for(size)) +
-                      " or ask for less");
+        const MemoryBudget budget{*memory_limit, config.memory_fraction_max};
+        if (budget.holds(size)) return;
+        d.over_budget = ShmDecision::OverBudget{size, budget.limit_for(size), budget.over()};
+        throw Error(what + " " + format_size(size) + " " + budget.over() + ": raise the " +
+                    (pod_limit ? "pod's " : "") + "memory limit to at least " + engine_size(budget.limit_for(size)) +
+                    " or ask for less");
       }
     };
     if (request.shm_size) {
-      check_length("shm-size", *request.shm_size);
-      d.size = parse_size(*request.shm_size, "shm-size");
-      check_size(d.size, "shm-size");
+      check_size(d.size, request.origin == RequestOrigin::kFlags ? "--shm-size" : "shm-size");
       // An app container of a pod shares the pod's /dev/shm: it may grow it, never shrink it.
       d.size_explicit = !is_pod_app_container(spec.annotations);
       d.act = true;
       d.reason = d.size_explicit ? "explicit size" : "explicit size, grow only (the pod's /dev/shm is shared)";
       return d;
     }
-    SizingRequest sr;
-    if (request.gpus) {
-      check_length("gpus", *request.gpus);
-      sr.gpus = static_cast<unsigned>(parse_count(*request.gpus, "gpus", 1024));
-    } else if (auto it = spec.env.find("NVIDIA_VISIBLE_DEVICES"); it != spec.env.end()) {
-      check_length("NVIDIA_VISIBLE_DEVICES", it->second);
-      auto n = count_visible_devices(it->second);
-      sr.gpus = n ? *n : (spec.gpu_devices > 0 ? spec.gpu_devices : host.gpus);
-    } else {
-      sr.gpus = spec.gpu_devices;
-    }
-    if (spec.gpu_devices > 0) {
-      sr.gpu_reach = GpuReach::some;
-      sr.gpu_reach_why = "a GPU device in the container's spec";
-    } else if (host.gpus_counted && host.gpus == 0) {
-      sr.gpu_reach = GpuReach::none;
-      sr.gpu_reach_why = "no /dev/nvidiaN on this host";
-    }
-    if (request.workers) {
-      check_length("workers", *request.workers);
-      sr.workers = parse_count(*request.workers, "workers", 1024);
-    }
-    if (request.batch_size) {
-      check_length("batch-size", *request.batch_size);
-      sr.batch_size = parse_count(*request.batch_size, "batch-size", 1u << 20);
-      if (*sr.batch_size == 0) throw Error("batch-size: must be at least 1");
-    }
-    sr.cpus =
-        usable_cpus(spec.cpuset_cpus.value_or(host.cpus) < host.cpus ? *spec.cpuset_cpus : host.cpus, spec.cpu_quota);
-    sr.memory_limit = memory_limit;
-    sr.memory_fraction_max = fraction;
-    std::string name = request.profile.value_or(config.default_profile.value_or("default"));
-    check_length("profile", name);
-    Profile profile = store.load(name, /*allow_path=*/false);
-    ShmPlan plan = plan_shm(profile, sr);
-    require_fits(plan);
-    check_size(plan.shm, "planned /dev/shm");
-    d.profile = plan.profile;
-    d.gpus = plan.gpus;
-    d.workers = plan.workers;
-    d.size = plan.shm;
-    d.plan = plan;
+    // The budget first, in the words every door shares (the plan's own problem names flags).
+    check_size(d.plan->shm, "planned /dev/shm");
+    require_fits(*d.plan);
+    d.profile = d.plan->profile;
+    d.gpus = d.plan->gpus;
+    d.workers = d.plan->workers;
+    d.size = d.plan->shm;
     d.act = true;
+    d.planned = true;
     d.reason = "planned";
   } catch (const Error& e) {
     d.act = false;
+    d.size = 0;
     d.error = e.what();
   }
   return d;
@@ -169,7 +234,7 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
 std::string describe(const ShmDecision& d) {
   std::string out = "source=" + d.source;
   if (!d.profile.empty()) out += " profile=" + log_quote(d.profile);
-  if (d.plan) out += " gpus=" + std::to_string(d.gpus) + " workers=" + std::to_string(d.workers);
+  if (d.planned) out += " gpus=" + std::to_string(d.gpus) + " workers=" + std::to_string(d.workers);
   if (d.act) out += " size=" + engine_size(d.size);
   if (!d.error.empty())
     out += " error=" + log_quote(d.error);

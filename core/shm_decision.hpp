@@ -12,19 +12,33 @@
 
 namespace gpurun {
 
-// What a container asked for through annotations (which win) and env.
+// Who read a request: a container's keys (annotations, labels, env: the hook, the runtime, the
+// webhook, the guard) or a person's flags (gpu-run, gpu-run-ctl). The origin decides only how a
+// key is named in a message ("--workers" or "workers"), the syntax of gpus (Docker's --gpus
+// for flags, a count for a container) and whether a profile may be a path (flags only).
+enum class RequestOrigin { kContainer, kFlags };
+
+// What a container asked for, as given, whatever door read it.
 struct ContainerRequest {
   std::optional<std::string> profile;
   std::optional<std::string> gpus;
   std::optional<std::string> workers;
   std::optional<std::string> batch_size;
+  std::optional<std::string> prefetch_factor;  // flags only: no container key carries it
   std::optional<std::string> shm_size;
-  std::string source;  // "annotation", "env", "annotation+env" or "" when none
-  bool named_anything() const { return profile || gpus || workers || batch_size || shm_size; }
+  std::string source;  // "annotation", "env", "annotation+env", "flags", "recorded" or "" when none
+  RequestOrigin origin = RequestOrigin::kContainer;
+  bool named_anything() const { return profile || gpus || workers || batch_size || prefetch_factor || shm_size; }
+  bool named_plan() const { return profile || gpus || workers || batch_size || prefetch_factor; }
 };
 
 // Reads the request from state annotations, spec annotations and spec env.
 ContainerRequest container_request(const std::map<std::string, std::string>& state_annotations, const SpecFacts& spec);
+
+// Reads what gpu-run recorded in a container it sized (container_env, container_labels): the
+// profile, GPUs, workers and batch size its plan used (the node guard re-plans from them).
+ContainerRequest recorded_request(const std::map<std::string, std::string>& env,
+                                  const std::map<std::string, std::string>& labels);
 
 // The decision for one container's /dev/shm, before looking at its mounts.
 struct ShmDecision {
@@ -33,6 +47,7 @@ struct ShmDecision {
   bool size_explicit = false;     // a size was given: apply it even if it shrinks (never in a
                                   // pod's app container: the pod's /dev/shm is shared)
   bool host_ipc = false;          // no ipc namespace: /dev/shm is the host's, never touched
+  bool planned = false;           // act, and size is the plan's (not an explicit size)
   std::uint64_t size = 0;
   std::string profile;
   unsigned gpus = 0;
@@ -40,7 +55,15 @@ struct ShmDecision {
   std::string source;  // annotation | env | default
   std::string reason;  // why not acting, or how the size was found
   std::string error;   // set when the request cannot be met
-  std::optional<ShmPlan> plan;
+  // Set when the memory budget refused the size, for a door that words it its own way (the
+  // webhook: resources.limits.memory in a Kubernetes quantity).
+  struct OverBudget {
+    std::uint64_t size = 0;          // what was asked or planned
+    std::uint64_t limit_needed = 0;  // the memory limit that would hold it
+    std::string over;                // MemoryBudget::over(): "does not fit the memory limit ..."
+  };
+  std::optional<OverBudget> over_budget;
+  std::optional<ShmPlan> plan;  // the plan, when one could be made (also beside an explicit size)
 };
 
 // Host facts the decision needs (so tests can fix them).
@@ -51,9 +74,26 @@ struct HostFacts {
   bool gpus_counted = false;  // gpus was counted on the node that runs the container (not a webhook)
 };
 
-// Pure: request + spec + config + profiles -> decision. Never throws for bad
-// container input: it sets `error` instead. A container on the host's /dev/shm (--ipc=host,
-// hostIPC: uses_host_shm) is left alone (host_ipc) whatever it asked for.
+// The one adapter from a request, whatever door read it, to the planner's input: parses each
+// key (bounded; throws Error naming the key), counts GPUs (the request, else
+// NVIDIA_VISIBLE_DEVICES, else the spec's devices), whether one reaches the container, the CPUs
+// (host, cpuset, quota) and the memory limit (the container's, else its pod's). Pure.
+SizingRequest sizing_request(const ContainerRequest& request, const SpecFacts& spec, const HostFacts& host,
+                             const Config& config);
+
+// The plan for a request: its profile (the request's, else the config's default_profile, else
+// "default") from `store`, planned for sizing_request. No budget is checked. Throws Error.
+ShmPlan plan_request(const ContainerRequest& request, const SpecFacts& spec, const Config& config,
+                     const ProfileStore& store, const HostFacts& host);
+
+// The one decision, for every door: request + container + config + profiles + host -> what its
+// /dev/shm gets. Pure; never throws for bad container input: it sets `error` instead.
+//  - nothing asked and no default_profile: leave it;
+//  - a container on the host's /dev/shm (--ipc=host, hostIPC, a bind of the host's: uses_host_shm)
+//    is left alone (host_ipc) whatever it asked for; `plan` is still set when one can be made;
+//  - an explicit size is applied if it is at least 1MiB, fits the host's memory and the memory
+//    budget (the same answer at every door); `plan` is set beside it (for a door's warning);
+//  - else the plan is applied if it fits the profile's max_shm, the host and the budget.
 ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, const Config& config,
                        const ProfileStore& store, const HostFacts& host);
 

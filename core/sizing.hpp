@@ -6,17 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "gpus.hpp"
 #include "profile.hpp"
 
 namespace gpurun {
-
-// What a door knows about whether a GPU reaches the container: PyTorch pins batches only when
-// CUDA is available inside it.
-enum class GpuReach {
-  unknown,  // the door cannot tell (GPUs requested: assumed to reach it)
-  none,     // none does (--gpu-request none, a host without GPUs)
-  some,     // one does (a GPU device in the container's spec)
-};
 
 // What a job asks for on top of its profile. Unset values come from the profile.
 struct SizingRequest {

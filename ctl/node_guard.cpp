@@ -20,6 +20,7 @@
 #include "metrics_server.hpp"
 #include "process.hpp"
 #include "profile_store.hpp"
+#include "shm_decision.hpp"
 #include "shm_resize.hpp"
 #include "sizing.hpp"
 #include "units.hpp"
@@ -42,23 +43,6 @@ namespace {
 
 // How often the engine is asked which containers run.
 constexpr auto kPollEvery = std::chrono::seconds(2);
-
-// A value of the container's environment, else of its labels, else "".
-std::string env_or_label(const ContainerInfo& c, const char* env, const char* label) {
-  if (auto it = c.env.find(env); it != c.env.end() && !it->second.empty()) return it->second;
-  if (label)
-    if (auto it = c.labels.find(label); it != c.labels.end()) return it->second;
-  return "";
-}
-
-std::optional<std::uint64_t> count_of(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  try {
-    return parse_count(text, "count");
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-}
 
 void sleep_for(std::chrono::nanoseconds d) {
   struct timespec ts {};
@@ -188,34 +172,32 @@ std::string guard_start_line(const std::string& engine, bool all) {
              : "guarding the " + engine + " containers gpu-run sized";
 }
 
-std::optional<GuardPlanInputs> guard_plan_inputs(const ContainerInfo& c) {
-  GuardPlanInputs in;
-  in.profile = env_or_label(c, kEnvProfile, kLabelProfile);
-  const auto workers = count_of(env_or_label(c, kEnvNumWorkers, nullptr));
-  const auto batch = count_of(env_or_label(c, kEnvBatchSize, nullptr));
-  if (in.profile.empty() || !workers || !batch || *workers == 0 || *batch == 0) return std::nullopt;
-  const RequestKeySpec& gpus_key = request_key(RequestKey::kGpus);
-  const std::string gpus_text = env_or_label(c, gpus_key.env, gpus_key.annotation);
-  const auto gpus = count_of(gpus_text);
-  if (!gpus_text.empty() && (!gpus || *gpus > 1024)) return std::nullopt;
-  in.workers = *workers;
-  in.batch_size = *batch;
-  in.gpus = static_cast<unsigned>(gpus.value_or(0));
-  return in;
+std::optional<GuardPlanInputs> guard_plan_inputs(const ContainerInfo& c, const Config& config) {
+  // What gpu-run recorded, read and parsed by core's one adapter, as every door's request is.
+  const ContainerRequest recorded = recorded_request(c.env, c.labels);
+  if (!recorded.profile || !recorded.workers || !recorded.batch_size) return std::nullopt;
+  SpecFacts spec;
+  spec.memory_limit = c.memory_limit;
+  try {
+    GuardPlanInputs in;
+    in.profile = *recorded.profile;
+    in.request = sizing_request(recorded, spec, HostFacts{}, config);
+    if (in.request.workers.value_or(0) == 0) return std::nullopt;
+    in.workers = *in.request.workers;
+    in.batch_size = in.request.batch_size.value_or(0);
+    in.gpus = in.request.gpus;
+    return in;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 GuardLimits container_guard_limits(const ContainerInfo& c, const Config& config,
                                    const std::function<Profile(const std::string&)>& load_profile, std::string* note) {
   std::string why_not;
-  if (const auto in = guard_plan_inputs(c)) {
+  if (const auto in = guard_plan_inputs(c, config)) {
     try {
-      SizingRequest request;
-      request.gpus = in->gpus;
-      request.workers = in->workers;
-      request.batch_size = in->batch_size;
-      request.memory_limit = c.memory_limit;
-      request.memory_fraction_max = config.memory_fraction_max;
-      const ShmPlan plan = plan_shm(load_profile(in->profile), request);
+      const ShmPlan plan = plan_shm(load_profile(in->profile), in->request);
       const GuardLimits limits = guard_limits(plan);
       if (limits.headroom) {
         if (note)
@@ -229,7 +211,7 @@ GuardLimits container_guard_limits(const ContainerInfo& c, const Config& config,
     } catch (const Error& e) {
       why_not = e.what();
     }
-  } else if (const std::string profile = env_or_label(c, kEnvProfile, kLabelProfile); !profile.empty()) {
+  } else if (const std::string profile = recorded_request(c.env, c.labels).profile.value_or(""); !profile.empty()) {
     // A profile without workers and batch size cannot be planned, but a name no store knows is
     // still worth a word: the container asked for something that does not exist.
     try {
@@ -319,8 +301,8 @@ void run_guard(const GuardOptions& o) {
       if (server) {
         // After a growth the sample is stale: the size is read again.
         const ShmUsage now = guard.growths() != growths_before ? shm_usage_of_pid(c.pid).value_or(*usage) : *usage;
-        metrics.update({c.id, c.name, env_or_label(c, kEnvProfile, kLabelProfile), c.engine, now.size, now.used,
-                        std::max(now.used, usage->used), guard.growths(), guard.refusals()});
+        metrics.update({c.id, c.name, recorded_request(c.env, c.labels).profile.value_or(""), c.engine, now.size,
+                        now.used, std::max(now.used, usage->used), guard.growths(), guard.refusals()});
       }
       ++it;
     }

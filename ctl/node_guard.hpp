@@ -5,9 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "config.hpp"
 #include "container.hpp"
 #include "profile.hpp"
 #include "shm_guard.hpp"
+#include "sizing.hpp"
 
 namespace CLI {
 class App;
@@ -48,8 +50,9 @@ struct GuardPlanInputs {
   std::uint64_t workers = 0;
   std::uint64_t batch_size = 0;
   unsigned gpus = 0;
+  SizingRequest request;  // core's sizing_request of the recorded request (recorded_request)
 };
-std::optional<GuardPlanInputs> guard_plan_inputs(const ContainerInfo& container);
+std::optional<GuardPlanInputs> guard_plan_inputs(const ContainerInfo& container, const Config& config = Config{});
 
 // The limits of a container's growth: with plan inputs, the plan's (headroom of one batch per
 // worker, max_shm, budget), the profile loaded by name through `load_profile`; otherwise (or

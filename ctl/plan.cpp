@@ -22,8 +22,9 @@ ShmPlan make_plan(const PlanOptions& o, const Config& config, HostInfo host, con
   limits.cpus = o.cpus;
   // --cpus describes the machine the job will run on, so this machine's count must not bound it.
   if (o.cpus) host.cpus = std::numeric_limits<unsigned>::max();
-  const SizingRequest request = sizing_request_from(o.sizing, limits, config, host);
-  return plan_shm(load_sizing_profile(o.sizing, config, env), request);
+  HostFacts facts = command_host_facts(host);
+  facts.gpus_counted = false;  // the job may run on another machine: its GPUs are not these
+  return plan_from_flags(o.sizing, limits, config, facts, env);
 }
 
 void run_plan(const PlanOptions& o) {

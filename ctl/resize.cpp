@@ -89,8 +89,7 @@ std::uint64_t size_asked(const ResizeOptions& o, const Config& config) {
         "resize: missing SIZE: usage: gpu-run-ctl resize CONTAINER SIZE, or CONTAINER --profile NAME "
         "--gpus N [--workers N --batch-size N ...]");
   // The budget is checked by plan_resize (which --force may pass), not by the plan.
-  const SizingRequest request = sizing_request_from(s, EngineOptionFacts{}, config, probe_host());
-  const ShmPlan plan = plan_shm(load_sizing_profile(s, config), request);
+  const ShmPlan plan = plan_from_flags(s, EngineOptionFacts{}, config, command_host_facts(probe_host()));
   require_fits(plan);
   return plan.shm;
 }

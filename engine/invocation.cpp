@@ -28,23 +28,35 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
   if (gpu_mode != "docker" && gpu_mode != "cdi" && gpu_mode != "none")
     throw usage_error("--gpu-request '" + gpu_mode.substr(0, 40) + "': expected docker, cdi or none");
 
+  // The door reads its flags and the engine options; core's one decision sizes.
   const EngineOptionFacts facts = scan_engine_options(o.engine_options);
-  SizingRequest request = sizing_request_from(o.sizing, facts, config, host);
+  ContainerRequest request = flags_request(o.sizing);
+  request.shm_size = facts.shm_size;
+  SpecFacts spec = engine_option_spec(facts);
   if (gpu_mode == "none") {
     // gpu-run hands no GPU to the engine: a pinned loader is planned as PyTorch runs it there.
-    request.gpu_reach = GpuReach::none;
-    request.gpu_reach_why = "--gpu-request none";
+    spec.gpu_reach = GpuReach::none;
+    spec.gpu_reach_why = "--gpu-request none";
   } else if (o.sizing.gpus) {
-    request.gpu_reach = GpuReach::some;
-    request.gpu_reach_why = "--gpu-request " + gpu_mode + " hands the GPUs to " + inv.engine;
+    spec.gpu_reach = GpuReach::some;
+    spec.gpu_reach_why = "--gpu-request " + gpu_mode + " hands the GPUs to " + inv.engine;
   }
-  inv.plan = plan_shm(load_sizing_profile(o.sizing, config, env), request);
-  inv.applied_shm = inv.plan.shm;
-
-  std::optional<std::uint64_t> user_shm;
-  if (facts.shm_size) user_shm = parse_size(*facts.shm_size, "--shm-size");
+  const ProfileStore store = sizing_store(o.sizing, config, env);
+  const HostFacts host_facts = command_host_facts(host);
+  const ShmDecision d = decide_shm(request, spec, config, store, host_facts);
   const std::string ipc = facts.ipc.value_or("");
-  if (ipc == "host" || facts.host_shm_mount) {
+  // --ipc=container:... and none: the engine gives this container no /dev/shm to size.
+  const bool own_shm = ipc.compare(0, 10, "container:") != 0 && ipc != "none";
+  if (!d.error.empty() && own_shm) {
+    // A plan over the budget, in a person's words: the plan's problem names --memory and the flags.
+    if (d.over_budget && !request.shm_size && d.plan && !d.plan->problem.empty()) throw usage_error(d.plan->problem);
+    throw usage_error(d.error);
+  }
+  // A plan to record and show even beside --shm-size or --ipc=host; its error is the flags'.
+  inv.plan = d.plan ? *d.plan : plan_request(request, spec, config, store, host_facts);
+  inv.applied_shm = d.act ? d.size : inv.plan.shm;
+
+  if (d.host_ipc) {
     inv.sized = false;
     std::string what = ipc == "host" ? "--ipc=host" : "a bind mount onto /dev/shm";
     std::string line = what + ": the container uses the host's /dev/shm";
@@ -59,18 +71,12 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
     inv.sized = false;
     inv.warnings.push_back(
         "--ipc=none: the container gets no /dev/shm and DataLoader workers cannot share batches; drop --ipc=none");
-  } else if (user_shm) {
-    inv.applied_shm = *user_shm;
-    if (*user_shm < inv.plan.shm) {
-      inv.warnings.push_back("--shm-size " + *facts.shm_size + " (" + format_size(*user_shm) +
-                             ") is below gpu-run's plan of " + format_size(inv.plan.shm) +
-                             ": DataLoader workers may die with a bus error; your --shm-size wins");
-    }
-  } else {
-    // The plan is applied only when nobody overrides it, so only then must it fit.
-    require_fits(inv.plan);
+  } else if (request.shm_size && d.size < inv.plan.shm) {
+    inv.warnings.push_back("--shm-size " + *facts.shm_size + " (" + format_size(d.size) +
+                           ") is below gpu-run's plan of " + format_size(inv.plan.shm) +
+                           ": DataLoader workers may die with a bus error; your --shm-size wins");
   }
-  if (inv.sized && !request.memory_limit && host.mem_total > 0 && inv.applied_shm > host.mem_available) {
+  if (inv.sized && !spec.memory_limit && host.mem_total > 0 && inv.applied_shm > host.mem_available) {
     inv.warnings.push_back("/dev/shm of " + format_size(inv.applied_shm) +
                            " is more than this host's available memory (" + format_size(host.mem_available) +
                            "): a full /dev/shm would push the host into swap or OOM");
@@ -78,7 +84,7 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
 
   std::vector<std::string>& a = inv.argv;
   a = {inv.engine, "run"};
-  if (inv.sized && !user_shm) {
+  if (inv.sized && !request.shm_size) {
     a.push_back("--shm-size");
     a.push_back(engine_size(inv.plan.shm));
   }

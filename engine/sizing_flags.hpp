@@ -8,6 +8,8 @@
 #include "env.hpp"
 #include "host.hpp"
 #include "profile.hpp"
+#include "profile_store.hpp"
+#include "shm_decision.hpp"
 #include "sizing.hpp"
 
 namespace gpurun {
@@ -25,16 +27,32 @@ struct SizingFlags {
   std::vector<std::string> profile_dirs;  // searched first, in order
 };
 
-// The SizingRequest of `flags` for a container whose options say `facts` (its --memory,
-// --cpus and --cpuset-cpus bound the plan) on `host`. Throws Error (exit 2) naming the flag.
-SizingRequest sizing_request_from(const SizingFlags& flags, const EngineOptionFacts& facts, const Config& config,
-                                  const HostInfo& host);
+// The flags as a request for core's one decision (origin kFlags: a profile may be a path,
+// --gpus takes Docker's syntax, messages name the flags).
+ContainerRequest flags_request(const SizingFlags& flags);
+
+// The engine options that bound the plan and say where /dev/shm comes from, as the container
+// facts core's decision reads: --memory, --cpus, --cpuset-cpus, --ipc=host, a bind onto
+// /dev/shm. Throws Error (exit 2) naming the option when one is malformed.
+SpecFacts engine_option_spec(const EngineOptionFacts& facts);
+
+// The host as the decision sees it from a person's command line on it.
+HostFacts command_host_facts(const HostInfo& host);
 
 // What --profile asks for: the flag, else the config's default_profile, else "default".
 std::string profile_argument(const SizingFlags& flags, const Config& config);
 
-// That profile, merged, from the --profile-dir directories first and then the search path
-// (a path to a .json file is allowed: this is a person's command line). Throws Error.
+// The profile store of a person's command line: the --profile-dir directories first, then the
+// search path (the user's own profiles included).
+ProfileStore sizing_store(const SizingFlags& flags, const Config& config, const EnvLookup& env = process_env);
+
+// That profile, merged (a path to a .json file is allowed: this is a person's command line).
+// Throws Error.
 Profile load_sizing_profile(const SizingFlags& flags, const Config& config, const EnvLookup& env = process_env);
+
+// The plan for `flags` and the engine options' facts on `host`, through core's plan_request:
+// what gpu-run-ctl plan, resize and calibrate show. Throws Error naming the flag.
+ShmPlan plan_from_flags(const SizingFlags& flags, const EngineOptionFacts& facts, const Config& config,
+                        const HostFacts& host, const EnvLookup& env = process_env);
 
 }  // namespace gpurun

@@ -258,6 +258,7 @@ class PodReview {
   void decide(Target& t) {
     const json& c = *t.container;
     const std::string who = "container '" + k8s_shown(container_name(c)) + "'";
+    bool asked_size = false;
     try {
       SpecFacts facts;
       facts.annotations = annotations_;
@@ -266,38 +267,30 @@ class PodReview {
           facts.env[string_at(e, "name")] = v->get<std::string>();
       facts.gpu_devices = container_gpus(c);
       facts.has_ipc_namespace = true;
+      // The budget is core's check; under "raise" the limit is raised to hold the shm instead.
+      if (config_.policy != WebhookPolicy::kRaise) facts.memory_limit = memory_of(c, "limits");
       Config host_config;
       host_config.memory_fraction_max = config_.memory_fraction_max;
       if (namespace_profile_) host_config.default_profile = *namespace_profile_;
       HostFacts host;
       host.cpus = container_cpus(c, config_.default_cpus);
-      t.decision = decide_shm(container_request({}, facts), facts, host_config, store_, host);
+      const ContainerRequest request = container_request({}, facts);
+      asked_size = request.shm_size.has_value();
+      t.decision = decide_shm(request, facts, host_config, store_, host);
     } catch (const Error& e) {
       throw CannotMeet{who + ": " + pod_words(e.what(), store_)};
     }
-    if (!t.decision.act)
-      throw CannotMeet{who + ": " + pod_words(t.decision.error.empty() ? t.decision.reason : t.decision.error, store_)};
-    // Under "raise" the limit is raised to hold the shm (raise_memory); otherwise it must fit.
-    if (config_.policy != WebhookPolicy::kRaise) check_budget(t, who);
-    total_ = total_ + t.decision.size < total_ ? UINT64_MAX : total_ + t.decision.size;
-  }
-
-  void check_budget(const Target& t, const std::string& who) const {
-    std::optional<std::uint64_t> limit;
-    try {
-      limit = memory_of(*t.container, "limits");
-    } catch (const Error& e) {
-      throw CannotMeet{who + ": " + e.what()};
-    }
-    if (!limit) return;
-    const MemoryBudget budget{*limit, config_.memory_fraction_max};
     const ShmDecision& d = t.decision;
-    if (budget.holds(d.size)) return;
-    throw CannotMeet{who + ": planned /dev/shm of " + format_size(d.size) + " " + budget.over() +
-                     ": raise resources.limits.memory to at least " + k8s_quantity(budget.limit_for(d.size)) +
-                     (d.plan ? ", or lower the annotation gpu-run.workers (now " + std::to_string(d.plan->workers) +
-                                   ") or gpu-run.batch-size (now " + std::to_string(d.plan->batch_size) + ")"
-                             : ", or ask for less with gpu-run.shm-size")};
+    if (d.over_budget)
+      throw CannotMeet{who + ": " + (asked_size ? "" : "planned ") + "/dev/shm of " + format_size(d.over_budget->size) +
+                       " " + d.over_budget->over + ": raise resources.limits.memory to at least " +
+                       k8s_quantity(d.over_budget->limit_needed) +
+                       (!asked_size && d.plan
+                            ? ", or lower the annotation gpu-run.workers (now " + std::to_string(d.plan->workers) +
+                                  ") or gpu-run.batch-size (now " + std::to_string(d.plan->batch_size) + ")"
+                            : ", or ask for less with gpu-run.shm-size")};
+    if (!d.act) throw CannotMeet{who + ": " + pod_words(d.error.empty() ? d.reason : d.error, store_)};
+    total_ = total_ + d.size < total_ ? UINT64_MAX : total_ + d.size;
   }
 
   std::string volume_name() const {
@@ -326,7 +319,7 @@ class PodReview {
   void add_env(json& ops, const Target& t) const {
     const ShmDecision& d = t.decision;
     NameValues env;
-    if (d.plan) {
+    if (d.planned) {
       env = container_env(d.plan->profile, d.plan->gpus, d.plan->workers, d.plan->batch_size, d.size);
     } else {
       for (auto& nv : container_env("", 0, 0, 0, d.size))

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "contract.hpp"
+#include "error.hpp"
+#include "test_util.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -217,6 +220,118 @@ TEST_F(ShmDecisionTest, ShmBoundFromTheHostsIsLeftAlone) {
   EXPECT_TRUE(decide(spec).host_ipc);
   spec.shm_source = "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/abc/shm";  // the pod's own tmpfs
   EXPECT_TRUE(decide(spec).act);
+}
+
+// The one adapter names a key as the door read it: a person's flag or a container's key.
+TEST_F(ShmDecisionTest, OneAdapterNamesTheKeyAsTheDoorReadIt) {
+  ContainerRequest r;
+  r.workers = "many";
+  SpecFacts spec = spec_with_env({});
+  EXPECT_THROW(
+      {
+        try {
+          sizing_request(r, spec, host_, config_);
+        } catch (const Error& e) {
+          EXPECT_EQ(std::string(e.what()), "workers: invalid number 'many': expected a whole number");
+          throw;
+        }
+      },
+      Error);
+  r.origin = RequestOrigin::kFlags;
+  try {
+    sizing_request(r, spec, host_, config_);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "--workers: invalid number 'many': expected a whole number");
+  }
+  // Docker's --gpus syntax for flags, a count for a container.
+  r.workers.reset();
+  r.gpus = "device=0,1";
+  EXPECT_EQ(sizing_request(r, spec, host_, config_).gpus, 2u);
+  r.origin = RequestOrigin::kContainer;
+  EXPECT_THROW(sizing_request(r, spec, host_, config_), Error);
+  // CPUs: the host's, bounded by the cpuset and the quota; the budget's limit: the container's, else the pod's.
+  r.gpus.reset();
+  spec.cpuset_cpus = 1;
+  EXPECT_EQ(sizing_request(r, spec, HostFacts{8, 0, 0}, config_).cpus, 1u);
+  spec.cpuset_cpus.reset();
+  spec.cpu_quota = 2.5;
+  EXPECT_EQ(sizing_request(r, spec, HostFacts{8, 0, 0}, config_).cpus, 3u);
+  spec.pod_memory_limit = kGiB;
+  EXPECT_EQ(sizing_request(r, spec, host_, config_).memory_limit, kGiB);
+  spec.memory_limit = 2 * kGiB;
+  EXPECT_EQ(sizing_request(r, spec, host_, config_).memory_limit, 2 * kGiB);
+}
+
+// An explicit size over the memory budget gets the same answer whichever door read it.
+TEST_F(ShmDecisionTest, AnExplicitSizeOverTheBudgetIsRefusedAtEveryDoor) {
+  SpecFacts spec = spec_with_env({});
+  spec.memory_limit = kGiB;  // at most 512 MiB of /dev/shm
+  ContainerRequest from_container;
+  from_container.shm_size = "600m";
+  from_container.source = "annotation";
+  ContainerRequest from_flags = from_container;
+  from_flags.origin = RequestOrigin::kFlags;
+  const ShmDecision c = decide_shm(from_container, spec, config_, store_, host_);
+  const ShmDecision f = decide_shm(from_flags, spec, config_, store_, host_);
+  EXPECT_FALSE(c.act);
+  EXPECT_FALSE(f.act);
+  EXPECT_CONTAINS(c.error, "shm-size 600MiB does not fit the memory limit 1GiB");
+  EXPECT_CONTAINS(c.error, "raise the memory limit to at least 1200m or ask for less");
+  EXPECT_EQ(f.error, "--" + c.error);
+  from_container.shm_size = "500m";
+  const ShmDecision ok = decide_shm(from_container, spec, config_, store_, host_);
+  EXPECT_TRUE(ok.act) << ok.error;
+  EXPECT_EQ(ok.size, 500 * kMiB);
+  EXPECT_FALSE(ok.planned);
+  ASSERT_TRUE(ok.plan);  // the default profile's plan, beside the size
+  EXPECT_EQ(ok.plan->profile, "default");
+}
+
+// The host's /dev/shm is left alone whatever the request says, even a malformed one, and the
+// plan is still there for a door that shows it.
+TEST_F(ShmDecisionTest, HostShmIsLeftAloneEvenForABadRequest) {
+  SpecFacts spec = spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}, {"GPU_RUN_WORKERS", "x"}});
+  spec.has_ipc_namespace = false;
+  ShmDecision d = decide(spec);
+  EXPECT_TRUE(d.host_ipc);
+  EXPECT_FALSE(d.act);
+  EXPECT_TRUE(d.error.empty()) << d.error;
+  spec.env.erase("GPU_RUN_WORKERS");
+  d = decide(spec);
+  EXPECT_TRUE(d.host_ipc);
+  ASSERT_TRUE(d.plan);
+  EXPECT_EQ(d.plan->profile, "imagenet");
+  // A person's gpu-run with no flag is a request: a default applies.
+  ContainerRequest flags;
+  flags.origin = RequestOrigin::kFlags;
+  spec.has_ipc_namespace = true;
+  d = decide_shm(flags, spec, config_, store_, host_);
+  EXPECT_TRUE(d.explicit_request);
+  EXPECT_TRUE(d.act) << d.error;
+  EXPECT_TRUE(d.planned);
+  EXPECT_EQ(d.profile, "default");
+}
+
+// What gpu-run recorded in a container (container_env, container_labels) reads back as the request.
+TEST_F(ShmDecisionTest, RecordedRequestReadsWhatGpuRunWrote) {
+  std::map<std::string, std::string> env, labels;
+  for (const auto& [k, v] : container_env("imagenet", 2, 3, 64, 512 * kMiB)) env[k] = v;
+  for (const auto& [k, v] : container_labels("imagenet", 2, 512 * kMiB)) labels[k] = v;
+  ContainerRequest r = recorded_request(env, labels);
+  EXPECT_EQ(r.profile, "imagenet");
+  EXPECT_EQ(r.gpus, "2");
+  EXPECT_EQ(r.workers, "3");
+  EXPECT_EQ(r.batch_size, "64");
+  EXPECT_FALSE(r.shm_size);  // a recorded size is what was applied, not a request
+  // The environment wins over a label; a label alone counts.
+  r = recorded_request({{"GPU_RUN_PROFILE", "b"}}, {{"gpu-run.profile", "a"}, {"gpu-run.gpus", "8"}});
+  EXPECT_EQ(r.profile, "b");
+  EXPECT_EQ(r.gpus, "8");
+  const SizingRequest sr = sizing_request(recorded_request(env, labels), spec_with_env({}), host_, config_);
+  EXPECT_EQ(sr.gpus, 2u);
+  EXPECT_EQ(sr.workers, 3u);
+  EXPECT_EQ(sr.batch_size, 64u);
 }
 
 }  // namespace

@@ -164,5 +164,22 @@ TEST_F(WrapperTest, BadInputs) {
   }
 }
 
+// An explicit --shm-size over the memory budget: the same answer as the runtime's and the
+// webhook's (core's decide_shm), not a warning.
+TEST_F(WrapperTest, AnExplicitSizeOverTheBudgetIsRefused) {
+  const Error e = expect_error([&] { run({"--memory", "1g", "--shm-size", "600m", "img"}); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "--shm-size 600MiB does not fit the memory limit 1GiB");
+  EXPECT_CONTAINS(e.what(), "raise the memory limit to at least 1200m or ask for less");
+  // Within the budget it is applied as given, below the plan with a warning.
+  EngineInvocation inv = run({"--profile", "imagenet", "--memory", "1g", "--shm-size", "100m", "img"});
+  EXPECT_TRUE(inv.sized);
+  EXPECT_EQ(inv.applied_shm, 100 * kMiB);
+  ASSERT_FALSE(inv.warnings.empty());
+  EXPECT_CONTAINS(inv.warnings[0], "is below gpu-run's plan");
+  // An absurd size is refused too.
+  EXPECT_CONTAINS(expect_error([&] { run({"--shm-size", "1t", "img"}); }).what(), "is more than this host's memory");
+}
+
 }  // namespace
 }  // namespace gpurun

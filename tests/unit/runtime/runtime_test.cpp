@@ -134,5 +134,23 @@ TEST(PrepareBundleTest, RefusesAProfileWhoseNameIsNotItsFiles) {
   EXPECT_CONTAINS(e.what(), "key 'name': 'other' does not match the file's name");
 }
 
+// An explicit size over the container's memory budget: the runtime fails the start with
+// core's answer, the one gpu-run (exit 2) and the webhook (deny) give.
+TEST(PrepareBundleTest, AnExplicitSizeOverTheBudgetFailsTheStart) {
+  test::TempDir d;
+  d.write("config.json", nlohmann::json{{"log_file", (d / "gpu-run.log").string()}}.dump());
+  nlohmann::json spec = {
+      {"ociVersion", "1.0.2"},
+      {"process", {{"env", {"GPU_RUN_SHM_SIZE=600m"}}}},
+      {"mounts", nlohmann::json::array()},
+      {"linux", {{"namespaces", {{{"type", "ipc"}}}}, {"resources", {{"memory", {{"limit", 1024 * 1024 * 1024}}}}}}}};
+  d.write("bundle/config.json", spec.dump());
+  const DecisionContext ctx(d / "config.json", "gpu-run-runtime");
+  const Error e = expect_error([&] { prepare_bundle((d / "bundle").string(), ctx); });
+  EXPECT_CONTAINS(e.what(),
+                  "shm-size 600MiB does not fit the memory limit 1GiB (shm pages count against it; at most 50% = "
+                  "512MiB may be shm): raise the memory limit to at least 1200m or ask for less");
+}
+
 }  // namespace
 }  // namespace gpurun

@@ -341,6 +341,22 @@ TEST_F(ReviewTest, PolicyForAPlanOverTheMemoryBudget) {
   EXPECT_CONTAINS(warned.review["response"]["warnings"][0].get<std::string>(), "does not fit the memory limit");
 }
 
+// An explicit size over the budget: denied, as gpu-run refuses it (exit 2) and the runtime
+// fails the container's start: core's decide_shm, in the pod's words.
+TEST_F(ReviewTest, AnExplicitSizeOverTheBudgetIsDeniedAsAtEveryDoor) {
+  config_.policy = WebhookPolicy::kDeny;
+  const json p = pod({{"gpu-run.shm-size", "600Mi"}}, {container("main", {{"memory", "1Gi"}})});
+  const ReviewResult denied = run(review_of(p));
+  EXPECT_EQ(denied.outcome, "denied");
+  EXPECT_EQ(denied.review["response"]["status"]["message"],
+            "gpu-run: container 'main': /dev/shm of 600MiB does not fit the memory limit 1GiB (shm pages count "
+            "against it; at most 50% = 512MiB may be shm): raise resources.limits.memory to at least 1200Mi, or ask "
+            "for less with gpu-run.shm-size");
+  const ReviewResult fits =
+      run(review_of(pod({{"gpu-run.shm-size", "500Mi"}}, {container("main", {{"memory", "1Gi"}})})));
+  EXPECT_EQ(fits.outcome, "patched") << fits.review.dump();
+}
+
 TEST_F(ReviewTest, RaiseKeepsTheBudgetWithASmallFraction) {
   // fraction 0.25: 8Gi + 193Mi = 8385Mi holds 2096 MiB, enough; 256Mi + 193Mi = 449Mi holds
   // 112 MiB, not enough: the limit becomes limit_for(193 MiB) = 772Mi.
