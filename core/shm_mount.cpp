@@ -229,4 +229,34 @@ std::optional<ShmResult> resize_engine_shm(const std::string& source, std::uint6
   return result;
 }
 
+ShmProbe probe_shm_dir(int rootfd, Resolve resolve, const std::string& what) {
+  ShmProbe p;
+  p.dir = UniqueFd(open_dir_in_root(rootfd, "dev/shm", resolve));
+  if (!p.dir) {
+    p.error = errno;
+    if (p.error == ENOENT || p.error == ENOTDIR || (p.error == ELOOP && resolve == Resolve::kNoSymlinks)) return p;
+    throw system_error("open " + what, p.error);
+  }
+  p.fs = stat_fs(p.dir.get(), what);
+  std::optional<dev_t> dev_device;
+  struct stat dev_st {};
+  const UniqueFd dev(open_dir_in_root(rootfd, "dev", resolve));
+  if (dev && ::fstat(dev.get(), &dev_st) == 0) dev_device = dev_st.st_dev;
+  p.mount = classify_shm(p.fs, dev_device);
+  return p;
+}
+
+bool in_host_ipc_namespace(const std::string& pid, const std::string& what) {
+  // The kernel's initial IPC namespace has the fixed proc inode PROC_IPC_INIT_INO.
+  constexpr ino_t kInitialIpcNamespace = 0xEFFFFFFFU;
+  struct stat mine {};
+  struct stat theirs {};
+  const std::string path = "/proc/" + pid + "/ns/ipc";
+  if (::stat(path.c_str(), &theirs) != 0) throw system_error("stat " + path + " of " + what, errno);
+  if (theirs.st_ino == kInitialIpcNamespace) return true;
+  if (pid == "self") return false;
+  if (::stat("/proc/self/ns/ipc", &mine) != 0) throw system_error("stat /proc/self/ns/ipc", errno);
+  return mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
+}
+
 }  // namespace gpurun

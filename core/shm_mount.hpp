@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include "fd.hpp"
+
 namespace gpurun {
 
 namespace fs = std::filesystem;
@@ -77,6 +79,24 @@ enum class Resolve {
 // Opens the directory `path` below `rootfd` (openat2; before Linux 5.6, one openat with
 // O_NOFOLLOW). Returns the fd, or -1 with errno set.
 int open_dir_in_root(int rootfd, const char* path, Resolve resolve);
+
+// A container's /dev/shm opened under `rootfd` (its /proc/PID/root from the host, "/" from
+// inside it) as `resolve` says, and read with fstat*: the one probe of resize, doctor and the
+// guard. `error` is 0 when it opened; ENOENT (none), ENOTDIR (not a directory) or, under
+// kNoSymlinks, ELOOP (a symlink, not followed) otherwise; any other failure throws.
+struct ShmProbe {
+  int error = 0;
+  UniqueFd dir;  // the open /dev/shm (error 0)
+  FsStat fs;
+  ShmMount mount = ShmMount::kMissing;
+};
+ShmProbe probe_shm_dir(int rootfd, Resolve resolve, const std::string& what);
+
+// Whether the process `pid` ("self" or a number) is on the host's IPC namespace, so that its
+// /dev/shm is the host's (--ipc=host, hostIPC): the namespace of this process (a door on the
+// host) or the kernel's initial one (a door inside a container asking about itself). Throws
+// Error naming `what` when /proc/<pid>/ns/ipc cannot be read.
+bool in_host_ipc_namespace(const std::string& pid, const std::string& what);
 
 // The device of the host's /dev/shm, if it exists.
 std::optional<dev_t> host_shm_device();

@@ -28,7 +28,6 @@ namespace {
 constexpr const char* kShmSysctlDefault = "18446744073692774399";
 // /proc/self/ns/{ipc,pid} of the initial namespaces (PROC_IPC_INIT_INO, PROC_PID_INIT_INO): the
 // host's.
-constexpr const char* kHostIpcNamespace = "ipc:[4026531839]";
 constexpr const char* kHostPidNamespace = "pid:[4026531836]";
 // A /dev/shm with more entries than this is listed partly (the totals say so).
 constexpr std::size_t kMaxListed = 100000;
@@ -90,25 +89,16 @@ std::vector<ShmFile> list_shm_files(int dirfd, const std::string& what) {
 
 std::optional<dev_t> measure_shm(int rootfd, const std::string& where, DoctorFacts& f) {
   const std::string what = where + "/dev/shm";
-  UniqueFd shm(open_dir_in_root(rootfd, "dev/shm", Resolve::kSymlinksInRoot));
-  if (!shm) {
-    const int err = errno;
-    if (err == ENOENT || err == ENOTDIR) {
-      f.shm_mount = ShmMount::kMissing;
-      return std::nullopt;
-    }
-    throw system_error("open " + what, err);
+  const ShmProbe p = probe_shm_dir(rootfd, Resolve::kSymlinksInRoot, what);
+  if (p.error) {
+    f.shm_mount = ShmMount::kMissing;
+    return std::nullopt;
   }
-  const FsStat shm_fs = stat_fs(shm.get(), what);
-  std::optional<dev_t> dev_device;
-  struct stat dev_st {};
-  UniqueFd dev(open_dir_in_root(rootfd, "dev", Resolve::kSymlinksInRoot));
-  if (dev && ::fstat(dev.get(), &dev_st) == 0) dev_device = dev_st.st_dev;
-  f.shm_mount = classify_shm(shm_fs, dev_device);
-  f.shm_size = shm_fs.size();
-  f.shm_used = shm_fs.used();
-  f.files = list_shm_files(shm.get(), what);
-  return shm_fs.st.st_dev;
+  f.shm_mount = p.mount;
+  f.shm_size = p.fs.size();
+  f.shm_used = p.fs.used();
+  f.files = list_shm_files(p.dir.get(), what);
+  return p.fs.st.st_dev;
 }
 
 std::optional<double> inspect_cpu_quota(const nlohmann::json& host) {
@@ -137,7 +127,7 @@ std::optional<unsigned> status_cpus_allowed(const std::string& status) {
 }
 
 void gather_inside(DoctorFacts& f) {
-  const bool host_ipc = in_namespace("/proc/self/ns/ipc", kHostIpcNamespace);
+  const bool host_ipc = in_host_ipc_namespace("self", "this process");
   const bool host_pid = in_namespace("/proc/self/ns/pid", kHostPidNamespace);
   char hostname[256] = {};
   (void)::gethostname(hostname, sizeof hostname - 1);
@@ -229,10 +219,11 @@ void gather_from_host(const InspectedContainer& container, DoctorFacts& f) {
                       "it, or run gpu-run-ctl doctor inside it)");
   f.ipc_mode = c.ipc_mode;
   // The IPC namespace itself settles --ipc=host (podman 4 reports it as "shareable").
-  std::error_code ec_self, ec_container;
-  const fs::path self_ns = fs::read_symlink("/proc/self/ns/ipc", ec_self);
-  const fs::path container_ns = fs::read_symlink("/proc/" + std::to_string(c.pid) + "/ns/ipc", ec_container);
-  if (!ec_self && !ec_container && self_ns == container_ns) f.ipc_mode = "host";
+  try {
+    if (in_host_ipc_namespace(std::to_string(c.pid), "container '" + name + "'")) f.ipc_mode = "host";
+  } catch (const Error&) {
+    // Not readable (not root, another PID namespace): the engine's ipc mode stands.
+  }
   f.memory_limit = c.memory_limit;
   for (const std::string& env_name : contract_env_names())
     if (const auto it = c.env.find(env_name); it != c.env.end()) f.env[env_name] = it->second;

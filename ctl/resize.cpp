@@ -42,35 +42,18 @@ ShmFacts probe_shm(const ContainerInfo& c, std::optional<dev_t> host_dev) {
   const std::string root_path = "/proc/" + std::to_string(c.pid) + "/root";
   UniqueFd root(::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) throw system_error("open " + root_path + " of container " + display_name(c), errno);
-  UniqueFd dev(open_dir_in_root(root.get(), "dev", Resolve::kNoSymlinks));
-  UniqueFd shm(dev ? open_dir_in_root(dev.get(), "shm", Resolve::kNoSymlinks) : -1);
-  if (!shm) {
-    const int err = errno;
-    if (err == ELOOP || err == ENOTDIR)
-      throw usage_error("/dev or /dev/shm in container " + display_name(c) +
-                        " is a symlink or not a directory: refusing to follow it (nothing changed)");
-    if (err == ENOENT) throw usage_error("container " + display_name(c) + " has no /dev/shm: nothing to resize");
-    throw system_error("open /dev/shm of container " + display_name(c), err);
-  }
-  const FsStat dev_fs = stat_fs(dev.get(), "/dev");
-  const FsStat shm_fs = stat_fs(shm.get(), "/dev/shm");
+  const ShmProbe p = probe_shm_dir(root.get(), Resolve::kNoSymlinks, "/dev/shm of container " + display_name(c));
+  if (p.error == ELOOP || p.error == ENOTDIR)
+    throw usage_error("/dev or /dev/shm in container " + display_name(c) +
+                      " is a symlink or not a directory: refusing to follow it (nothing changed)");
+  if (p.error == ENOENT) throw usage_error("container " + display_name(c) + " has no /dev/shm: nothing to resize");
+  const FsStat& shm_fs = p.fs;
   ShmFacts f;
   f.host_shm = host_dev && shm_fs.st.st_dev == *host_dev;
-  f.tmpfs_mount = classify_shm(shm_fs, dev_fs.st.st_dev) == ShmMount::kTmpfs;
+  f.tmpfs_mount = p.mount == ShmMount::kTmpfs;
   f.size = shm_fs.size();
   f.used = shm_fs.used();
   return f;
-}
-
-// Whether the container's process is in the host's IPC namespace (this process's).
-bool in_host_ipc(const ContainerInfo& c) {
-  struct stat mine {};
-  struct stat theirs {};
-  const std::string path = "/proc/" + std::to_string(c.pid) + "/ns/ipc";
-  if (::stat("/proc/self/ns/ipc", &mine) != 0) throw system_error("stat /proc/self/ns/ipc", errno);
-  if (::stat(path.c_str(), &theirs) != 0)
-    throw system_error("stat " + path + " of container " + display_name(c), errno);
-  return mine.st_dev == theirs.st_dev && mine.st_ino == theirs.st_ino;
 }
 
 std::uint64_t size_asked(const ResizeOptions& o, const Config& config) {
@@ -156,7 +139,7 @@ void run_resize(const ResizeOptions& o) {
       ask.memory_limit = c->memory_limit;
   // Refusals by IPC mode need no look inside the container.
   ShmFacts facts;
-  const bool host_ipc = in_host_ipc(owner);
+  const bool host_ipc = in_host_ipc_namespace(std::to_string(owner.pid), "container " + display_name(owner));
   if (ipc.kind != IpcKind::kNone && ipc.kind != IpcKind::kHost && !host_ipc) facts = probe_shm(owner, host_dev);
   facts.host_ipc = host_ipc;
   const ResizePlan plan = plan_resize(display_name(owner), ipc, facts, ask);
@@ -183,11 +166,10 @@ void run_resize(const ResizeOptions& o) {
               << ", nothing changed\n";
     return;
   }
-  // tmpfs rounds size= up to whole pages.
-  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  if (r.outcome != ShmOutcome::kResized || r.after < plan.size || r.after > round_up(plan.size, page))
-    throw Error("/dev/shm of container " + display_name(owner) + " is " + format_size(r.after) +
-                " after resizing, asked for " + format_size(plan.size));
+  if (r.outcome != ShmOutcome::kResized)
+    throw Error("/dev/shm of container " + display_name(owner) + ": not resized (" + outcome_name(r.outcome) + ")");
+  if (const std::string short_by = short_of_size(r, plan.size); !short_by.empty())
+    throw Error("container " + display_name(owner) + ": " + short_by);
   std::cout << resize_report(info, owner, facts, r.after, plan.over_budget);
 }
 

@@ -1,10 +1,13 @@
 #include "shm_mount.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -200,6 +203,52 @@ TEST_F(ShmMountTest, EngineShmOnlyATmpfsMountOfItsOwnReachedWithoutSymlinks) {
   EXPECT_FALSE(resize_engine_shm("relative/shm", kMiB, true, host_shm_device()));
   EXPECT_FALSE(resize_engine_shm("", kMiB, true, host_shm_device()));
   for (const char* m : {"host/shm", "disk/shm", "real/shm", "run"}) ::umount2((dir_.path() / m).c_str(), MNT_DETACH);
+}
+
+// The one probe: a tmpfs, a plain directory, a symlink refused or followed in the root, none.
+TEST_F(ShmMountTest, TheOneProbeSeesWhatTheContainerHas) {
+  const UniqueFd root(::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(root);
+  ShmProbe p = probe_shm_dir(root.get(), Resolve::kNoSymlinks, "test");
+  EXPECT_EQ(p.error, ENOENT);
+  fs::create_directories(root_ / "elsewhere");
+  fs::create_directory_symlink("/elsewhere", root_ / "dev/shm");
+  const int refused = probe_shm_dir(root.get(), Resolve::kNoSymlinks, "test").error;
+  EXPECT_TRUE(refused == ELOOP || refused == ENOTDIR) << refused;  // not followed
+  p = probe_shm_dir(root.get(), Resolve::kSymlinksInRoot, "test");  // resolved in the root, not the host's
+  EXPECT_EQ(p.error, 0);
+  EXPECT_EQ(p.mount, ShmMount::kNotMount);
+  fs::remove(root_ / "dev/shm");
+  mount_tmpfs(root_ / "dev/shm", "size=48m");
+  p = probe_shm_dir(root.get(), Resolve::kNoSymlinks, "test");
+  EXPECT_EQ(p.error, 0);
+  EXPECT_EQ(p.mount, ShmMount::kTmpfs);
+  EXPECT_EQ(p.fs.size(), 48 * kMiB);
+}
+
+// The one host-IPC test: this process is on its own namespace; a child in a new one is not.
+TEST(HostIpcTest, ThisProcessSharesItsOwnNamespaceAndAChildInANewOneDoesNot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to unshare an IPC namespace (CI runs as root)";
+  EXPECT_TRUE(in_host_ipc_namespace(std::to_string(::getpid()), "test"));
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const char ok = ::unshare(CLONE_NEWIPC) == 0 ? 'y' : 'n';
+    (void)!::write(ready[1], &ok, 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  EXPECT_EQ(ok, 'y');
+  EXPECT_FALSE(in_host_ipc_namespace(std::to_string(child), "test"));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  EXPECT_THROW(in_host_ipc_namespace("999999999", "test"), Error);
 }
 
 }  // namespace
