@@ -1,5 +1,6 @@
 #include "profile.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -14,6 +15,7 @@ namespace gpurun {
 namespace {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 const std::map<std::string, std::uint64_t>& dtype_sizes() {
   static const std::map<std::string, std::uint64_t> sizes = {
@@ -216,8 +218,8 @@ std::uint64_t sample_bytes_from(const json& sb) {
   return sb.is_string() ? parse_size(sb.get<std::string>()) : sb.get<std::uint64_t>();
 }
 
-json fields_to_json(const std::vector<Field>& fields) {
-  json out = json::array();
+ordered_json fields_to_json(const std::vector<Field>& fields) {
+  ordered_json out = ordered_json::array();
   for (const Field& f : fields) out.push_back({{"name", f.name}, {"shape", f.shape}, {"dtype", f.dtype}});
   return out;
 }
@@ -421,8 +423,8 @@ Profile profile_from_document(const json& doc, const std::string& source) {
   return p;
 }
 
-json profile_to_json(const Profile& p) {
-  json doc;
+ordered_json profile_to_json(const Profile& p) {
+  ordered_json doc;
   doc["name"] = p.name;
   doc["description"] = p.description;
   if (p.sample_bytes) {
@@ -431,7 +433,7 @@ json profile_to_json(const Profile& p) {
     doc["fields"] = fields_to_json(p.fields);
   }
   doc["batch_size"] = p.batch_size;
-  doc["workers_per_gpu"] = p.workers_per_gpu ? json(*p.workers_per_gpu) : json("auto");
+  doc["workers_per_gpu"] = p.workers_per_gpu ? ordered_json(*p.workers_per_gpu) : ordered_json("auto");
   doc["prefetch_factor"] = p.prefetch_factor;
   doc["pin_memory"] = p.pin_memory;
   doc["headroom"] = p.headroom;
@@ -442,15 +444,15 @@ json profile_to_json(const Profile& p) {
                    {"buffsize", n.buffsize},
                    {"ll_buffsize", n.ll_buffsize},
                    {"ll128_buffsize", n.ll128_buffsize}};
-    if (n.measured) doc["nccl"]["measured"] = exact_size(*n.measured);
+    if (n.measured) doc["nccl"]["measured"] = *n.measured;
     if (n.measured_ranks) doc["nccl"]["measured_ranks"] = *n.measured_ranks;
   } else {
     doc["nccl_reserve"] = exact_size(p.nccl_reserve);
   }
   if (!p.loaders.empty()) {
-    json loaders = json::array();
+    ordered_json loaders = ordered_json::array();
     for (const Loader& l : p.loaders) {
-      json j = {{"name", l.name}, {"persistent_workers", l.persistent_workers}};
+      ordered_json j = {{"name", l.name}};
       if (!l.fields.empty()) j["fields"] = fields_to_json(l.fields);
       if (l.sample_bytes) j["sample_bytes"] = *l.sample_bytes;
       if (l.batch_size) j["batch_size"] = *l.batch_size;
@@ -458,6 +460,7 @@ json profile_to_json(const Profile& p) {
       if (l.workers_auto) j["workers"] = "auto";
       if (l.prefetch_factor) j["prefetch_factor"] = *l.prefetch_factor;
       if (l.pin_memory) j["pin_memory"] = *l.pin_memory;
+      j["persistent_workers"] = l.persistent_workers;
       loaders.push_back(j);
     }
     doc["loaders"] = loaders;
@@ -466,12 +469,89 @@ json profile_to_json(const Profile& p) {
   doc["max_shm"] = exact_size(p.max_shm);
   if (p.calibration) {
     const Calibration& c = *p.calibration;
-    doc["calibration"] = {{"peak_shm", exact_size(c.peak_shm)},   {"workers", c.workers},
-                          {"batch_size", c.batch_size},           {"gpus", c.gpus},
-                          {"prefetch_factor", c.prefetch_factor}, {"pin_memory", c.pin_memory},
+    doc["calibration"] = {{"peak_shm", c.peak_shm},
+                          {"workers", c.workers},
+                          {"batch_size", c.batch_size},
+                          {"gpus", c.gpus},
+                          {"prefetch_factor", c.prefetch_factor},
+                          {"pin_memory", c.pin_memory},
                           {"measured_at", c.measured_at}};
   }
   return doc;
+}
+
+const std::vector<std::string>& profile_document_keys() {
+  static const std::vector<std::string> keys = {
+      "description", "fields", "sample_bytes", "batch_size", "workers_per_gpu", "prefetch_factor", "pin_memory",
+      "headroom",    "nccl",   "nccl_reserve", "loaders",    "min_shm",         "max_shm",         "calibration"};
+  return keys;
+}
+
+ordered_json profile_file_document(const ProfileFile& file) {
+  const ordered_json full = profile_to_json(file.profile);
+  auto wanted = [&file](const std::string& key) {
+    return std::find(file.keys.begin(), file.keys.end(), key) != file.keys.end();
+  };
+  ordered_json doc;
+  doc["name"] = file.profile.name;
+  if (wanted("description")) doc["description"] = file.profile.description;
+  if (file.standalone)
+    doc["extends"] = nullptr;
+  else if (file.extends)
+    doc["extends"] = *file.extends;
+  for (const std::string& key : profile_document_keys()) {
+    if (key == "description" || !full.contains(key)) continue;
+    if (wanted(key)) {
+      doc[key] = full[key];
+    } else if (full[key].is_object()) {
+      for (const auto& [sub, value] : full[key].items())
+        if (wanted(key + "." + sub)) doc[key][sub] = value;
+    }
+  }
+  return doc;
+}
+
+namespace {
+
+// A value on one line, spaced as a person writes JSON: {"name": "image", "shape": [3, 224, 224]}.
+std::string one_line(const ordered_json& v) {
+  std::string out;
+  if (v.is_object()) {
+    for (const auto& [key, value] : v.items())
+      out += (out.empty() ? "" : ", ") + ordered_json(key).dump() + ": " + one_line(value);
+    return "{" + out + "}";
+  }
+  if (v.is_array()) {
+    for (const auto& value : v) out += (out.empty() ? "" : ", ") + one_line(value);
+    return "[" + out + "]";
+  }
+  return v.dump();
+}
+
+}  // namespace
+
+std::string profile_text(const ordered_json& doc) {
+  std::string out = "{\n";
+  std::size_t i = 0;
+  for (const auto& [key, value] : doc.items()) {
+    out += "  " + ordered_json(key).dump() + ": ";
+    if (value.is_array() && !value.empty() && value[0].is_object()) {  // fields, loaders
+      out += "[\n";
+      for (std::size_t n = 0; n < value.size(); ++n)
+        out += "    " + one_line(value[n]) + (n + 1 < value.size() ? ",\n" : "\n");
+      out += "  ]";
+    } else if (key == "calibration") {
+      out += "{\n";
+      std::size_t n = 0;
+      for (const auto& [k, v] : value.items())
+        out += "    " + ordered_json(k).dump() + ": " + one_line(v) + (++n < value.size() ? ",\n" : "\n");
+      out += "  }";
+    } else {
+      out += one_line(value);
+    }
+    out += ++i < doc.size() ? ",\n" : "\n";
+  }
+  return out + "}\n";
 }
 
 }  // namespace gpurun

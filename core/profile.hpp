@@ -102,7 +102,31 @@ nlohmann::json merge_profile_documents(const nlohmann::json& parent, const nlohm
 // Turns a merged document into a Profile; every required key must be present.
 Profile profile_from_document(const nlohmann::json& doc, const std::string& source);
 
-// The document form of a profile (for `profiles show` and calibrate's output).
-nlohmann::json profile_to_json(const Profile& profile);
+// The document of a merged profile: every key, in the built-in profiles' order. The one
+// writer of a profile's keys: sizes a person sets (nccl_reserve, min_shm, max_shm) in the
+// largest exact unit ("256m"), measured ones (calibration.peak_shm, nccl.measured) and NCCL's
+// buffer sizes as byte counts.
+nlohmann::ordered_json profile_to_json(const Profile& profile);
+
+// A profile file as gpu-run writes one: the name and the keys in `keys`, the rest from the
+// parent. A key is a top-level one ("batch_size", "nccl" for the whole section) or one of the
+// nccl section ("nccl.measured"); one the profile has no value for (fields when it has
+// sample_bytes, nccl_reserve when it has an nccl section) is left out.
+struct ProfileFile {
+  Profile profile;
+  std::vector<std::string> keys;
+  std::optional<std::string> extends;  // nullopt: no "extends" key, so the parent is default
+  bool standalone = false;             // "extends": null: no parent, every key set
+};
+
+// Every key profile_to_json writes after "name", in its order.
+const std::vector<std::string>& profile_document_keys();
+
+// The document of `file`, its keys in profile_to_json's order, from profile_to_json.
+nlohmann::ordered_json profile_file_document(const ProfileFile& file);
+
+// A profile document's text as the built-in profiles are written: two-space indent, a line for
+// each key, for each field and loader, and for each key of the calibration block.
+std::string profile_text(const nlohmann::ordered_json& doc);
 
 }  // namespace gpurun

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "clock.hpp"
 #include "config.hpp"
@@ -50,39 +51,22 @@ Profile calibrated_profile(const std::string& name, const Profile& base, const C
   return p;
 }
 
-nlohmann::ordered_json calibrated_profile_document(const std::string& name, const std::string& description,
-                                                   const Profile& base, const std::optional<std::string>& extends,
-                                                   const Calibration& c, const std::optional<NcclMeasurement>& nccl) {
-  nlohmann::ordered_json doc;
-  doc["name"] = name;
-  doc["description"] = description;
+ProfileFile calibrated_profile_file(const std::string& name, const std::string& description, const Profile& base,
+                                    const std::optional<std::string>& extends, const Calibration& c,
+                                    const std::optional<NcclMeasurement>& nccl) {
+  ProfileFile file;
+  file.profile = calibrated_profile(name, base, c, nccl);
+  file.profile.description = description;
+  file.extends = extends;
   if (extends) {
-    doc["extends"] = *extends;
+    file.keys = {"description", "batch_size", "workers_per_gpu", "prefetch_factor", "calibration"};
+    // Key by key over the parent's section (a flat nccl_reserve gives way to it).
+    if (nccl) file.keys.insert(file.keys.end(), {"nccl.measured", "nccl.measured_ranks"});
   } else {
     // No parent to name (the base came from a path, or is the file being replaced): inline it.
-    const nlohmann::json merged = profile_to_json(base);
-    for (const char* key :
-         {"fields", "sample_bytes", "pin_memory", "headroom", "nccl_reserve", "nccl", "min_shm", "max_shm"})
-      if (merged.contains(key)) doc[key] = merged[key];
+    file.keys = profile_document_keys();
   }
-  if (nccl) {
-    // Key by key over the base's section (a flat nccl_reserve gives way to it).
-    doc.erase("nccl_reserve");
-    if (!doc.contains("nccl")) doc["nccl"] = nlohmann::ordered_json::object();
-    doc["nccl"]["measured"] = engine_size(nccl->bytes);
-    doc["nccl"]["measured_ranks"] = nccl->ranks;
-  }
-  doc["batch_size"] = c.batch_size;
-  doc["workers_per_gpu"] = c.workers;
-  doc["prefetch_factor"] = c.prefetch_factor;
-  doc["calibration"] = {{"peak_shm", c.peak_shm},
-                        {"workers", c.workers},
-                        {"batch_size", c.batch_size},
-                        {"gpus", c.gpus},
-                        {"prefetch_factor", c.prefetch_factor},
-                        {"pin_memory", c.pin_memory},
-                        {"measured_at", c.measured_at}};
-  return doc;
+  return file;
 }
 
 std::uint64_t generous_shm(const HostInfo& host, const ShmPlan& plan, std::optional<std::uint64_t> memory_limit) {
@@ -186,7 +170,7 @@ void run_calibrate(const CalibrateOptions& o) {
       std::to_string(c.workers) + " workers, batch " + std::to_string(c.batch_size) + ", prefetch " +
       std::to_string(c.prefetch_factor) + ", " + std::to_string(c.gpus) + " GPU(s); based on " + base_arg;
   const std::string text =
-      calibrated_profile_document(o.out_profile, description, base, extends, c, nccl).dump(2) + "\n";
+      profile_text(profile_file_document(calibrated_profile_file(o.out_profile, description, base, extends, c, nccl)));
   // Validate before anything is replaced.
   parse_profile_document(text, out_path.string());
   write_file_atomic(out_path.string(), text, 0644);

@@ -1,7 +1,6 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -32,14 +31,13 @@ struct NcclMeasurement {
   std::uint64_t ranks = 0;
 };
 
-// The written profile: extends the base (when `extends` is set; else the base's merged
-// document is inlined), with batch_size, workers_per_gpu and prefetch_factor as measured, the
-// calibration block (the DataLoaders' peak), and with `nccl` the nccl section's measured and
-// measured_ranks.
-nlohmann::ordered_json calibrated_profile_document(const std::string& name, const std::string& description,
-                                                   const Profile& base, const std::optional<std::string>& extends,
-                                                   const Calibration& calibration,
-                                                   const std::optional<NcclMeasurement>& nccl = std::nullopt);
+// The profile file to write (core's profile_file_document): extends the base (when `extends`
+// is set; else every key of the base is inlined), with batch_size, workers_per_gpu and
+// prefetch_factor as measured, the calibration block (the DataLoaders' peak), and with `nccl`
+// the nccl section's measured and measured_ranks.
+ProfileFile calibrated_profile_file(const std::string& name, const std::string& description, const Profile& base,
+                                    const std::optional<std::string>& extends, const Calibration& calibration,
+                                    const std::optional<NcclMeasurement>& nccl = std::nullopt);
 
 // The base profile with the measurement applied: what loading the written file gives.
 Profile calibrated_profile(const std::string& name, const Profile& base, const Calibration& calibration,

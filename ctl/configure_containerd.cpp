@@ -46,6 +46,11 @@ std::string toml_error_line(const toml::exception& e, const std::string& source)
 // A key as TOML writes it in a table header.
 std::string header_key(const std::string& key) { return toml::format_key(key); }
 
+// Equal values; comments do not count.
+bool same_values(const Toml& a, const Toml& b) {
+  return toml::format(a, 0, 17, /*no_comment=*/true) == toml::format(b, 0, 17, /*no_comment=*/true);
+}
+
 class ConfigEditor {
  public:
   explicit ConfigEditor(std::string source) : source_(std::move(source)) {}
@@ -110,10 +115,7 @@ class ConfigEditor {
 
  private:
   // Equal values; comments do not count.
-  static bool same(const Toml& a, const Toml& b) {
-    if (a.type() != b.type()) return false;
-    return toml::format(a, 0, 17, /*no_comment=*/true) == toml::format(b, 0, 17, /*no_comment=*/true);
-  }
+  static bool same(const Toml& a, const Toml& b) { return a.type() == b.type() && same_values(a, b); }
   static std::string shown(const Toml& v) { return toml::format(v, 0, 17, /*no_comment=*/true, true); }
 
   std::string source_;
@@ -130,6 +132,51 @@ Toml parse_toml_config(const std::string& text, const std::string& source) {
   } catch (const std::exception& e) {
     throw usage_error(source + ": malformed TOML: " + e.what() + kKeep);
   }
+}
+
+bool is_blank_line(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
+
+bool is_comment_line(const std::string& line) {
+  const auto first = line.find_first_not_of(" \t");
+  return first != std::string::npos && line[first] == '#';
+}
+
+// A config file as read, with every comment: toml11 keeps a comment only when a key or a table
+// header follows it with no blank line between, so it would drop a comment that a blank line
+// follows, and the comments after the last key.
+struct CommentedConfig {
+  Toml doc;
+  std::string tail;  // the comment lines after the last key, for the end of the file's text
+};
+
+// Parses `text` with the blank lines after each comment taken out (each comment then goes with
+// the key or table below it) and without the comments it ends with (the tail), when the values
+// read the same that way (a line of a multi-line string can look like a comment); else as it is.
+CommentedConfig parse_commented_config(const std::string& text, const std::string& source) {
+  CommentedConfig out{parse_toml_config(text, source), ""};
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::size_t end = lines.size();
+  while (end > 0 && (is_blank_line(lines[end - 1]) || is_comment_line(lines[end - 1]))) --end;
+  std::string body, tail;
+  bool after_comment = false;
+  for (std::size_t i = 0; i < end; ++i) {
+    if (after_comment && is_blank_line(lines[i])) continue;
+    after_comment = is_comment_line(lines[i]);
+    body += lines[i] + "\n";
+  }
+  for (std::size_t i = end; i < lines.size(); ++i)
+    if (is_comment_line(lines[i])) tail += lines[i].substr(lines[i].find('#')) + "\n";
+  if (body == text && tail.empty()) return out;
+  try {
+    std::istringstream body_in(body);
+    Toml doc = toml::parse<toml::preserve_comments, tsl::ordered_map, std::vector>(body_in, source);
+    if (same_values(doc, out.doc)) return {std::move(doc), tail};
+  } catch (const std::exception&) {
+    // Another document: the text as it is.
+  }
+  return out;
 }
 
 // The config's version: 2 or 3. Refuses version 1 (and a file without a version, which
@@ -154,8 +201,8 @@ int config_version(const Toml& doc, const std::string& source) {
 // The file's text. Width 0: every table under its own [header], as containerd's own files
 // are (toml11 would otherwise turn short tables into inline ones). toml11 leaves runs of empty
 // lines after nested tables; they are squeezed to one when the result reads back the same
-// (a multi-line string could hold such a run).
-std::string format_config(const Toml& doc, const std::string& source) {
+// (a multi-line string could hold such a run). `tail`, the comments the file ended with, ends it.
+std::string format_config(const Toml& doc, const std::string& source, const std::string& tail) {
   const std::string text = toml::format(doc, 0);
   std::string squeezed;
   squeezed.reserve(text.size());
@@ -164,8 +211,11 @@ std::string format_config(const Toml& doc, const std::string& source) {
     if (c == '\n' && n >= 2 && squeezed[n - 1] == '\n' && squeezed[n - 2] == '\n') continue;
     squeezed += c;
   }
-  if (squeezed == text || toml::format(parse_toml_config(squeezed, source), 0) != text) return text;
-  return squeezed;
+  const std::string& kept =
+      squeezed == text || toml::format(parse_toml_config(squeezed, source), 0) != text ? text : squeezed;
+  if (tail.empty()) return kept;
+  const bool blank_line_at_end = kept.size() >= 2 && kept.compare(kept.size() - 2, 2, "\n\n") == 0;
+  return kept + (blank_line_at_end || kept.empty() ? "" : "\n") + tail;
 }
 
 }  // namespace
@@ -175,7 +225,9 @@ ContainerdEdit merge_containerd_config(const std::optional<std::string>& existin
   if (!is_k8s_dns_label(handler))
     throw usage_error("--handler '" + handler.substr(0, 64) +
                       "': expected a RuntimeClass handler name (lowercase letters, digits and '-', at most 63)");
-  Toml doc = existing ? parse_toml_config(*existing, source) : Toml(Toml::table_type{});
+  CommentedConfig read =
+      existing ? parse_commented_config(*existing, source) : CommentedConfig{Toml(Toml::table_type{}), ""};
+  Toml& doc = read.doc;
   ConfigEditor ed(source);
   ContainerdEdit result;
   if (doc.as_table().empty()) {
@@ -243,7 +295,7 @@ ContainerdEdit merge_containerd_config(const std::optional<std::string>& existin
 
   for (auto& n : ed.notes()) result.file.notes.push_back(n);
   result.file.changed = ed.changed() || !existing;
-  result.file.text = format_config(doc, source);
+  result.file.text = format_config(doc, source, read.tail);
   return result;
 }
 

@@ -23,27 +23,8 @@ std::string shown(const std::string& s) { return s.size() > 80 ? s.substr(0, 80)
 
 }  // namespace
 
-std::string profile_text(const nlohmann::ordered_json& doc) {
-  // As the built-in profiles are written: two-space indent, one line per field.
-  std::string out = "{\n";
-  std::size_t i = 0;
-  for (const auto& [key, value] : doc.items()) {
-    out += "  " + nlohmann::ordered_json(key).dump() + ": ";
-    if (key == "fields") {
-      out += "[\n";
-      for (std::size_t f = 0; f < value.size(); ++f)
-        out += "    " + value[f].dump() + (f + 1 < value.size() ? ",\n" : "\n");
-      out += "  ]";
-    } else {
-      out += value.dump();
-    }
-    out += ++i < doc.size() ? ",\n" : "\n";
-  }
-  return out + "}\n";
-}
-
-nlohmann::ordered_json parse_fields_flag(const std::string& text) {
-  nlohmann::ordered_json fields = nlohmann::ordered_json::array();
+std::vector<Field> parse_fields_flag(const std::string& text) {
+  std::vector<Field> fields;
   if (text.empty()) throw usage_error("--fields: empty: give SHAPE:DTYPE entries, e.g. 3x224x224:float32,:int64");
   std::size_t start = 0;
   for (std::size_t n = 1;; ++n) {
@@ -59,7 +40,7 @@ nlohmann::ordered_json parse_fields_flag(const std::string& text) {
     if (name.empty() || colon == std::string::npos)
       throw usage_error("--fields: entry " + std::to_string(n) + " '" + shown(entry) +
                         "': expected [NAME=]SHAPE:DTYPE, e.g. image=3x224x224:float32 or :int64 for a scalar");
-    nlohmann::ordered_json shape = nlohmann::ordered_json::array();
+    std::vector<std::uint64_t> shape;
     const std::string dims = spec.substr(0, colon);
     std::size_t d = 0;
     while (!dims.empty() && d <= dims.size()) {
@@ -77,7 +58,7 @@ nlohmann::ordered_json parse_fields_flag(const std::string& text) {
                         shown(dtype) +
                         "' (expected one of float64 float32 float16 bfloat16 int64 int32 int16 int8 uint8 bool)");
     }
-    fields.push_back({{"name", name}, {"shape", shape}, {"dtype", dtype}});
+    fields.push_back({name, shape, dtype});
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
@@ -88,17 +69,31 @@ nlohmann::ordered_json new_profile_document(const NewProfileOptions& o) {
   if (!is_valid_profile_name(o.name))
     throw usage_error("profiles new: '" + shown(o.name) +
                       "' is not a profile name: [team/]name of a-z 0-9 . _ - (e.g. vision/resnet50)");
-  nlohmann::ordered_json doc;
-  doc["name"] = o.name;
-  if (o.description) doc["description"] = *o.description;
-  if (o.extends)
-    doc["extends"] = *o.extends == "none" ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(*o.extends);
-  doc["fields"] = parse_fields_flag(o.fields);
-  if (o.batch_size) doc["batch_size"] = parse_count(*o.batch_size, "--batch-size", 1u << 20);
-  if (o.workers)
-    doc["workers_per_gpu"] = *o.workers == "auto" ? nlohmann::ordered_json("auto")
-                                                  : nlohmann::ordered_json(parse_count(*o.workers, "--workers", 1024));
-  if (o.prefetch_factor) doc["prefetch_factor"] = parse_count(*o.prefetch_factor, "--prefetch-factor", 1024);
+  ProfileFile file;
+  file.profile.name = o.name;
+  file.profile.fields = parse_fields_flag(o.fields);
+  file.keys = {"fields"};
+  if (o.description) {
+    file.profile.description = *o.description;
+    file.keys.push_back("description");
+  }
+  if (o.extends) {
+    file.standalone = *o.extends == "none";
+    if (!file.standalone) file.extends = *o.extends;
+  }
+  if (o.batch_size) {
+    file.profile.batch_size = parse_count(*o.batch_size, "--batch-size", 1u << 20);
+    file.keys.push_back("batch_size");
+  }
+  if (o.workers) {
+    if (*o.workers != "auto") file.profile.workers_per_gpu = parse_count(*o.workers, "--workers", 1024);
+    file.keys.push_back("workers_per_gpu");
+  }
+  if (o.prefetch_factor) {
+    file.profile.prefetch_factor = parse_count(*o.prefetch_factor, "--prefetch-factor", 1024);
+    file.keys.push_back("prefetch_factor");
+  }
+  const nlohmann::ordered_json doc = profile_file_document(file);
   // The loader's own checks, with the flags' names where they came from.
   parse_profile_document(doc.dump(), "profiles new " + o.name);
   return doc;

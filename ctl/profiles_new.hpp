@@ -3,6 +3,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "profile.hpp"
 
 namespace CLI {
 class App;
@@ -27,13 +30,11 @@ struct NewProfileOptions {
 
 // Parses --fields: comma-separated [NAME=]SHAPE:DTYPE, SHAPE as DxDx... or empty for a scalar.
 // Unnamed fields are called field1, field2, ... Throws Error naming --fields and the entry.
-nlohmann::ordered_json parse_fields_flag(const std::string& text);
+std::vector<Field> parse_fields_flag(const std::string& text);
 
-// The profile document for `options`, checked as the loader checks a profile file. Pure.
+// The profile document for `options` (core's profile_file_document), checked as the loader
+// checks a profile file. Pure.
 nlohmann::ordered_json new_profile_document(const NewProfileOptions& options);
-
-// The document as the built-in profiles are written (one line per field).
-std::string profile_text(const nlohmann::ordered_json& doc);
 
 // Writes (or prints) the profile and loads it back through the search path to prove it.
 void run_profiles_new(const NewProfileOptions& options);

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "error.hpp"
 #include "test_util.hpp"
@@ -322,8 +323,9 @@ TEST(ProfileFromDocument, NcclMeasuredWithItsRanksRoundTrips) {
   ASSERT_TRUE(p.nccl.has_value());
   EXPECT_EQ(p.nccl->measured, std::optional<std::uint64_t>(73 * 1048576));
   EXPECT_EQ(p.nccl->measured_ranks, std::optional<std::uint64_t>(2));
+  // A measurement is written as the byte count (older versions wrote sizes such as "73m": read).
   const json back = profile_to_json(p);
-  EXPECT_EQ(back["nccl"]["measured"], "73m");
+  EXPECT_EQ(back["nccl"]["measured"], 73 * 1048576);
   EXPECT_EQ(back["nccl"]["measured_ranks"], 2);
 }
 
@@ -409,10 +411,97 @@ TEST(ProfileToJson, RoundTrips) {
   EXPECT_FALSE(b.calibration->pin_memory);
   EXPECT_EQ(b.calibration->measured_at, "then");
   EXPECT_EQ(out["workers_per_gpu"], 3);
+  // The measured peak as a byte count (older versions wrote "400m": read, above).
+  EXPECT_EQ(out["calibration"]["peak_shm"], 419430400u);
   // Sizes in the largest exact unit, as a person writes them.
   EXPECT_EQ(out["nccl_reserve"], "1g");
   EXPECT_EQ(out["max_shm"], "256g");
   EXPECT_EQ(out["min_shm"], "256m");
+}
+
+TEST(ProfileToJson, ReadsWhatOlderVersionsWrote) {
+  // Before one writer: the core wrote calibration.peak_shm in the largest exact unit, calibrate
+  // nccl.measured in MiB or bytes with a "b". Both still load, to the same bytes.
+  for (const char* old : {R"("peak_shm": "288648k")", R"("peak_shm": "295575552b")", R"("peak_shm": 295575552)"}) {
+    json doc = parse_profile_document(kComplete, "p.json");
+    doc.merge_patch(parse_profile_document(std::string(R"({"calibration": {)") + old +
+                                               R"(, "workers": 2, "batch_size": 96, "gpus": 0,
+                                               "prefetch_factor": 2}, "nccl": {"measured": "277073920b",
+                                               "measured_ranks": 2}})",
+                                           "old.json"));
+    doc.erase("nccl_reserve");
+    const Profile p = profile_from_document(doc, "old.json");
+    EXPECT_EQ(p.calibration->peak_shm, 295575552u) << old;
+    EXPECT_EQ(p.nccl->measured, std::optional<std::uint64_t>(277073920));
+    EXPECT_EQ(profile_to_json(p)["calibration"]["peak_shm"], 295575552u);
+  }
+}
+
+TEST(ProfileToJson, KeysInTheBuiltInsOrder) {
+  Profile p = profile_from_document(parse_profile_document(kComplete, "p.json"), "p.json");
+  p.calibration = Calibration{};
+  std::vector<std::string> keys;
+  const auto doc = profile_to_json(p);
+  for (const auto& [key, value] : doc.items()) keys.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"name", "description", "fields", "batch_size", "workers_per_gpu",
+                                            "prefetch_factor", "pin_memory", "headroom", "nccl_reserve", "min_shm",
+                                            "max_shm", "calibration"}));
+}
+
+TEST(ProfileFileDocument, WritesTheNamedKeysOverTheParent) {
+  ProfileFile file;
+  file.profile = profile_from_document(parse_profile_document(kComplete, "p.json"), "p.json");
+  file.profile.name = "team/mine";
+  file.profile.nccl = NcclSpec{};
+  file.profile.nccl->measured = 19 * 1048576;
+  file.profile.nccl->measured_ranks = 2;
+  file.keys = {"batch_size", "nccl.measured", "nccl.measured_ranks", "description"};
+  file.extends = "imagenet";
+  const auto doc = profile_file_document(file);
+  EXPECT_EQ(doc.dump(), R"({"name":"team/mine","description":"test","extends":"imagenet","batch_size":64,)"
+                        R"("nccl":{"measured":19922944,"measured_ranks":2}})");
+  // No "extends" key: the parent is default; standalone: null.
+  file.extends.reset();
+  EXPECT_FALSE(profile_file_document(file).contains("extends"));
+  file.standalone = true;
+  EXPECT_TRUE(profile_file_document(file)["extends"].is_null());
+  // A key the profile has no value for is left out; every key gives the whole document.
+  file.keys = {"sample_bytes", "nccl_reserve"};
+  EXPECT_EQ(profile_file_document(file).dump(), R"({"name":"team/mine","extends":null})");
+  file.keys = profile_document_keys();
+  file.standalone = false;
+  auto all = profile_file_document(file);
+  all.erase("name");
+  auto full = profile_to_json(file.profile);
+  full.erase("name");
+  EXPECT_EQ(all, full);
+}
+
+TEST(ProfileText, AsTheBuiltInsAreWritten) {
+  ProfileFile file;
+  file.profile = profile_from_document(parse_profile_document(kComplete, "p.json"), "p.json");
+  file.profile.calibration = Calibration{1048576, 2, 96, 0, 2, true, "then"};
+  file.keys = {"fields", "nccl_reserve", "calibration"};
+  const std::string text = profile_text(profile_file_document(file));
+  EXPECT_EQ(text,
+            "{\n"
+            "  \"name\": \"imagenet\",\n"
+            "  \"fields\": [\n"
+            "    {\"name\": \"image\", \"shape\": [3, 224, 224], \"dtype\": \"float32\"},\n"
+            "    {\"name\": \"label\", \"shape\": [], \"dtype\": \"int64\"}\n"
+            "  ],\n"
+            "  \"nccl_reserve\": \"1g\",\n"
+            "  \"calibration\": {\n"
+            "    \"peak_shm\": 1048576,\n"
+            "    \"workers\": 2,\n"
+            "    \"batch_size\": 96,\n"
+            "    \"gpus\": 0,\n"
+            "    \"prefetch_factor\": 2,\n"
+            "    \"pin_memory\": true,\n"
+            "    \"measured_at\": \"then\"\n"
+            "  }\n"
+            "}\n");
+  EXPECT_NO_THROW(parse_profile_document(text, "text.json"));
 }
 
 TEST(ProfileName, Valid) {

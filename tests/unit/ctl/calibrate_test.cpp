@@ -8,6 +8,7 @@
 
 #include "profile.hpp"
 #include "sizing.hpp"
+#include "test_util.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -39,31 +40,57 @@ Calibration measured() {
   return c;
 }
 
+// The text calibrate writes, through core's one writer.
+std::string calibrated_text(const std::string& name, const Profile& base, const std::optional<std::string>& extends,
+                            const Calibration& c, const std::optional<NcclMeasurement>& nccl = std::nullopt) {
+  return profile_text(profile_file_document(calibrated_profile_file(name, "measured", base, extends, c, nccl)));
+}
+
 TEST(CalibrateTest, DocumentExtendsTheBaseAndValidates) {
-  const auto doc =
-      calibrated_profile_document("team/mine", "measured", base_profile(), std::string("default"), measured());
-  const std::string text = doc.dump(2);
+  const std::string text = calibrated_text("team/mine", base_profile(), std::string("default"), measured());
   const auto parsed = parse_profile_document(text, "mine.json");
+  EXPECT_EQ(parsed["name"], "team/mine");
+  EXPECT_EQ(parsed["description"], "measured");
   EXPECT_EQ(parsed["extends"], "default");
   EXPECT_EQ(parsed["batch_size"], 96);
   EXPECT_EQ(parsed["workers_per_gpu"], 2);
   EXPECT_EQ(parsed["prefetch_factor"], 2);
+  // The measured peak is a byte count, as every writer of a profile writes it.
+  EXPECT_TRUE(parsed["calibration"]["peak_shm"].is_number_unsigned());
   EXPECT_EQ(parsed["calibration"]["peak_shm"], 300 * kMiB);
-  EXPECT_FALSE(parsed.contains("fields"));
+  EXPECT_EQ(parsed["calibration"]["measured_at"], "2026-12-02T15:48:08Z");
+  // Only what differs from the parent.
+  for (const char* key :
+       {"fields", "sample_bytes", "pin_memory", "headroom", "nccl", "nccl_reserve", "min_shm", "max_shm", "loaders"})
+    EXPECT_FALSE(parsed.contains(key)) << key;
   // The keys come in a person's order: name first, calibration last.
   EXPECT_LT(text.find("\"name\""), text.find("\"extends\""));
-  EXPECT_LT(text.find("\"extends\""), text.find("\"calibration\""));
+  EXPECT_LT(text.find("\"extends\""), text.find("\"batch_size\""));
+  EXPECT_LT(text.find("\"batch_size\""), text.find("\"calibration\""));
+  EXPECT_CONTAINS(text, "  \"calibration\": {\n    \"peak_shm\": 314572800,\n");
 }
 
 TEST(CalibrateTest, DocumentInlinesABaseWithoutAName) {
-  const auto doc = calibrated_profile_document("mine", "measured", base_profile(), std::nullopt, measured());
-  const auto parsed = parse_profile_document(doc.dump(), "mine.json");
+  Profile base = base_profile();
+  base.loaders = {Loader{}, Loader{}};
+  base.loaders[0].name = "train";
+  base.loaders[1].name = "val";
+  base.loaders[1].batch_size = 256;
+  const std::string text = calibrated_text("mine", base, std::nullopt, measured());
+  const auto parsed = parse_profile_document(text, "mine.json");
   EXPECT_FALSE(parsed.contains("extends"));
-  // Complete on its own: it loads without a parent.
+  // Complete on its own: it loads without a parent, as calibrated_profile says it does.
   const Profile p = profile_from_document(parsed, "mine.json");
+  const Profile want = calibrated_profile("mine", base, measured());
   ASSERT_TRUE(p.calibration);
   EXPECT_EQ(p.calibration->peak_shm, 300 * kMiB);
   EXPECT_EQ(p.fields.size(), 2u);
+  EXPECT_EQ(p.nccl_reserve, want.nccl_reserve);
+  EXPECT_EQ(p.min_shm, want.min_shm);
+  EXPECT_EQ(p.max_shm, want.max_shm);
+  EXPECT_DOUBLE_EQ(p.headroom, want.headroom);
+  ASSERT_EQ(p.loaders.size(), 2u);
+  EXPECT_EQ(p.loaders[1].batch_size, std::optional<std::uint64_t>(256));
 }
 
 TEST(CalibrateTest, NcclSegmentsGoToTheNcclSection) {
@@ -73,11 +100,14 @@ TEST(CalibrateTest, NcclSegmentsGoToTheNcclSection) {
   const NcclMeasurement nccl{19 * kMiB, 2};
   for (const std::optional<std::string>& extends :
        {std::optional<std::string>("default"), std::optional<std::string>()}) {
-    const auto parsed =
-        parse_profile_document(calibrated_profile_document("mine", "m", base_profile(), extends, c, nccl).dump(), "m");
+    const auto parsed = parse_profile_document(calibrated_text("mine", base_profile(), extends, c, nccl), "m");
     EXPECT_FALSE(parsed.contains("nccl_reserve"));
-    EXPECT_EQ(parsed["nccl"]["measured"], "19m");
+    EXPECT_EQ(parsed["nccl"]["measured"], 19 * kMiB);
     EXPECT_EQ(parsed["nccl"]["measured_ranks"], 2);
+    // Over a parent: the measured keys only, the rest of the section comes from it.
+    if (extends) {
+      EXPECT_EQ(parsed["nccl"].size(), 2u);
+    }
   }
   const Profile p = calibrated_profile("mine", base_profile(), c, nccl);
   SizingRequest r;

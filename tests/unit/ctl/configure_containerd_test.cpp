@@ -74,6 +74,60 @@ TEST(ContainerdConfig, AddsTheHandlerAndKeepsCommentsAndEveryOtherSetting) {
   EXPECT_TRUE(ours.at("options").at("SystemdCgroup").as_boolean());
 }
 
+TEST(ContainerdConfig, KeepsACommentOnTheFilesLastLine) {
+  const std::string text = node_config() + "# end of the node config\n";
+  const ContainerdEdit edit = merge(text);
+  EXPECT_CONTAINS(edit.file.text, "# end of the node config\n");
+  EXPECT_TRUE(runtimes(parsed(edit.file.text)).contains("gpu-run"));
+  // Without a newline at the end too; and the edited file keeps it once.
+  EXPECT_CONTAINS(merge(node_config() + "# last").file.text, "# last\n");
+  EXPECT_FALSE(merge(edit.file.text).file.changed);
+  const std::string again =
+      merge_containerd_config(edit.file.text, "config.toml", "/opt/gpu-run-runtime", "gpu-run").file.text;
+  EXPECT_EQ(again.find("# end of the node config"), again.rfind("# end of the node config"));
+}
+
+TEST(ContainerdConfig, KeepsCommentsThatABlankLineFollows) {
+  // The last table ends with a comment line and a blank line; another comment is followed by a
+  // blank line before its key, and one ends a table in the middle of the file.
+  const std::string text = R"(version = 2
+
+[grpc]
+  # the kubelet's endpoint, not the default one
+
+  address = "/run/containerd/containerd.sock"
+  # keep in step with the kubelet's --container-runtime-endpoint
+
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+  # runc: the node's default
+
+)";
+  const ContainerdEdit edit = merge(text);
+  for (const char* comment :
+       {"# the kubelet's endpoint, not the default one",
+        "# keep in step with the kubelet's --container-runtime-endpoint", "# runc: the node's default"})
+    EXPECT_CONTAINS(edit.file.text, comment);
+  // In the file's order.
+  EXPECT_LT(edit.file.text.find("# the kubelet's endpoint"), edit.file.text.find("address = "));
+  EXPECT_LT(edit.file.text.find("address = "), edit.file.text.find("# keep in step"));
+  EXPECT_LT(edit.file.text.find("# keep in step"), edit.file.text.find("runtimes.runc]"));
+  EXPECT_LT(edit.file.text.find("runtimes.runc]"), edit.file.text.find("# runc: the node's default"));
+  const toml::value doc = parsed(edit.file.text);
+  EXPECT_EQ(doc.at("grpc").at("address").as_string(), "/run/containerd/containerd.sock");
+  EXPECT_EQ(runtimes(doc).at("gpu-run").at("options").at("BinaryName").as_string(), kContainerdRuntime);
+}
+
+TEST(ContainerdConfig, ALineLikeACommentInAMultiLineStringIsNotOne) {
+  const std::string text =
+      "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".cni]\n"
+      "conf_template = \"\"\"a\n# b\n\nc\n# d\"\"\"\n";
+  const ContainerdEdit edit = merge(text);
+  EXPECT_EQ(
+      parsed(edit.file.text).at("plugins").at("io.containerd.grpc.v1.cri").at("cni").at("conf_template").as_string(),
+      "a\n# b\n\nc\n# d");
+}
+
 TEST(ContainerdConfig, KeepsTheFilesOrderOfTables) {
   const std::string text = merge(node_config()).file.text;
   const auto grpc = text.find("[grpc]");

@@ -20,9 +20,39 @@ using test::TempDir;
 TEST(ProfilesNew, FieldsFlagNamedUnnamedAndScalar) {
   const auto f = parse_fields_flag("3x224x224:float32,:int64,mask=1x64x64:uint8");
   ASSERT_EQ(f.size(), 3u);
-  EXPECT_EQ(f[0].dump(), R"({"name":"field1","shape":[3,224,224],"dtype":"float32"})");
-  EXPECT_EQ(f[1].dump(), R"({"name":"field2","shape":[],"dtype":"int64"})");
-  EXPECT_EQ(f[2].dump(), R"({"name":"mask","shape":[1,64,64],"dtype":"uint8"})");
+  EXPECT_EQ(f[0].name, "field1");
+  EXPECT_EQ(f[0].shape, (std::vector<std::uint64_t>{3, 224, 224}));
+  EXPECT_EQ(f[0].dtype, "float32");
+  EXPECT_EQ(f[1].name, "field2");
+  EXPECT_TRUE(f[1].shape.empty());
+  EXPECT_EQ(f[1].dtype, "int64");
+  EXPECT_EQ(f[2].name, "mask");
+  EXPECT_EQ(f[2].shape, (std::vector<std::uint64_t>{1, 64, 64}));
+  EXPECT_EQ(f[2].dtype, "uint8");
+}
+
+TEST(ProfilesNew, WrittenAsTheBuiltInsAre) {
+  NewProfileOptions o;
+  o.name = "vision/resnet50";
+  o.fields = "image=3x224x224:float32,label=:int64";
+  o.batch_size = "64";
+  o.workers = "auto";
+  o.prefetch_factor = "4";
+  o.description = "ResNet-50";
+  o.extends = "imagenet";
+  EXPECT_EQ(profile_text(new_profile_document(o)),
+            "{\n"
+            "  \"name\": \"vision/resnet50\",\n"
+            "  \"description\": \"ResNet-50\",\n"
+            "  \"extends\": \"imagenet\",\n"
+            "  \"fields\": [\n"
+            "    {\"name\": \"image\", \"shape\": [3, 224, 224], \"dtype\": \"float32\"},\n"
+            "    {\"name\": \"label\", \"shape\": [], \"dtype\": \"int64\"}\n"
+            "  ],\n"
+            "  \"batch_size\": 64,\n"
+            "  \"workers_per_gpu\": \"auto\",\n"
+            "  \"prefetch_factor\": 4\n"
+            "}\n");
 }
 
 TEST(ProfilesNew, BadFieldsNameTheEntry) {
