@@ -1,0 +1,195 @@
+// gpu-run-hook run in-process, as sarus tests its hooks (a bundle on disk, the OCI state on the
+// hook's stdin): each run is a forked child, since the hook joins the container's mount
+// namespace. The "container" is a child process in a mount namespace of its own with a tmpfs
+// at <rootfs>/dev/shm.
+#include "hook.hpp"
+
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "error.hpp"
+#include "test_files.hpp"
+#include "test_util.hpp"
+#include "units.hpp"
+
+namespace gpurun {
+namespace {
+
+struct HookRun {
+  int rc = -1;
+  std::string error_line;
+};
+
+class HookTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const nlohmann::json config = {{"log_file", (dir_ / "gpu-run.log").string()},
+                                   {"profile_dirs", {GPU_RUN_SOURCE_PROFILES}}};
+    dir_.write("config.json", config.dump());
+    std::filesystem::create_directories(dir_ / "bundle/rootfs/dev/shm");
+  }
+  void TearDown() override {
+    if (container_ > 0) {
+      ::kill(container_, SIGKILL);
+      ::waitpid(container_, nullptr, 0);
+    }
+  }
+
+  // The bundle's config.json: `env` in the process, a memory limit, a private ipc namespace.
+  void write_spec(const std::vector<std::string>& env, std::optional<std::uint64_t> memory_limit = std::nullopt) {
+    nlohmann::json spec = {{"ociVersion", "1.0.2"},
+                           {"root", {{"path", "rootfs"}}},
+                           {"process", {{"env", env}}},
+                           {"mounts", nlohmann::json::array()},
+                           {"linux", {{"namespaces", {{{"type", "ipc"}}, {{"type", "mount"}}}}}}};
+    if (memory_limit) spec["linux"]["resources"]["memory"]["limit"] = *memory_limit;
+    dir_.write("bundle/config.json", spec.dump());
+  }
+
+  // A process in a mount namespace of its own with a tmpfs of `size_mib` at <rootfs>/dev/shm.
+  void start_container(unsigned size_mib) {
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    container_ = ::fork();
+    ASSERT_GE(container_, 0);
+    if (container_ == 0) {
+      ::close(ready[0]);
+      const std::string shm = (dir_ / "bundle/rootfs/dev/shm").string();
+      const std::string opts = "size=" + std::to_string(size_mib) + "m";
+      const bool ok = ::unshare(CLONE_NEWNS) == 0 &&
+                      ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+                      ::mount("shm", shm.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts.c_str()) == 0;
+      const char c = ok ? 'y' : 'n';
+      (void)!::write(ready[1], &c, 1);
+      ::pause();
+      ::_exit(0);
+    }
+    ::close(ready[1]);
+    char c = 0;
+    ASSERT_EQ(::read(ready[0], &c, 1), 1);
+    ::close(ready[0]);
+    ASSERT_EQ(c, 'y') << "could not make the container's namespace and tmpfs";
+  }
+
+  // The container's /dev/shm size, read through its mount namespace.
+  std::uint64_t container_shm_size() const {
+    const std::string path =
+        "/proc/" + std::to_string(container_) + "/root" + (dir_ / "bundle/rootfs/dev/shm").string();
+    struct statvfs st {};
+    EXPECT_EQ(::statvfs(path.c_str(), &st), 0) << path << ": " << std::strerror(errno);
+    return static_cast<std::uint64_t>(st.f_blocks) * st.f_frsize;
+  }
+
+  std::string state(int pid) const {
+    return nlohmann::json{{"ociVersion", "1.0.2"},
+                          {"id", "hooktest"},
+                          {"pid", pid},
+                          {"status", "created"},
+                          {"bundle", (dir_ / "bundle").string()}}
+        .dump();
+  }
+
+  // Runs the hook in a forked child with `state_text` on its stdin.
+  HookRun run(const std::string& state_text) const {
+    int in[2], out[2];
+    EXPECT_EQ(::pipe(in), 0);
+    EXPECT_EQ(::pipe(out), 0);
+    EXPECT_EQ(::write(in[1], state_text.data(), state_text.size()), static_cast<ssize_t>(state_text.size()));
+    ::close(in[1]);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::close(out[0]);
+      HookOptions o;
+      o.config = (dir_ / "config.json").string();
+      o.stage = "createRuntime";
+      o.state_fd = in[0];
+      o.sandbox = false;  // the sandbox is tested in sandbox_test and under the real runtimes
+      std::string error_line;
+      int rc = kExitFailure;
+      try {
+        rc = run_hook(o, error_line);
+      } catch (const std::exception& e) {
+        error_line = std::string("threw: ") + e.what();
+      }
+      (void)!::write(out[1], error_line.data(), error_line.size());
+      ::_exit(rc);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    HookRun r;
+    char buf[4096];
+    for (ssize_t n; (n = ::read(out[0], buf, sizeof buf)) > 0;) r.error_line.append(buf, static_cast<std::size_t>(n));
+    ::close(out[0]);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return r;
+  }
+
+  std::string log() const {
+    std::ifstream in(dir_ / "gpu-run.log");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  test::TempDir dir_;
+  pid_t container_ = -1;
+};
+
+TEST_F(HookTest, AMalformedStateFailsWithOneLineAndALogLine) {
+  write_spec({});
+  const HookRun r = run("{\"id\": ");
+  EXPECT_EQ(r.rc, kExitFailure);
+  EXPECT_FALSE(r.error_line.empty());
+  EXPECT_EQ(r.error_line.find('\n'), std::string::npos) << r.error_line;
+  EXPECT_CONTAINS(log(), "stage=createRuntime action=fail");
+}
+
+TEST_F(HookTest, AContainerThatAskedNothingIsLeftAlone) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a mount namespace (CI runs as root)";
+  write_spec({"PATH=/bin"});
+  start_container(64);
+  const HookRun r = run(state(container_));
+  EXPECT_EQ(r.rc, kExitOk) << r.error_line;
+  EXPECT_EQ(container_shm_size(), 64 * kMiB);
+}
+
+TEST_F(HookTest, AnExplicitSizeOverTheBudgetFailsTheStartAsAtEveryDoor) {
+  write_spec({"GPU_RUN_SHM_SIZE=600m"}, kGiB);
+  const HookRun r = run(state(::getpid()));
+  EXPECT_EQ(r.rc, kExitFailure);
+  EXPECT_CONTAINS(r.error_line,
+                  "container hooktest: shm-size 600MiB does not fit the memory limit 1GiB (shm pages count against "
+                  "it; at most 50% = 512MiB may be shm): raise the memory limit to at least 1200m or ask for less");
+  EXPECT_CONTAINS(log(), "container=hooktest stage=createRuntime action=fail source=env");
+}
+
+TEST_F(HookTest, GrowsTheContainersShmInItsMountNamespace) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a mount namespace (CI runs as root)";
+  write_spec({"GPU_RUN_SHM_SIZE=200m"}, 2 * kGiB);
+  start_container(64);
+  const HookRun r = run(state(container_));
+  EXPECT_EQ(r.rc, kExitOk) << r.error_line;
+  EXPECT_EQ(container_shm_size(), 200 * kMiB);
+  EXPECT_CONTAINS(log(), "action=resized source=env");
+  EXPECT_CONTAINS(log(), "before=64m after=200m");
+}
+
+TEST_F(HookTest, AStateWithoutAPidFailsAnExplicitRequest) {
+  write_spec({"GPU_RUN_SHM_SIZE=200m"});
+  const HookRun r = run(state(0));
+  EXPECT_EQ(r.rc, kExitFailure);
+  EXPECT_CONTAINS(r.error_line, "pid");
+}
+
+}  // namespace
+}  // namespace gpurun
