@@ -1,5 +1,5 @@
 // gpu-run-webhook: a mutating admission webhook that gives pods a /dev/shm of the planned size.
-// The HTTPS server only; the review is review.cpp (pure), the TLS pieces tls.cpp.
+// The HTTPS server only; the review is admission.cpp (pure), the TLS pieces tls.cpp.
 
 #include <httplib.h>
 #include <signal.h>
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "admission.hpp"
 #include "config.hpp"
 #include "error.hpp"
 #include "file_io.hpp"
@@ -25,9 +26,9 @@
 #include "profile_store.hpp"
 #include "program.hpp"
 #include "prometheus.hpp"
-#include "review.hpp"
 #include "tls.hpp"
 #include "units.hpp"
+#include "webhook_config.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,0 +1,10 @@
+#pragma once
+
+#include <string>
+
+namespace gpurun {
+
+// RFC 4648 base64 of `data` (AdmissionResponse.patch).
+std::string base64_encode(const std::string& data);
+
+}  // namespace gpurun
