@@ -1,25 +1,25 @@
 #include "base64.hpp"
 
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <cstddef>
+
 namespace gpurun {
 
 std::string base64_encode(const std::string& data) {
-  static const char* const kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((data.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < data.size(); i += 3) {
-    const unsigned v = (static_cast<unsigned char>(data[i]) << 16) | (static_cast<unsigned char>(data[i + 1]) << 8) |
-                       static_cast<unsigned char>(data[i + 2]);
-    for (int s : {18, 12, 6, 0}) out += kAlphabet[(v >> s) & 63];
+  // EVP_EncodeBlock takes an int length: whole groups of 3 bytes at a time, so that '=' padding
+  // comes only after the last.
+  constexpr std::size_t kChunk = 3 << 20;
+  std::string out((data.size() + 2) / 3 * 4 + 1, '\0');  // + 1: EVP_EncodeBlock ends with a NUL
+  std::size_t written = 0;
+  for (std::size_t at = 0; at < data.size(); at += kChunk) {
+    const std::size_t len = std::min(kChunk, data.size() - at);
+    written += static_cast<std::size_t>(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(&out[written]),
+                                                        reinterpret_cast<const unsigned char*>(data.data() + at),
+                                                        static_cast<int>(len)));
   }
-  if (i < data.size()) {
-    unsigned v = static_cast<unsigned char>(data[i]) << 16;
-    if (i + 1 < data.size()) v |= static_cast<unsigned char>(data[i + 1]) << 8;
-    out += kAlphabet[(v >> 18) & 63];
-    out += kAlphabet[(v >> 12) & 63];
-    out += i + 1 < data.size() ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
+  out.resize(written);
   return out;
 }
 
