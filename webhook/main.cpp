@@ -17,6 +17,7 @@
 
 #include "admission.hpp"
 #include "config.hpp"
+#include "contract.hpp"
 #include "error.hpp"
 #include "file_io.hpp"
 #include "log.hpp"
@@ -216,10 +217,11 @@ int serve(const Options& o) {
 int main(int argc, char** argv) {
   using gpurun::Options;
   Options o;
-  CLI::App app(
-      "gpu-run-webhook: a mutating admission webhook (admission.k8s.io/v1) that gives pods annotated "
-      "gpu-run.profile a memory-backed /dev/shm of the planned size",
-      "gpu-run-webhook");
+  CLI::App app(std::string("gpu-run-webhook: a mutating admission webhook (admission.k8s.io/v1) that gives pods "
+                           "annotated ") +
+                   gpurun::request_key(gpurun::RequestKey::kProfile).annotation +
+                   " a memory-backed /dev/shm of the planned size",
+               "gpu-run-webhook");
   app.set_version_flag("--version", std::string("gpu-run-webhook ") + GPU_RUN_VERSION);
   app.add_option("--listen", o.listen, "Address and port to serve HTTPS on (port 0: any free port)")
       ->type_name("ADDR:PORT")

@@ -26,7 +26,8 @@ constexpr std::size_t kKnownProfilesShown = 20;
 // webhook knows instead.
 std::string pod_words(std::string message, const ProfileStore& store) {
   for (const auto& [flag, annotation] :
-       {std::pair<const char*, const char*>{"--workers", "gpu-run.workers"}, {"--batch-size", "gpu-run.batch-size"}})
+       {std::pair<const char*, const char*>{"--workers", request_key(RequestKey::kWorkers).annotation},
+        {"--batch-size", request_key(RequestKey::kBatchSize).annotation}})
     for (auto at = message.find(flag); at != std::string::npos; at = message.find(flag, at))
       message.replace(at, std::string(flag).size(), annotation);
   const auto hint = message.find(kProfilesListHint);
@@ -193,11 +194,15 @@ void PodRequest::check_budget(const ShmTarget& t, const std::string& who) const 
   const MemoryBudget budget{*limit, config_.memory_fraction_max};
   const ShmDecision& d = t.decision;
   if (budget.holds(d.size)) return;
+  std::string or_less;
+  if (d.plan)
+    or_less = std::string(", or lower the annotation ") + request_key(RequestKey::kWorkers).annotation + " (now " +
+              std::to_string(d.plan->workers) + ") or " + request_key(RequestKey::kBatchSize).annotation + " (now " +
+              std::to_string(d.plan->batch_size) + ")";
+  else
+    or_less = std::string(", or ask for less with ") + request_key(RequestKey::kShmSize).annotation;
   throw CannotMeet{who + ": planned /dev/shm of " + format_size(d.size) + " " + budget.over() +
-                   ": raise resources.limits.memory to at least " + k8s_quantity(budget.limit_for(d.size)) +
-                   (d.plan ? ", or lower the annotation gpu-run.workers (now " + std::to_string(d.plan->workers) +
-                                 ") or gpu-run.batch-size (now " + std::to_string(d.plan->batch_size) + ")"
-                           : ", or ask for less with gpu-run.shm-size")};
+                   ": raise resources.limits.memory to at least " + k8s_quantity(budget.limit_for(d.size)) + or_less};
 }
 
 }  // namespace gpurun

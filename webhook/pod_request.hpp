@@ -17,10 +17,6 @@
 
 namespace gpurun {
 
-// The annotation that names the containers to give /dev/shm (comma-separated), instead of
-// those that request GPUs.
-inline constexpr const char* kContainersAnnotation = "gpu-run.containers";
-
 // Thrown for a pod the webhook leaves alone: allowed, no patch, maybe a warning.
 struct LeaveAlone {
   std::string reason;
