@@ -38,6 +38,10 @@ inline constexpr std::array<RequestKeySpec, 5> kRequestKeys = {{
 // key gives one.
 inline constexpr const char* kCrioShmSizeAnnotation = "io.kubernetes.cri-o.ShmSize";
 
+// The webhook's annotation naming the containers of a pod to give /dev/shm (comma-separated),
+// instead of those that request GPUs. It says where, not what: not a request key.
+inline constexpr const char* kContainersAnnotation = "gpu-run.containers";
+
 // How the CRI runtimes mark the containers of a pod: "sandbox" for the pod's pause container,
 // "container" for an app container, which joins the sandbox's ipc namespace and bind-mounts
 // the pod's /dev/shm (one tmpfs for the whole pod). The sandbox sizes the pod; an app

@@ -21,7 +21,7 @@ constexpr const char* kProfilesConfigMap = "gpu-run-profiles";
 constexpr const char* kWebhookName = "shm.gpu-run.io";
 constexpr int kPort = 8443;
 
-// The webhook's own config (webhook/review.hpp, gpu-run-webhook(1)), as the ConfigMap ships it.
+// The webhook's own config (webhook/webhook_config.hpp, gpu-run-webhook(1)), as the ConfigMap ships it.
 constexpr const char* kDefaultConfig =
     R"({"policy": "raise", "memory_fraction_max": 0.5, "default_cpus": 1, "namespace_profiles": {}})";
 

@@ -1,5 +1,5 @@
 // gpu-run-webhook: a mutating admission webhook that gives pods a /dev/shm of the planned size.
-// The HTTPS server only; the review is review.cpp (pure), the TLS pieces tls.cpp.
+// The HTTPS server only; the review is admission.cpp (pure), the TLS pieces tls.cpp.
 
 #include <httplib.h>
 #include <signal.h>
@@ -15,7 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "admission.hpp"
 #include "config.hpp"
+#include "contract.hpp"
 #include "error.hpp"
 #include "file_io.hpp"
 #include "log.hpp"
@@ -25,9 +27,9 @@
 #include "profile_store.hpp"
 #include "program.hpp"
 #include "prometheus.hpp"
-#include "review.hpp"
 #include "tls.hpp"
 #include "units.hpp"
+#include "webhook_config.hpp"
 
 namespace gpurun {
 namespace {
@@ -215,10 +217,11 @@ int serve(const Options& o) {
 int main(int argc, char** argv) {
   using gpurun::Options;
   Options o;
-  CLI::App app(
-      "gpu-run-webhook: a mutating admission webhook (admission.k8s.io/v1) that gives pods annotated "
-      "gpu-run.profile a memory-backed /dev/shm of the planned size",
-      "gpu-run-webhook");
+  CLI::App app(std::string("gpu-run-webhook: a mutating admission webhook (admission.k8s.io/v1) that gives pods "
+                           "annotated ") +
+                   gpurun::request_key(gpurun::RequestKey::kProfile).annotation +
+                   " a memory-backed /dev/shm of the planned size",
+               "gpu-run-webhook");
   app.set_version_flag("--version", std::string("gpu-run-webhook ") + GPU_RUN_VERSION);
   app.add_option("--listen", o.listen, "Address and port to serve HTTPS on (port 0: any free port)")
       ->type_name("ADDR:PORT")

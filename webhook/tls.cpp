@@ -8,6 +8,9 @@
 #include <sys/stat.h>
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <unordered_map>
 
 #include "error.hpp"
 #include "openssl_util.hpp"
@@ -118,19 +121,46 @@ bool TlsCredentials::setup(SSL_CTX& ctx) {
   return true;
 }
 
-namespace {
-int deadline_index = -1;
+struct ConnectionDeadlines::Table {
+  struct Entry {
+    int fd;
+    std::string peer;  // "address port", as httplib reports the remote end
+    std::chrono::steady_clock::time_point deadline;
+  };
+  std::mutex mutex;
+  std::uint64_t next_id = 1;
+  std::uint64_t expired = 0;
+  std::map<std::uint64_t, Entry> entries;
+  std::unordered_map<std::string, std::uint64_t> by_peer;  // the entry of each peer's connection
+
+  // Erases an entry and its peer's index; with mutex held.
+  void forget(std::map<std::uint64_t, Entry>::iterator entry) {
+    // A peer's port may already belong to a newer connection: only this one's index goes.
+    if (const auto id = by_peer.find(entry->second.peer); id != by_peer.end() && id->second == entry->first)
+      by_peer.erase(id);
+    entries.erase(entry);
+  }
+};
+
+struct ConnectionDeadlines::Connection {
+  std::weak_ptr<Table> owner;  // expired once its ConnectionDeadlines is destroyed
+  std::uint64_t id;
+};
+
+int ConnectionDeadlines::connection_index() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, &ConnectionDeadlines::on_free);
+  return index;
 }
 
-ConnectionDeadlines::ConnectionDeadlines(std::chrono::milliseconds limit) : limit_(limit) {
-  if (deadline_index < 0)
-    deadline_index = SSL_get_ex_new_index(0, this, nullptr, nullptr, &ConnectionDeadlines::on_free);
+ConnectionDeadlines::ConnectionDeadlines(std::chrono::milliseconds limit)
+    : limit_(limit), table_(std::make_shared<Table>()) {
+  if (connection_index() < 0) throw Error("cannot set up connection deadlines: " + openssl_error());
   thread_ = std::thread([this] { watch(); });
 }
 
 ConnectionDeadlines::~ConnectionDeadlines() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(table_->mutex);
     stop_ = true;
   }
   wake_.notify_all();
@@ -143,13 +173,13 @@ void ConnectionDeadlines::attach(SSL_CTX& ctx) {
 }
 
 std::uint64_t ConnectionDeadlines::expired() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return expired_;
+  std::lock_guard<std::mutex> lock(table_->mutex);
+  return table_->expired;
 }
 
 // The first TLS record of a connection starts its clock.
 void ConnectionDeadlines::on_message(int, int, int, const void*, size_t, SSL* ssl, void* arg) {
-  if (SSL_get_ex_data(ssl, deadline_index) != nullptr) return;
+  if (SSL_get_ex_data(ssl, connection_index()) != nullptr) return;
   auto* self = static_cast<ConnectionDeadlines*>(arg);
   const int fd = SSL_get_fd(ssl);
   std::string peer;
@@ -161,49 +191,49 @@ void ConnectionDeadlines::on_message(int, int, int, const void*, size_t, SSL* ss
       getnameinfo(reinterpret_cast<sockaddr*>(&addr), addr_len, host, sizeof host, port, sizeof port,
                   NI_NUMERICHOST | NI_NUMERICSERV) == 0)
     peer = std::string(host) + " " + port;
-  std::lock_guard<std::mutex> lock(self->mutex_);
-  const std::uint64_t id = self->next_id_++;
-  SSL_set_ex_data(ssl, deadline_index, reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)));
-  self->entries_[id] = {fd, peer, std::chrono::steady_clock::now() + self->limit_};
-  if (!peer.empty()) self->by_peer_[peer] = id;
+  Table& table = *self->table_;
+  std::lock_guard<std::mutex> lock(table.mutex);
+  auto connection = std::make_unique<Connection>(Connection{self->table_, table.next_id++});
+  // A connection whose record OpenSSL could not keep is not watched: on_free would never
+  // forget it, and its fd could be shut down after it was reused.
+  if (SSL_set_ex_data(ssl, connection_index(), connection.get()) != 1) return;
+  const std::uint64_t id = connection.release()->id;
+  table.entries[id] = {fd, peer, std::chrono::steady_clock::now() + self->limit_};
+  if (!peer.empty()) table.by_peer[peer] = id;
 }
 
 void ConnectionDeadlines::handled(const std::string& peer_addr, int peer_port) {
   const std::string peer = peer_addr + " " + std::to_string(peer_port);
   const auto deadline = std::chrono::steady_clock::now() + limit_;
-  std::lock_guard<std::mutex> lock(mutex_);
-  const auto id = by_peer_.find(peer);
-  if (id == by_peer_.end()) return;
-  if (const auto entry = entries_.find(id->second); entry != entries_.end()) entry->second.deadline = deadline;
-}
-
-void ConnectionDeadlines::forget(std::map<std::uint64_t, Entry>::iterator entry) {
-  // A peer's port may already belong to a newer connection: only this one's index goes.
-  if (const auto id = by_peer_.find(entry->second.peer); id != by_peer_.end() && id->second == entry->first)
-    by_peer_.erase(id);
-  entries_.erase(entry);
+  std::lock_guard<std::mutex> lock(table_->mutex);
+  const auto id = table_->by_peer.find(peer);
+  if (id == table_->by_peer.end()) return;
+  if (const auto entry = table_->entries.find(id->second); entry != table_->entries.end())
+    entry->second.deadline = deadline;
 }
 
 // SSL_free: the connection is gone (httplib closes the socket after this), so its fd is
-// never shut down once it may have been reused.
-void ConnectionDeadlines::on_free(void*, void* ptr, CRYPTO_EX_DATA*, int, long, void* argp) {
-  if (!ptr) return;
-  auto* self = static_cast<ConnectionDeadlines*>(argp);
-  std::lock_guard<std::mutex> lock(self->mutex_);
-  if (const auto entry = self->entries_.find(reinterpret_cast<std::uintptr_t>(ptr)); entry != self->entries_.end())
-    self->forget(entry);
+// never shut down once it may have been reused. Its owner may be gone before it.
+void ConnectionDeadlines::on_free(void*, void* ptr, CRYPTO_EX_DATA*, int, long, void*) {
+  const std::unique_ptr<Connection> connection(static_cast<Connection*>(ptr));
+  if (!connection) return;
+  const std::shared_ptr<Table> table = connection->owner.lock();
+  if (!table) return;
+  std::lock_guard<std::mutex> lock(table->mutex);
+  if (const auto entry = table->entries.find(connection->id); entry != table->entries.end()) table->forget(entry);
 }
 
 void ConnectionDeadlines::watch() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  Table& table = *table_;
+  std::unique_lock<std::mutex> lock(table.mutex);
   while (!stop_) {
     wake_.wait_for(lock, std::chrono::milliseconds(200));
     const auto now = std::chrono::steady_clock::now();
-    for (auto it = entries_.begin(); it != entries_.end();) {
+    for (auto it = table.entries.begin(); it != table.entries.end();) {
       if (it->second.deadline < now) {
         if (it->second.fd >= 0) ::shutdown(it->second.fd, SHUT_RDWR);
-        ++expired_;
-        forget(it++);
+        ++table.expired;
+        table.forget(it++);
       } else {
         ++it;
       }

@@ -9,13 +9,12 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
 
 namespace gpurun {
 
@@ -51,6 +50,7 @@ class TlsCredentials {
 // Closes connections (shutdown(2) of the socket) that spend more than `limit` on one request:
 // from the handshake, or from the last request the server handled on a kept-alive connection
 // (`handled`; not from any write, so a client cannot extend its time with TLS KeyUpdates).
+// Each instance watches the connections of the contexts it is attached to, and only those.
 class ConnectionDeadlines {
  public:
   explicit ConnectionDeadlines(std::chrono::milliseconds limit);
@@ -58,7 +58,8 @@ class ConnectionDeadlines {
   ConnectionDeadlines(const ConnectionDeadlines&) = delete;
   ConnectionDeadlines& operator=(const ConnectionDeadlines&) = delete;
 
-  // Installs the callbacks on `ctx`.
+  // Installs the callbacks on `ctx`, which must start no connection once this is destroyed
+  // (the SSLs it has may be freed later).
   void attach(SSL_CTX& ctx);
 
   // A request from this peer was read and handled: its connection's clock starts again.
@@ -68,25 +69,22 @@ class ConnectionDeadlines {
   std::uint64_t expired() const;
 
  private:
+  // The connections watched. Each connection's record holds it weakly: an SSL may be freed
+  // after this is destroyed.
+  struct Table;
+  // An SSL's ex_data: its owner's table and its entry there.
+  struct Connection;
+  // The SSL ex_data index of every instance's records (one per process; its free callback
+  // finds the owner in the record).
+  static int connection_index();
   static void on_message(int write_p, int version, int content_type, const void* buf, size_t len, SSL* ssl, void* arg);
   static void on_free(void* parent, void* ptr, CRYPTO_EX_DATA* ad, int idx, long argl, void* argp);
   void watch();
 
   std::chrono::milliseconds limit_;
-  mutable std::mutex mutex_;
+  std::shared_ptr<Table> table_;
   std::condition_variable wake_;
-  bool stop_ = false;
-  std::uint64_t next_id_ = 1;
-  std::uint64_t expired_ = 0;
-  struct Entry {
-    int fd;
-    std::string peer;  // "address port", as httplib reports the remote end
-    std::chrono::steady_clock::time_point deadline;
-  };
-  std::map<std::uint64_t, Entry> entries_;
-  std::unordered_map<std::string, std::uint64_t> by_peer_;  // the entry of each peer's connection
-  // Erases an entry and its peer's index; with mutex_ held.
-  void forget(std::map<std::uint64_t, Entry>::iterator entry);
+  bool stop_ = false;  // with table_'s mutex held
   std::thread thread_;
 };
 

@@ -42,7 +42,7 @@ make_cert "$work/b" gpu-run-webhook-b
 cp "$work/a/tls.crt" "$work/tls.crt"
 cp "$work/a/tls.key" "$work/tls.key"
 
-# The profile the sizes are worked out for (tests/unit/webhook/review_test.cpp): 4 MiB
+# The profile the sizes are worked out for (tests/unit/webhook/admission_test.cpp): 4 MiB
 # batches, 2 workers per GPU, NCCL 64 MiB (flat): 8 GPUs -> 8 * ((2*2) * 4 MiB + 72 KiB semaphores) + 64 MiB -> 193 MiB.
 # The directory is laid out as the kubelet mounts a ConfigMap: the data in a timestamped
 # directory, `..data` a symlink to it, each key a symlink through `..data`.

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_util.hpp"
+
 namespace gpurun {
 namespace {
 
@@ -24,6 +26,22 @@ TEST(WebhookMetricsTest, CountsOutcomesAndBucketsLatencies) {
   EXPECT_NE(text.find("gpu_run_webhook_review_duration_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos);
   EXPECT_NE(text.find("gpu_run_webhook_review_duration_seconds_sum 2.0204\n"), std::string::npos) << text;
   EXPECT_NE(text.find("gpu_run_webhook_review_duration_seconds_count 3\n"), std::string::npos);
+}
+
+TEST(WebhookMetricsTest, CountersAndHistogram) {
+  WebhookMetrics m;
+  m.record("patched", 0.0004);
+  m.record("denied", 0.003);
+  m.record("error", 2.0);
+  const std::string text = m.render();
+  EXPECT_CONTAINS(text, "gpu_run_webhook_reviews_total 3\n");
+  EXPECT_CONTAINS(text, "gpu_run_webhook_patches_total 1\n");
+  EXPECT_CONTAINS(text, "gpu_run_webhook_denials_total 1\n");
+  EXPECT_CONTAINS(text, "gpu_run_webhook_errors_total 1\n");
+  EXPECT_CONTAINS(text, "gpu_run_webhook_review_duration_seconds_bucket{le=\"0.0005\"} 1\n");
+  EXPECT_CONTAINS(text, "gpu_run_webhook_review_duration_seconds_bucket{le=\"0.005\"} 2\n");
+  EXPECT_CONTAINS(text, "gpu_run_webhook_review_duration_seconds_bucket{le=\"+Inf\"} 3\n");
+  EXPECT_CONTAINS(text, "gpu_run_webhook_review_duration_seconds_count 3\n");
 }
 
 }  // namespace

@@ -1,18 +1,11 @@
 #pragma once
 
-// gpu-run-webhook's decision: an AdmissionReview for a Pod in, the AdmissionReview response
-// out, with a JSONPatch that gives the pod a memory-backed /dev/shm of the planned size.
-// Pure over its inputs (the profile store reads profile files by name, nothing else).
-// docs/ARCHITECTURE.md, "The doors" (the webhook row).
+// gpu-run-webhook's config file (--config, JSON) and its policy for a plan it cannot apply.
 
-#include <cstdint>
 #include <filesystem>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include "profile_store.hpp"
 
 namespace gpurun {
 
@@ -40,24 +33,5 @@ struct WebhookConfig {
 
 // Parses the config text; an unknown key or a bad value is an Error (exit 2) naming it.
 WebhookConfig parse_webhook_config(const std::string& text, const std::string& source);
-
-// The annotation that names the containers to give /dev/shm (comma-separated), instead of
-// those that request GPUs.
-inline constexpr const char* kContainersAnnotation = "gpu-run.containers";
-// The volume the webhook adds (a suffix -2, -3, ... when the pod has one of that name).
-inline constexpr const char* kShmVolumeName = "gpu-run-shm";
-
-struct ReviewResult {
-  nlohmann::json review;  // the AdmissionReview to send back
-  std::string outcome;    // patched | allowed | warned | denied | error
-  std::string fields;     // key=value for the log line: uid, namespace, pod, outcome, size, reason
-};
-
-// Reviews one AdmissionReview request body. Never throws: malformed input is an allowed
-// response without a patch (outcome "error") or a denial with a reason.
-ReviewResult review_admission(const std::string& body, const WebhookConfig& config, const ProfileStore& store);
-
-// RFC 4648 base64 of `data` (AdmissionResponse.patch).
-std::string base64_encode(const std::string& data);
 
 }  // namespace gpurun

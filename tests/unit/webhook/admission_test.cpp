@@ -1,8 +1,7 @@
-#include "review.hpp"
+#include "admission.hpp"
 
 #include <gtest/gtest.h>
 
-#include "metrics.hpp"
 #include "profile_store.hpp"
 #include "test_files.hpp"
 #include "test_fixtures.hpp"
@@ -534,66 +533,6 @@ TEST_F(ReviewTest, V1beta1IsAnsweredInKind) {
   json r = review_of(pod({{"team", "x"}}, json::array({container("main")})));
   r["apiVersion"] = "admission.k8s.io/v1beta1";
   EXPECT_EQ(run(r).review["apiVersion"], "admission.k8s.io/v1beta1");
-}
-
-TEST(WebhookConfigTest, ParsesAndRefuses) {
-  const WebhookConfig c = parse_webhook_config(
-      R"({"policy": "deny", "memory_fraction_max": 0.4, "profile_dirs": ["/p"], "default_cpus": 4})", "c.json");
-  EXPECT_EQ(c.policy, WebhookPolicy::kDeny);
-  EXPECT_DOUBLE_EQ(c.memory_fraction_max, 0.4);
-  ASSERT_EQ(c.profile_dirs.size(), 1u);
-  EXPECT_EQ(c.default_cpus, 4u);
-  EXPECT_CONTAINS(expect_error([] { parse_webhook_config(R"({"policy": "maybe"})", "c.json"); }).what(),
-                  "c.json: policy");
-  EXPECT_CONTAINS(expect_error([] { parse_webhook_config(R"({"polcy": "deny"})", "c.json"); }).what(), "unknown key");
-  EXPECT_CONTAINS(expect_error([] { parse_webhook_config("{", "c.json"); }).what(), "JSON object");
-}
-
-TEST(WebhookConfigTest, NamespaceProfiles) {
-  const WebhookConfig c =
-      parse_webhook_config(R"({"namespace_profiles": {"ml-team": "imagenet", "vision": "team-a/detector"}})", "c.json");
-  ASSERT_EQ(c.namespace_profiles.size(), 2u);
-  EXPECT_EQ(c.namespace_profiles.at("ml-team"), "imagenet");
-  EXPECT_EQ(c.namespace_profiles.at("vision"), "team-a/detector");
-  EXPECT_TRUE(parse_webhook_config("{}", "c.json").namespace_profiles.empty());
-  EXPECT_CONTAINS(expect_error([] { parse_webhook_config(R"({"namespace_profiles": ["ml"]})", "c.json"); }).what(),
-                  "c.json: namespace_profiles: expected an object");
-  EXPECT_CONTAINS(
-      expect_error([] { parse_webhook_config(R"({"namespace_profiles": {"ML_Team": "imagenet"}})", "c.json"); }).what(),
-      "'ML_Team' is not a namespace name");
-  EXPECT_CONTAINS(
-      expect_error([] { parse_webhook_config(R"({"namespace_profiles": {"ml": "../etc/passwd"}})", "c.json"); }).what(),
-      "c.json: namespace_profiles.ml: expected a profile name");
-  EXPECT_CONTAINS(expect_error([] { parse_webhook_config(R"({"namespace_profiles": {"ml": 3}})", "c.json"); }).what(),
-                  "expected a profile name");
-  EXPECT_EQ(expect_error([] { parse_webhook_config(R"({"namespace_profiles": {"ml": ""}})", "c.json"); }).exit_code(),
-            kExitUsage);
-}
-
-TEST(Base64Test, Rfc4648Vectors) {
-  EXPECT_EQ(base64_encode(""), "");
-  EXPECT_EQ(base64_encode("f"), "Zg==");
-  EXPECT_EQ(base64_encode("fo"), "Zm8=");
-  EXPECT_EQ(base64_encode("foo"), "Zm9v");
-  EXPECT_EQ(base64_encode("foob"), "Zm9vYg==");
-  EXPECT_EQ(base64_encode("fooba"), "Zm9vYmE=");
-  EXPECT_EQ(base64_encode("foobar"), "Zm9vYmFy");
-}
-
-TEST(WebhookMetricsTest, CountersAndHistogram) {
-  WebhookMetrics m;
-  m.record("patched", 0.0004);
-  m.record("denied", 0.003);
-  m.record("error", 2.0);
-  const std::string text = m.render();
-  EXPECT_CONTAINS(text, "gpu_run_webhook_reviews_total 3\n");
-  EXPECT_CONTAINS(text, "gpu_run_webhook_patches_total 1\n");
-  EXPECT_CONTAINS(text, "gpu_run_webhook_denials_total 1\n");
-  EXPECT_CONTAINS(text, "gpu_run_webhook_errors_total 1\n");
-  EXPECT_CONTAINS(text, "gpu_run_webhook_review_duration_seconds_bucket{le=\"0.0005\"} 1\n");
-  EXPECT_CONTAINS(text, "gpu_run_webhook_review_duration_seconds_bucket{le=\"0.005\"} 2\n");
-  EXPECT_CONTAINS(text, "gpu_run_webhook_review_duration_seconds_bucket{le=\"+Inf\"} 3\n");
-  EXPECT_CONTAINS(text, "gpu_run_webhook_review_duration_seconds_count 3\n");
 }
 
 }  // namespace

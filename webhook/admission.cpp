@@ -1,0 +1,109 @@
+#include "admission.hpp"
+
+#include <cstddef>
+
+#include "base64.hpp"
+#include "k8s_quantity.hpp"
+#include "log.hpp"
+#include "patch.hpp"
+#include "pod_json.hpp"
+#include "pod_request.hpp"
+
+namespace gpurun {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::size_t kMaxUidBytes = 256;
+
+std::string pod_label(const json& pod) {
+  const json* meta = member(pod, "metadata");
+  if (!meta) return "";
+  std::string name = string_at(*meta, "name");
+  if (name.empty()) name = string_at(*meta, "generateName");
+  return k8s_shown(name);
+}
+
+}  // namespace
+
+ReviewResult review_admission(const std::string& body, const WebhookConfig& config, const ProfileStore& store) {
+  std::string uid;
+  std::string api_version = "admission.k8s.io/v1";
+  std::string where;  // namespace/pod for the log
+  json response = {{"allowed", true}};
+  ReviewResult r;
+  auto finish = [&](const std::string& outcome, const std::string& reason) {
+    response["uid"] = uid;
+    r.review = {{"apiVersion", api_version}, {"kind", "AdmissionReview"}, {"response", response}};
+    r.outcome = outcome;
+    r.fields = "uid=" + log_quote(uid) + (where.empty() ? "" : " pod=" + log_quote(where)) + " outcome=" + outcome +
+               r.fields + (reason.empty() ? "" : " reason=" + log_quote(reason));
+    return r;
+  };
+  auto warn = [&](const std::string& message) { response["warnings"] = json::array({"gpu-run: " + message}); };
+  try {
+    const json in = json::parse(body, nullptr, false);
+    if (in.is_discarded()) {
+      warn("malformed AdmissionReview: not JSON");
+      return finish("error", "malformed JSON");
+    }
+    const json* request = member(in, "request");
+    if (!request || !request->is_object()) {
+      warn("malformed AdmissionReview: no request");
+      return finish("error", "no request");
+    }
+    if (string_at(in, "apiVersion") == "admission.k8s.io/v1beta1") api_version = "admission.k8s.io/v1beta1";
+    uid = string_at(*request, "uid");
+    if (uid.size() > kMaxUidBytes) {
+      uid.clear();
+      warn("malformed AdmissionReview: request.uid is too long");
+      return finish("error", "uid too long");
+    }
+    where = string_at(*request, "namespace");
+    const json* kind = member(*request, "kind");
+    if (!kind || string_at(*kind, "kind") != "Pod" || !string_at(*kind, "group").empty())
+      return finish("allowed", "not a Pod");
+    if (const json* op = member(*request, "operation"); op && op->is_string() && *op != "CREATE")
+      return finish("allowed", "operation " + k8s_shown(op->get<std::string>()) + ": only CREATE is changed");
+    if (!string_at(*request, "subResource").empty()) return finish("allowed", "a subresource");
+    const json* pod = member(*request, "object");
+    if (!pod || !pod->is_object()) {
+      warn("malformed AdmissionReview: request.object is not a Pod");
+      return finish("error", "no object");
+    }
+    const auto ns_default = config.namespace_profiles.find(where);
+    where += "/" + pod_label(*pod);
+    PodRequest pod_request(*pod, config, store,
+                           ns_default == config.namespace_profiles.end() ? nullptr : &ns_default->second);
+    try {
+      pod_request.decide();
+      const json ops = shm_patch(pod_request.spec(), pod_request.targets(), pod_request.total(), config);
+      response["patchType"] = "JSONPatch";
+      response["patch"] = base64_encode(ops.dump());
+      r.fields = " size=" + k8s_quantity(pod_request.total()) + " containers=" + log_quote(pod_request.target_names());
+      if (const std::string used = pod_request.default_profile_used(); !used.empty())
+        r.fields += " namespace_profile=" + log_quote(used);
+      return finish("patched", "");
+    } catch (const LeaveAlone& leave) {
+      if (leave.warn) warn(leave.reason);
+      return finish(leave.warn ? "warned" : "allowed", leave.reason);
+    } catch (const CannotMeet& cannot) {
+      // A pod that asked nothing is never denied for its namespace's default (as a host's
+      // default_profile is skipped with a warning, never failed, by default).
+      if (config.policy == WebhookPolicy::kWarn || pod_request.by_namespace_default()) {
+        warn(cannot.reason + "; the pod was admitted without a /dev/shm change");
+        return finish("warned", cannot.reason);
+      }
+      response["allowed"] = false;
+      response["status"] = {{"code", 403}, {"reason", "Forbidden"}, {"message", "gpu-run: " + cannot.reason}};
+      return finish("denied", cannot.reason);
+    }
+  } catch (const std::exception& e) {
+    response = {{"allowed", true}};
+    warn(std::string("could not review the pod: ") + e.what());
+    r.fields.clear();
+    return finish("error", e.what());
+  }
+}
+
+}  // namespace gpurun

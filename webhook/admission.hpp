@@ -1,0 +1,26 @@
+#pragma once
+
+// gpu-run-webhook's decision: an AdmissionReview for a Pod in, the AdmissionReview response
+// out, with a JSONPatch that gives the pod a memory-backed /dev/shm of the planned size.
+// Pure over its inputs (the profile store reads profile files by name, nothing else).
+// docs/ARCHITECTURE.md, "The doors" (the webhook row).
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "profile_store.hpp"
+#include "webhook_config.hpp"
+
+namespace gpurun {
+
+struct ReviewResult {
+  nlohmann::json review;  // the AdmissionReview to send back
+  std::string outcome;    // patched | allowed | warned | denied | error
+  std::string fields;     // key=value for the log line: uid, namespace, pod, outcome, size, reason
+};
+
+// Reviews one AdmissionReview request body. Never throws: malformed input is an allowed
+// response without a patch (outcome "error") or a denial with a reason.
+ReviewResult review_admission(const std::string& body, const WebhookConfig& config, const ProfileStore& store);
+
+}  // namespace gpurun

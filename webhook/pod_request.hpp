@@ -1,0 +1,81 @@
+#pragma once
+
+// A Pod's request for /dev/shm: which of its containers get gpu-run's volume and core's
+// decision for each, from the pod's gpu-run.* annotations, its containers' env and resources and
+// the webhook's config. Pure over its inputs (the profile store reads profile files by name).
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "profile_store.hpp"
+#include "shm_decision.hpp"
+#include "webhook_config.hpp"
+
+namespace gpurun {
+
+// Thrown for a pod the webhook leaves alone: allowed, no patch, maybe a warning.
+struct LeaveAlone {
+  std::string reason;
+  bool warn = false;
+};
+
+// Thrown for a pod whose request cannot be met: the policy decides.
+struct CannotMeet {
+  std::string reason;
+};
+
+// One container the webhook gives /dev/shm, with its decision.
+struct ShmTarget {
+  std::string list;  // "containers" | "initContainers"
+  std::size_t index = 0;
+  const nlohmann::json* container = nullptr;  // in the pod
+  ShmDecision decision;
+};
+
+class PodRequest {
+ public:
+  // `pod`, `config`, `store` and `namespace_profile` (the config's default profile for the
+  // pod's namespace, or null) must outlive this.
+  PodRequest(const nlohmann::json& pod, const WebhookConfig& config, const ProfileStore& store,
+             const std::string* namespace_profile);
+
+  // Reads the request and decides each target; throws LeaveAlone or CannotMeet.
+  void decide();
+
+  // After decide(): the pod's spec, the containers that get /dev/shm, the sum of their sizes.
+  const nlohmann::json& spec() const { return *spec_; }
+  const std::vector<ShmTarget>& targets() const { return targets_; }
+  std::uint64_t total() const { return total_; }
+
+  // The pod asked nothing itself: only its namespace's default profile applies (known once
+  // decide() has read the annotations, also when it threw).
+  bool by_namespace_default() const { return by_default_; }
+  // The namespace's default profile when the pod names no profile (for the log), else "".
+  std::string default_profile_used() const;
+  // The targets' names, comma-separated (for the log).
+  std::string target_names() const;
+
+ private:
+  void decide_all();
+  void read_annotations();
+  void check_existing_mounts() const;
+  void choose_targets();
+  void decide_target(ShmTarget& t);
+  static std::string over_budget_words(const ShmDecision& decision, bool asked_size);
+
+  const nlohmann::json& pod_;
+  const WebhookConfig& config_;
+  const ProfileStore& store_;
+  const std::string* namespace_profile_;
+  bool by_default_ = false;
+  const nlohmann::json* spec_ = nullptr;
+  std::map<std::string, std::string> annotations_;
+  std::vector<ShmTarget> targets_;
+  std::uint64_t total_ = 0;
+};
+
+}  // namespace gpurun
