@@ -18,20 +18,24 @@ LogLevel parse_log_level(const std::string& name) {
   return LogLevel::kInfo;
 }
 
-Logger::Logger(std::string path, LogLevel level, std::string program)
-    : path_(std::move(path)), level_(level), program_(std::move(program)) {
-  if (!path_.empty()) fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+FdSink::~FdSink() {
+  if (owned_ && fd_ >= 0) ::close(fd_);
 }
 
-Logger::~Logger() {
-  if (fd_ >= 0) ::close(fd_);
+std::unique_ptr<FdSink> FdSink::append_to(const std::string& path) {
+  const int fd = path.empty() ? -1 : ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
+  return std::make_unique<FdSink>(fd, true);
 }
 
-void Logger::log(LogLevel level, const std::string& message) const {
-  if (level > level_ && !echo_) return;
+void FdSink::write(const std::string& line) {
+  if (fd_ >= 0) (void)!::write(fd_, line.data(), line.size());
+}
+
+std::string format_log_line(const std::string& program, LogLevel level, const std::string& message) {
   static const char* const kNames[] = {"error", "warn", "info", "debug"};
-  std::string line = utc_timestamp(std::time(nullptr)) + " " + program_ + "[" + std::to_string(::getpid()) +
+  std::string line = utc_timestamp(std::time(nullptr)) + " " + program + "[" + std::to_string(::getpid()) +
                      "] level=" + kNames[static_cast<int>(level)] + " ";
+  line.reserve(line.size() + message.size() + 1);
   // One call, one line: a raw newline in a message (an unquoted value) must not start a
   // line that a reader would take for another entry.
   for (char c : message) {
@@ -43,9 +47,21 @@ void Logger::log(LogLevel level, const std::string& message) const {
       line += c;
   }
   line += '\n';
-  if (echo_) (void)!::write(STDERR_FILENO, line.data(), line.size());
-  if (level > level_ || fd_ < 0) return;
-  (void)!::write(fd_, line.data(), line.size());
+  return line;
+}
+
+Logger::Logger(std::string path, LogLevel level, std::string program)
+    : Logger(FdSink::append_to(path), level, std::move(program)) {}
+
+Logger::Logger(std::unique_ptr<LogSink> sink, LogLevel level, std::string program)
+    : sink_(std::move(sink)), level_(level), program_(std::move(program)) {}
+
+void Logger::log(LogLevel level, const std::string& message) const {
+  if (level > level_ && !echo_) return;
+  const std::string line = format_log_line(program_, level, message);
+  if (echo_) FdSink(STDERR_FILENO, false).write(line);
+  if (level > level_ || !sink_) return;
+  sink_->write(line);
 }
 
 std::string log_quote(const std::string& value) {

@@ -13,4 +13,6 @@ void print_error(const char* program, const std::string& message) {
   }
 }
 
+void print_warning(const char* program, const std::string& message) { print_error(program, "warning: " + message); }
+
 }  // namespace gpurun

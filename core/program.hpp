@@ -11,6 +11,9 @@ namespace gpurun {
 // runtime start on every container start). Never throws.
 void print_error(const char* program, const std::string& message);
 
+// "<program>: warning: <message>\n", the same way: every warning a person reads on stderr.
+void print_warning(const char* program, const std::string& message);
+
 // Every binary's main: runs `body` and turns what it throws into one line on stderr and the
 // exit code (an Error's own, 1 for anything else).
 template <typename Body>

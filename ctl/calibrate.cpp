@@ -16,6 +16,7 @@
 #include "invocation.hpp"
 #include "measured_run.hpp"
 #include "nccl_segments.hpp"
+#include "program.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -108,7 +109,7 @@ void run_calibrate(const CalibrateOptions& o) {
     w.engine_options.insert(w.engine_options.begin(), {"--shm-size", engine_size(shm)});
   }
   const EngineInvocation inv = prepare_run(w, config, host);
-  for (const auto& line : inv.warnings) std::cerr << "gpu-run-ctl: warning: " << line << "\n";
+  for (const auto& line : inv.warnings) print_warning("gpu-run-ctl", line);
 
   const std::string base_arg = profile_argument(w.sizing, config);
   const Profile base = load_sizing_profile(w.sizing, config);

@@ -20,6 +20,7 @@
 #include "metrics_server.hpp"
 #include "process.hpp"
 #include "profile_store.hpp"
+#include "program.hpp"
 #include "shm_decision.hpp"
 #include "shm_resize.hpp"
 #include "sizing.hpp"
@@ -110,7 +111,7 @@ void poll_engine(const std::string& engine, const GuardOptions& o, const Config&
       }
     }
     if (!failure.empty()) {
-      if (!failing) std::cerr << "gpu-run-ctl: warning: guard: " << engine << " ps failed: " << failure << "\n";
+      if (!failing) print_warning("gpu-run-ctl", "guard: " + engine + " ps failed: " + failure);
       failing = true;
     } else {
       failing = false;
@@ -130,7 +131,7 @@ void poll_engine(const std::string& engine, const GuardOptions& o, const Config&
           found.push_back(std::move(f));
         } catch (const std::exception& e) {
           // Gone between ps and inspect: the next poll decides.
-          std::cerr << "gpu-run-ctl: warning: guard: container " << id.substr(0, 12) << ": " << e.what() << "\n";
+          print_warning("gpu-run-ctl", "guard: container " + id.substr(0, 12) + ": " + e.what());
         }
       }
       for (auto it = known.begin(); it != known.end();) it = running.count(*it) ? std::next(it) : known.erase(it);
@@ -296,7 +297,7 @@ void run_guard(const GuardOptions& o) {
       try {
         guard.on_sample(c.pid, c.id, *usage);
       } catch (const std::exception& e) {
-        std::cerr << "gpu-run-ctl: warning: guard: container " << display_name(c) << ": " << e.what() << "\n";
+        print_warning("gpu-run-ctl", "guard: container " + display_name(c) + ": " + e.what());
       }
       if (server) {
         // After a growth the sample is stale: the size is read again.

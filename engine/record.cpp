@@ -6,6 +6,7 @@
 #include "clock.hpp"
 #include "error.hpp"
 #include "guard.hpp"
+#include "program.hpp"
 #include "shm_guard.hpp"
 #include "timeline.hpp"
 #include "units.hpp"
@@ -61,9 +62,9 @@ int run_recorded(const EngineInvocation& inv, const WrapperOptions& o, const Con
   const std::time_t started = std::time(nullptr);
   const MeasuredRun run = run_measured(inv.argv, inv.engine, mo);
   if (!run.sample_error.empty())
-    std::cerr << "gpu-run: warning: " << flag << ": " << run.sample_error << "\n";
+    print_warning("gpu-run", std::string(flag) + ": " + run.sample_error);
   else if (!run.container_seen)
-    std::cerr << "gpu-run: warning: " << flag << ": the container was never seen running; recording a peak of 0\n";
+    print_warning("gpu-run", std::string(flag) + ": the container was never seen running; recording a peak of 0");
   if (o.record) {
     append_perf_line(log.get(), perf_record_line(make_perf_record(inv, o, run, started)), log_path);
     std::cerr << "gpu-run: recorded peak /dev/shm " << format_size(run.shm.peak) << " of "

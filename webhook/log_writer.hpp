@@ -11,19 +11,22 @@
 #include <string>
 #include <thread>
 
+#include "log.hpp"
+
 namespace gpurun {
 
-class LogWriter {
+// The webhook's LogSink (core/log.hpp): the one line format, written by its own thread.
+class LogWriter : public LogSink {
  public:
   // `max_pending`: bytes queued before write() waits for the thread (no line is dropped).
   explicit LogWriter(int fd, std::size_t max_pending = 1 << 20);
-  ~LogWriter();  // writes every queued line, then stops the thread
+  ~LogWriter() override;  // writes every queued line, then stops the thread
   LogWriter(const LogWriter&) = delete;
   LogWriter& operator=(const LogWriter&) = delete;
 
   // Queues one line (ending in its newline). Never throws for the log's sake: a write that
   // fails is dropped, as a log that cannot be written must not fail a review.
-  void write(const std::string& line);
+  void write(const std::string& line) override;
 
  private:
   void run();

@@ -53,16 +53,6 @@ struct Options {
   unsigned threads = 64;
 };
 
-// One log line: "<UTC time> gpu-run-webhook level=L <fields>\n".
-std::string log_text(const char* level, const std::string& fields) {
-  char when[32];
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return std::string(when) + " " + kProgram + " level=" + level + " " + fields + "\n";
-}
-
 std::pair<std::string, int> split_listen(const std::string& listen) {
   const auto colon = listen.rfind(':');
   if (colon == std::string::npos || colon + 1 == listen.size())
@@ -95,8 +85,8 @@ int serve(const Options& o) {
 
   // Log lines go to stderr from the writer's thread (started after the mask, so it takes no
   // signal); it writes what is queued when serve returns.
-  LogWriter log(STDERR_FILENO);
-  auto log_line = [&log](const char* level, const std::string& fields) { log.write(log_text(level, fields)); };
+  const Logger log(std::make_unique<LogWriter>(STDERR_FILENO), LogLevel::kDebug, kProgram);
+  auto log_line = [&log](LogLevel level, const std::string& fields) { log.log(level, fields); };
 
   TlsCredentials credentials(o.tls_cert, o.tls_key);
   ConnectionDeadlines deadlines(std::chrono::seconds(o.request_timeout));
@@ -134,9 +124,9 @@ int serve(const Options& o) {
     res.set_content(r.review.dump(), "application/json");
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     metrics.record(r.outcome, seconds);
-    const char* level = r.outcome == "error"                               ? "error"
-                        : (r.outcome == "denied" || r.outcome == "warned") ? "warn"
-                                                                           : "info";
+    const LogLevel level = r.outcome == "error"                               ? LogLevel::kError
+                           : (r.outcome == "denied" || r.outcome == "warned") ? LogLevel::kWarn
+                                                                              : LogLevel::kInfo;
     char took[32];
     std::snprintf(took, sizeof took, "%.6f", seconds);
     log_line(level, "event=review " + r.fields + " seconds=" + took);
@@ -177,7 +167,7 @@ int serve(const Options& o) {
       const timespec wait{static_cast<time_t>(o.reload_interval), 0};
       const int sig = sigtimedwait(&signals, nullptr, &wait);
       if (sig == SIGTERM || sig == SIGINT) {
-        log_line("info", std::string("event=shutdown signal=") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
+        log_line(LogLevel::kInfo, std::string("event=shutdown signal=") + (sig == SIGTERM ? "SIGTERM" : "SIGINT"));
         ready = false;
         signalled = true;
         server.stop();
@@ -185,9 +175,9 @@ int serve(const Options& o) {
       }
       const std::string reload = credentials.reload_if_changed();
       if (reload == "reloaded")
-        log_line("info", "event=tls-reload cert=" + log_quote(o.tls_cert));
+        log_line(LogLevel::kInfo, "event=tls-reload cert=" + log_quote(o.tls_cert));
       else if (!reload.empty())
-        log_line("warn", "event=tls-reload-failed error=" + log_quote(reload) + " keeping=previous");
+        log_line(LogLevel::kWarn, "event=tls-reload-failed error=" + log_quote(reload) + " keeping=previous");
     }
   });
   // A namespace's default that does not load now is said once at start (each review of that
@@ -196,18 +186,18 @@ int serve(const Options& o) {
     try {
       profiles.current()->load(profile, /*allow_path=*/false);
     } catch (const Error& e) {
-      log_line("warn", "event=namespace-profile-missing namespace=" + log_quote(ns) + " profile=" + log_quote(profile) +
-                           " error=" + log_quote(e.what()));
+      log_line(LogLevel::kWarn, "event=namespace-profile-missing namespace=" + log_quote(ns) +
+                                    " profile=" + log_quote(profile) + " error=" + log_quote(e.what()));
     }
   }
-  log_line("info", "event=listening address=" + log_quote(host) + " port=" + std::to_string(bound) +
-                       " profile_dirs=" + std::to_string(profiles.dirs().size()));
+  log_line(LogLevel::kInfo, "event=listening address=" + log_quote(host) + " port=" + std::to_string(bound) +
+                                " profile_dirs=" + std::to_string(profiles.dirs().size()));
   ready = true;
   const bool ok = server.listen_after_bind();
   stopping = true;
   if (!signalled) pthread_kill(control.native_handle(), SIGTERM);  // the listener failed: wake the thread
   control.join();
-  log_line("info", "event=stopped expired_connections=" + std::to_string(deadlines.expired()));
+  log_line(LogLevel::kInfo, "event=stopped expired_connections=" + std::to_string(deadlines.expired()));
   return ok ? static_cast<int>(kExitOk) : static_cast<int>(kExitFailure);
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "error.hpp"
+#include "program.hpp"
 #include "record.hpp"
 
 namespace gpurun {
@@ -76,7 +77,7 @@ int run_wrapper(const WrapperOptions& o) {
   Config config = load_config(config_path(std::nullopt));
   HostInfo host = probe_host();
   EngineInvocation inv = prepare_run(o, config, host);
-  for (const auto& w : inv.warnings) std::cerr << "gpu-run: warning: " << w << "\n";
+  for (const auto& w : inv.warnings) print_warning("gpu-run", w);
   if (o.explain) std::cerr << explain(inv.plan);
   if (o.json) {
     std::cout << invocation_json(inv) << "\n";

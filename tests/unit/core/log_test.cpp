@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "test_files.hpp"
+#include "test_util.hpp"
 
 namespace gpurun {
 namespace {
@@ -208,6 +209,26 @@ TEST(Logger, ConcurrentProcessesWriteWholeLines) {
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
   check_whole_lines(read_text(file), kWriters, kLines);
+}
+
+// One format for every sink: a sink gets whole lines, the level filters, echo copies.
+TEST(LogSinkTest, EverySinkGetsTheOneLineFormat) {
+  struct Capture : LogSink {
+    std::vector<std::string>* lines;
+    explicit Capture(std::vector<std::string>* l) : lines(l) {}
+    void write(const std::string& line) override { lines->push_back(line); }
+  };
+  std::vector<std::string> lines;
+  const Logger log(std::make_unique<Capture>(&lines), LogLevel::kInfo, "gpu-run-webhook");
+  log.info("event=review outcome=patched");
+  log.debug("event=ignored");
+  log.warn("two\nlines");
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], format_log_line("gpu-run-webhook", LogLevel::kInfo, "event=review outcome=patched"));
+  EXPECT_CONTAINS(lines[0], " gpu-run-webhook[" + std::to_string(::getpid()) + "] level=info event=review");
+  EXPECT_EQ(lines[0].back(), '\n');
+  EXPECT_CONTAINS(lines[1], "level=warn two\\nlines\n");
+  EXPECT_EQ(lines[1].find('\n'), lines[1].size() - 1);
 }
 
 }  // namespace
