@@ -126,51 +126,69 @@ const char* edit_name(SpecEdit::Kind kind) {
   return enum_name(kind, kNames);
 }
 
-bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {
+Bundle load_bundle(const std::string& bundle_arg) {
+  Bundle b;
   std::error_code ec;
-  fs::path bundle = fs::absolute(bundle_arg, ec);
-  if (ec) bundle = bundle_arg;
-  nlohmann::json spec = load_spec(bundle);
-  const SpecFacts facts = spec_facts(spec, bundle);
-  const ContainerPlan plan = plan_container({}, facts, ctx.config, ctx.store, probe_host_facts);
-  const std::string who = "bundle=" + log_quote(bundle.string());
+  b.dir = fs::absolute(bundle_arg, ec);
+  if (ec) b.dir = bundle_arg;
+  b.spec = load_spec(b.dir);
+  b.facts = spec_facts(b.spec, b.dir);
+  return b;
+}
+
+void write_bundle(const Bundle& b) {
+  // Atomic for runc, which reads it next; not fsync'ed: a bundle does not outlive a crash
+  // (the engine recreates it), and two fsyncs cost a disk-backed /run milliseconds per start.
+  write_file_atomic((b.dir / "config.json").string(), b.spec.dump(), 0644, Durability::kVolatile);
+}
+
+namespace {
+
+// The engine's own tmpfs bound at /dev/shm (a pod's, Docker's shareable one, podman's) is
+// mounted on the host already: resized there, no hook. A pod's app container most often finds
+// it sized by its sandbox (unchanged). nullopt: not such a bind, or not reachable from here
+// (the hook remains for it).
+std::optional<bool> resize_on_host(const Bundle& b, const ShmDecision& d, const DecisionContext& ctx,
+                                   const std::string& who) {
+  const SpecFacts& facts = b.facts;
+  if (facts.shm_type != std::string("bind") || !facts.shm_source || !is_engine_shm_source(*facts.shm_source))
+    return std::nullopt;
+  // As the hook does: a failure fails the start only when asked for (dispose_failure).
+  auto failure = [&](const std::string& message) {
+    const Disposition failed = dispose_failure(message, d.explicit_request, ctx.config);
+    log_disposition(ctx.log, who, failed);
+    if (failed.action == Action::kFail) throw Error(failed.error, 0, kExitFailure);
+    return false;
+  };
+  std::optional<ShmResult> r;
+  try {
+    r = resize_engine_shm(*facts.shm_source, d.size, d.size_explicit, host_shm_device());
+  } catch (const Error& e) {
+    return failure(e.what());
+  }
+  if (!r) return std::nullopt;
+  ctx.log.info(who + " " + result_fields(d, *r) + " where=host");
+  if (const std::string short_by = short_of_size(*r, d.size); !short_by.empty()) return failure(short_by);
+  return false;
+}
+
+}  // namespace
+
+bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {
+  // Load, decide, modify, write (nvidia-container-toolkit's spec Load/Modify/Flush).
+  Bundle bundle = load_bundle(bundle_arg);
+  const ContainerPlan plan = plan_container({}, bundle.facts, ctx.config, ctx.store, probe_host_facts);
+  const std::string who = "bundle=" + log_quote(bundle.dir.string());
   if (plan.disposition.action != Action::kAct) {
     log_disposition(ctx.log, who, plan.disposition);
     if (plan.disposition.action == Action::kFail) throw Error(plan.disposition.error, 0, kExitFailure);
     return false;
   }
-  // The engine's own tmpfs bound at /dev/shm (a pod's, Docker's shareable one, podman's) is
-  // mounted on the host already: resized there, no hook. A pod's app container most often finds
-  // it sized by its sandbox (unchanged). The hook remains for what cannot be done from here.
-  if (facts.shm_type == std::string("bind") && facts.shm_source && is_engine_shm_source(*facts.shm_source)) {
-    const ShmDecision& d = plan.decision;
-    // As the hook does: a failure fails the start only when asked for (dispose_failure).
-    auto failure = [&](const std::string& message) {
-      const Disposition failed = dispose_failure(message, d.explicit_request, ctx.config);
-      log_disposition(ctx.log, who, failed);
-      if (failed.action == Action::kFail) throw Error(failed.error, 0, kExitFailure);
-      return false;
-    };
-    std::optional<ShmResult> r;
-    try {
-      r = resize_engine_shm(*facts.shm_source, d.size, d.size_explicit, host_shm_device());
-    } catch (const Error& e) {
-      return failure(e.what());
-    }
-    if (r) {
-      ctx.log.info(who + " " + result_fields(d, *r) + " where=host");
-      if (const std::string short_by = short_of_size(*r, d.size); !short_by.empty()) return failure(short_by);
-      return false;
-    }
-  }
+  if (const std::optional<bool> done = resize_on_host(bundle, plan.decision, ctx, who)) return *done;
   fs::path hook = ctx.config.hook_path;
   if (hook.empty()) hook = self_exe().parent_path() / "gpu-run-hook";
-  const SpecEdit edit = edit_spec(spec, facts, plan.decision, hook.string(), ctx.config_file.string());
-  if (edit.kind != SpecEdit::kUnchanged) {
-    // Atomic for runc, which reads it next; not fsync'ed: a bundle does not outlive a crash
-    // (the engine recreates it), and two fsyncs cost a disk-backed /run milliseconds per start.
-    write_file_atomic((bundle / "config.json").string(), spec.dump(), 0644, Durability::kVolatile);
-  }
+  const SpecEdit edit = edit_spec(bundle.spec, bundle.facts, plan.decision, hook.string(), ctx.config_file.string());
+  if (edit.kind != SpecEdit::kUnchanged) write_bundle(bundle);
   ctx.log.info(who + " action=" + edit_name(edit.kind) + " " + describe(plan.decision) + edit.detail);
   return edit.kind != SpecEdit::kUnchanged;
 }

@@ -1,15 +1,17 @@
 #pragma once
 
-#include <nlohmann/json_fwd.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "oci.hpp"
 
 namespace gpurun {
 
 struct DecisionContext;
 struct ShmDecision;
-struct SpecFacts;
 
 // What gpu-run-runtime needs from a runc command line.
 struct RuntimeArgs {
@@ -42,9 +44,22 @@ SpecEdit edit_spec(nlohmann::json& spec, const SpecFacts& facts, const ShmDecisi
 // The log's name for an edit: spec-size, inject-hook, unchanged.
 const char* edit_name(SpecEdit::Kind kind);
 
-// On create/run: plans the container of <bundle>/config.json, edits the spec and rewrites
-// it atomically. Returns false when the spec was left unchanged. Throws Error when an
-// explicit request cannot be met (or on_error is fail).
+// A bundle as the runtime reads it: its directory, its spec and the spec's facts.
+struct Bundle {
+  std::filesystem::path dir;  // absolute
+  nlohmann::json spec;
+  SpecFacts facts;
+};
+
+// Load: <bundle>/config.json (bounded, a regular file) and its facts. Throws Error.
+Bundle load_bundle(const std::string& bundle);
+
+// Write: the (edited) spec back to <bundle>/config.json atomically.
+void write_bundle(const Bundle& bundle);
+
+// On create/run: load_bundle, plan_container, edit_spec, write_bundle (or, for an engine's own
+// shm bound in, the resize on the host), and one log line. Returns false when the spec was left unchanged. Throws Error
+// when an explicit request cannot be met (or on_error is fail).
 bool prepare_bundle(const std::string& bundle, const DecisionContext& context);
 
 // Resolves the real runtime to exec: the first of the config's `runtimes` found (absolute

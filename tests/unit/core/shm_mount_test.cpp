@@ -214,7 +214,7 @@ TEST_F(ShmMountTest, TheOneProbeSeesWhatTheContainerHas) {
   fs::create_directories(root_ / "elsewhere");
   fs::create_directory_symlink("/elsewhere", root_ / "dev/shm");
   const int refused = probe_shm_dir(root.get(), Resolve::kNoSymlinks, "test").error;
-  EXPECT_TRUE(refused == ELOOP || refused == ENOTDIR) << refused;  // not followed
+  EXPECT_TRUE(refused == ELOOP || refused == ENOTDIR) << refused;   // not followed
   p = probe_shm_dir(root.get(), Resolve::kSymlinksInRoot, "test");  // resolved in the root, not the host's
   EXPECT_EQ(p.error, 0);
   EXPECT_EQ(p.mount, ShmMount::kNotMount);
