@@ -4,7 +4,7 @@
 // say when a job ran out of it. Pure; the sampling and the remount are the engine's
 // (measured_run.hpp) and core's (shm_remount.hpp).
 //
-// Measured (tests/integration/guard_test.sh, README "--guard"): a real DataLoader (2 workers,
+// Measured (tests/integration/guard_test.sh, docs/guard-and-metrics.md): a real DataLoader (2 workers,
 // 55 MiB batches of 96 x 3x224x224 float32) filled /dev/shm by at most 23-45 MiB per 10 ms
 // sample and at most 1000-2542 MiB/s over 100 ms (two runs). Keeping one batch per worker
 // (110 MiB) free leaves at least 43 ms, four samples at 100 Hz, to grow before an allocation

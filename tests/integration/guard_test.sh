@@ -3,7 +3,7 @@
 # private dockerd: a job that fails at Docker's 64 MiB runs to the end when the guard grows
 # its /dev/shm while it runs (one host log line and one stderr line per growth); -d is
 # refused; a job that dies of a too-small /dev/shm under --record is told what would have fitted.
-# Also measures how fast the DataLoader fills /dev/shm (the numbers in README, "--guard").
+# Also measures how fast the DataLoader fills /dev/shm (the numbers in docs/guard-and-metrics.md, "--guard").
 # Usage: guard_test.sh [PATH/TO/gpu-run]   (gpu-run-ctl is taken from the same directory)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
