@@ -36,6 +36,9 @@ class HttpMetricsServer : public MetricsServer {
     server_.set_read_timeout(kTimeoutSeconds, 0);
     server_.set_write_timeout(kTimeoutSeconds, 0);
     server_.set_keep_alive_timeout(kTimeoutSeconds);
+    // A response goes out in two writes (headers, body): without TCP_NODELAY the second waits for
+    // the client's delayed ACK on a kept-alive connection, as the webhook's did (bench/WEBHOOK.md).
+    server_.set_tcp_nodelay(true);
     server_.Get("/metrics", [render = std::move(render)](const httplib::Request&, httplib::Response& res) {
       res.set_content(render(), kPrometheusContentType);
     });

@@ -91,7 +91,8 @@ void poll_engine(const std::string& engine, const GuardOptions& o, const Config&
   const auto commands = guard_ps_commands(engine, o.all);
   ProfileStore store(profile_search_path({}, config, /*include_user=*/false));
   const auto load = [&store](const std::string& name) { return store.load(name, /*allow_path=*/false); };
-  std::set<std::string> known;  // inspected already (guarded or skipped)
+  std::set<std::string> known;          // inspected already (guarded or skipped)
+  std::set<std::string> uninspectable;  // listed, but inspect failed once
   bool failing = false;
   while (!stop_requested()) {
     std::set<std::string> running;
@@ -130,11 +131,15 @@ void poll_engine(const std::string& engine, const GuardOptions& o, const Config&
           f.limits = container_guard_limits(f.info, config, load, &f.note);
           found.push_back(std::move(f));
         } catch (const std::exception& e) {
-          // Gone between ps and inspect: the next poll decides.
-          print_warning("gpu-run-ctl", "guard: container " + id.substr(0, 12) + ": " + e.what());
+          // Most often removed between ps and inspect, which is no news: said only when the
+          // next poll still lists it and inspect fails again.
+          if (!uninspectable.insert(id).second)
+            print_warning("gpu-run-ctl", "guard: container " + id.substr(0, 12) + ": " + e.what());
         }
       }
       for (auto it = known.begin(); it != known.end();) it = running.count(*it) ? std::next(it) : known.erase(it);
+      for (auto it = uninspectable.begin(); it != uninspectable.end();)
+        it = running.count(*it) && !known.count(*it) ? std::next(it) : uninspectable.erase(it);
       roster.publish(std::move(found), running);
     }
     for (auto waited = std::chrono::milliseconds(0); waited < kPollEvery && !stop_requested();
