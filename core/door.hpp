@@ -1,9 +1,10 @@
 #pragma once
 
-// What every door (gpu-run-hook, gpu-run-runtime, and the doors to come: resize, guard,
-// containerd, webhook) shares: the context a decision is made in, the plan for one
-// container, and the disposition that turns a decision into act / leave / skip / fail.
-// A door gathers its inputs, calls these, and acts (docs/ARCHITECTURE.md, "Doors").
+// What the doors that get an OCI container (gpu-run-hook, and gpu-run-runtime, also as
+// containerd's runtime handler) share: the context a decision is made in, the plan for one
+// container, and the disposition that turns a decision into act / leave / skip / fail. The
+// other doors (gpu-run, resize, the guard, the webhook) call shm_decision.hpp themselves and act
+// their own way. docs/ARCHITECTURE.md, "The decision context and the disposition".
 
 #include <functional>
 #include <map>

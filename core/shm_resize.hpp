@@ -2,7 +2,8 @@
 
 // Resizing a running container's /dev/shm (gpu-run-ctl resize): which /dev/shm the engine
 // gave the container, and whether the size asked for may replace the one it has. Pure; the
-// act is the hook's (shm_mount.hpp) in a child process (docs/ARCHITECTURE.md, "Doors").
+// act is the hook's (shm_mount.hpp) in a child process (docs/ARCHITECTURE.md, "The doors:
+// plan, then act").
 
 #include <cstdint>
 #include <optional>

@@ -112,7 +112,7 @@ struct MemoryBudget {
 std::uint64_t recommend_workers(unsigned cpus, unsigned ranks, std::uint64_t batch_size);
 
 // Bytes of one receive segment of NCCL's SHM transport for `spec`'s buffer sizes, and the NCCL
-// term for `ranks` ranks on one node (docs/ARCHITECTURE.md, "The NCCL term").
+// term for `ranks` ranks on one node (docs/ARCHITECTURE.md, "The sizing model": the NCCL term).
 std::uint64_t nccl_recv_segment(const NcclSpec& spec);
 NcclPlan plan_nccl(const Profile& profile, unsigned ranks);
 

@@ -2,7 +2,8 @@
 
 // gpu-run-ctl guard --metrics: where the Prometheus endpoint listens, and the server itself.
 // The server is cpp-httplib, in a module loaded at run time (gpu-run-metrics-http.so): the
-// gpu-run package's gpu-run-ctl links no HTTP or TLS library (docs/ARCHITECTURE.md, "Metrics").
+// gpu-run package's gpu-run-ctl links no HTTP or TLS library (docs/ARCHITECTURE.md, "Modules",
+// the ctl/ row).
 
 #include <functional>
 #include <memory>
