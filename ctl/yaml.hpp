@@ -5,13 +5,10 @@
 
 namespace gpurun {
 
-// Writes a JSON value as block-style YAML that reads back as the same value (YAML 1.1 and
-// 1.2). Every string value is double-quoted, so "yes", "0755" or "1e3" stay strings; keys
-// are plain only when they cannot be read as anything else.
+// Writes a JSON value as block-style YAML (yaml-cpp's emitter, keys in the value's order) that
+// reads back as the same value (YAML 1.1 and 1.2). Every string value is double-quoted, so
+// "yes", "0755" or "1e3" stay strings; keys are plain only when they cannot be read as anything
+// else; characters outside printable ASCII are escaped.
 std::string to_yaml(const nlohmann::ordered_json& value);
-
-// A string as a YAML double-quoted scalar: quotes, backslashes and non-printable
-// characters escaped; other UTF-8 passes through.
-std::string yaml_quote(const std::string& text);
 
 }  // namespace gpurun

@@ -1,6 +1,7 @@
 #include "yaml.hpp"
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -16,19 +17,70 @@ using nlohmann::ordered_json;
 using test::read_text;
 using test::TempDir;
 
-TEST(Yaml, QuotesEveryStringSafely) {
-  EXPECT_EQ(yaml_quote("yes"), "\"yes\"");
-  EXPECT_EQ(yaml_quote("a\"b\\c"), "\"a\\\"b\\\\c\"");
-  EXPECT_EQ(yaml_quote("l1\nl2\t"), "\"l1\\nl2\\t\"");
-  EXPECT_EQ(yaml_quote(std::string("\x01\x7f", 2)), "\"\\u0001\\u007f\"");
-  EXPECT_EQ(yaml_quote("\xc2\x85"), "\"\\u0085\"");
-  EXPECT_EQ(yaml_quote("caf\xc3\xa9"), "\"caf\xc3\xa9\"");
+// Strings that look like other types, need escapes or are not ASCII; keys that need quotes;
+// empty and nested collections.
+const char* const kTricky = R"({
+  "spec": {"containers": [{"name": "main", "env": [{"name": "A", "value": "yes"}, {"name": "B", "value": "0755"},
+           {"name": "C", "value": "1e3"}, {"name": "D", "value": "a: b # c"}, {"name": "E", "value": "\"q\"\n\\"},
+           {"name": "F", "value": "~"}, {"name": "G", "value": "- x"}, {"name": "H", "value": ""},
+           {"name": "I", "value": "null"}, {"name": "J", "value": "True"}, {"name": "K", "value": "0x1F"},
+           {"name": "L", "value": " padded "}, {"name": "M", "value": "l1\nl2\r\n\tl3"}]}],
+           "nested": [[1, 2], [{"k": "v"}], [], {}, [[]]], "on": true, "null": null},
+  "unicode": ["caf\u00e9", "\u65e5\u672c", "\ud83d\ude00", "\u2028\u2029", "\ufeffbom", "\u00a0nbsp"],
+  "control": ["\u0000", "\u0001\u001f", "\u007f", "\u0085", "\u009f", "\b\f"],
+  "numbers": [0, -1, 0.5, 1.25e-7, 18446744073709551615, -9223372036854775808],
+  "keys": {"yes": 1, "No": 2, "ON": 3, "y": 4, "Null": 5, "~": 6, "": 7, "x y": 8, "1e3": 9, "0755": 10,
+           "-x": 11, "a: b": 12, "#c": 13, "k\nl": 14, "true": 15, "nvidia.com/gpu": 16, "_x": 17, "caf\u00e9": 18},
+  "empty": {"map": {}, "list": [], "string": ""}
+})";
+
+ordered_json from_yaml(const YAML::Node& node, bool key = false);
+
+// A scalar as a reader resolves it: quoted ("!" tag) is a string; plain is null, a boolean
+// (YAML 1.1's words, yaml-cpp's table) or a number. to_yaml writes no plain string value.
+ordered_json scalar_value(const YAML::Node& node, bool key) {
+  const std::string& text = node.Scalar();
+  if (node.Tag() == "!") return text;
+  bool as_bool = false;
+  if (YAML::convert<bool>::decode(node, as_bool)) return as_bool;
+  const ordered_json number = ordered_json::parse(text, nullptr, false);
+  if (!number.is_discarded() && number.is_number()) return number;
+  if (!key) ADD_FAILURE() << "a plain string value: " << text;
+  return text;
+}
+
+// The value YAML::Load read, as JSON, keys in the document's order.
+ordered_json from_yaml(const YAML::Node& node, bool key) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      ordered_json out = ordered_json::object();
+      for (const auto& entry : node) {
+        const ordered_json name = from_yaml(entry.first, true);
+        EXPECT_TRUE(name.is_string()) << "a key read as " << name.dump();
+        out[name.is_string() ? name.get<std::string>() : name.dump()] = from_yaml(entry.second);
+      }
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      ordered_json out = ordered_json::array();
+      for (const auto& item : node) out.push_back(from_yaml(item));
+      return out;
+    }
+    case YAML::NodeType::Scalar:
+      return scalar_value(node, key);
+    case YAML::NodeType::Null:
+      return nullptr;
+    case YAML::NodeType::Undefined:
+      break;
+  }
+  ADD_FAILURE() << "an undefined node";
+  return nullptr;
 }
 
 TEST(Yaml, WritesBlockStyle) {
   const ordered_json doc = ordered_json::parse(R"({
     "spec": {"containers": [{"name": "main", "args": ["a", 1, true, null]}], "empty": [], "o": {}},
-    "yes": "no", "nvidia.com/gpu": "2", "x y": 0.5
+    "yes": "no", "nvidia.com/gpu": "2", "x y": 0.5, "nested": [[1], [{"k": "v", "l": "w"}]]
   })");
   EXPECT_EQ(to_yaml(doc),
             "spec:\n"
@@ -43,23 +95,43 @@ TEST(Yaml, WritesBlockStyle) {
             "  o: {}\n"
             "\"yes\": \"no\"\n"
             "nvidia.com/gpu: \"2\"\n"
-            "\"x y\": 0.5\n");
+            "\"x y\": 0.5\n"
+            "nested:\n"
+            "  -\n"
+            "    - 1\n"
+            "  -\n"
+            "    - k: \"v\"\n"
+            "      l: \"w\"\n");
 }
 
-// Reads the YAML back with a real YAML parser when the machine has one.
+TEST(Yaml, EscapesWhatIsNotPrintableAscii) {
+  const ordered_json doc = {{"s", "a\"b\\c\nd\te\x01\x7f caf\xc3\xa9 \xe2\x80\xa8 \xf0\x9f\x98\x80"}};
+  EXPECT_EQ(to_yaml(doc), "s: \"a\\\"b\\\\c\\nd\\te\\x01\\x7f caf\\xe9 \\u2028 \\U0001f600\"\n");
+  EXPECT_EQ(to_yaml("yes"), "\"yes\"\n");
+  EXPECT_EQ(to_yaml(ordered_json::object()), "{}\n");
+}
+
+TEST(Yaml, ReadsBackAsTheSameValue) {
+  const ordered_json doc = ordered_json::parse(kTricky);
+  const std::string yaml = to_yaml(doc);
+  EXPECT_EQ(from_yaml(YAML::Load(yaml)), doc) << yaml;
+  for (const char* text : {"\"\"", "\"yes\"", "null", "[]", "{}", "[[[]]]", "-0.25"}) {
+    const ordered_json value = ordered_json::parse(text);
+    EXPECT_EQ(from_yaml(YAML::Load(to_yaml(value))), value) << to_yaml(value);
+  }
+}
+
+// YAML 1.1 as PyYAML reads it, when the machine has it: its resolver reads keys and values
+// yaml-cpp leaves untyped.
 TEST(Yaml, ReadsBackAsTheSameValueWithPyYaml) {
   if (std::system("python3 -c 'import yaml' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 with PyYAML not found";
   TempDir dir;
-  const ordered_json doc = ordered_json::parse(R"({
-    "spec": {"containers": [{"name": "main", "env": [{"name": "A", "value": "yes"}, {"name": "B", "value": "0755"},
-             {"name": "C", "value": "1e3"}, {"name": "D", "value": "a: b # c"}, {"name": "E", "value": "\"q\"\n\\"},
-             {"name": "F", "value": "~"}, {"name": "G", "value": "- x"}, {"name": "H", "value": ""}]}],
-             "nested": [[1, 2], [{"k": "v"}]], "on": true, "null": null}
-  })");
+  const ordered_json doc = ordered_json::parse(kTricky);
   const fs::path yaml = dir.write("doc.yaml", to_yaml(doc));
   const fs::path out = dir.path() / "doc.json";
   const std::string cmd =
-      "python3 -c 'import json,sys,yaml; json.dump(yaml.safe_load(open(sys.argv[1])), open(sys.argv[2], \"w\"))' " +
+      "python3 -c 'import json,sys,yaml; json.dump(yaml.safe_load(open(sys.argv[1], encoding=\"utf-8\")), "
+      "open(sys.argv[2], \"w\"))' " +
       yaml.string() + " " + out.string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << read_text(yaml);
   EXPECT_EQ(json::parse(read_text(out)), json::parse(doc.dump())) << read_text(yaml);
