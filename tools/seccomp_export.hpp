@@ -1,6 +1,6 @@
 #pragma once
 
-// The hook's seccomp policy (core/seccomp_policy.hpp) compiled to BPF by libseccomp: what
+// The hook's seccomp policy (core/oci/seccomp_policy.hpp) compiled to BPF by libseccomp: what
 // tools/seccomp_bpf_gen writes into the build, and what the tests compare the built
 // program with.
 #include <linux/filter.h>

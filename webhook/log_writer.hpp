@@ -15,7 +15,7 @@
 
 namespace gpurun {
 
-// The webhook's LogSink (core/log.hpp): the one line format, written by its own thread.
+// The webhook's LogSink (core/base/log.hpp): the one line format, written by its own thread.
 class LogWriter : public LogSink {
  public:
   // `max_pending`: bytes queued before write() waits for the thread (no line is dropped).

@@ -1,6 +1,6 @@
 // The probes core shares between the hook's mount code and gpu-run-ctl doctor:
-// open_dir_in_root, stat_fs, classify_shm (core/shm_mount.hpp) and read_kernel_file
-// (core/host.hpp).
+// open_dir_in_root, stat_fs, classify_shm (core/shm/shm_mount.hpp) and read_kernel_file
+// (core/decision/host.hpp).
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

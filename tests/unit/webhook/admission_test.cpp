@@ -297,7 +297,7 @@ TEST_F(ReviewTest, ExistingGpuRunEnvIsReplacedNotDuplicated) {
 }
 
 TEST_F(ReviewTest, ContainerEnvIsARequestAsTheContractSays) {
-  // GPU_RUN_SHM_SIZE in the container's env asks for that size (core/contract.hpp).
+  // GPU_RUN_SHM_SIZE in the container's env asks for that size (core/decision/contract.hpp).
   json p = pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "1"}})});
   p["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_RUN_SHM_SIZE"}, {"value", "2g"}}});
   const json out = patched(p, run(review_of(p)));
