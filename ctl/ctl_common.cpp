@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iostream>
 
 #include "error.hpp"
 #include "fd.hpp"
@@ -146,6 +147,16 @@ std::string runtime_config_note(const fs::path& config_file, const std::string& 
          "  Environment=\"GPU_RUN_CONFIG=" +
          config_file.string() + "\"\nthen `systemctl daemon-reload && systemctl restart " + unit +
          "` (an environment change needs a restart)\n";
+}
+
+void report_dry_run(const fs::path& path, const std::string& shown, const FileEdit& edit, const char* format) {
+  std::cout << shown;
+  std::cout.flush();
+  std::cerr << "gpu-run-ctl: --dry-run: " << path.string()
+            << (edit.changed ? std::string(" would become the ") + format + " above"
+                             : std::string(" is already configured"))
+            << " (nothing written)\n";
+  for (const auto& n : edit.notes) std::cerr << "gpu-run-ctl: " << n << "\n";
 }
 
 }  // namespace gpurun

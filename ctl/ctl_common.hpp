@@ -56,6 +56,11 @@ struct FileEdit {
   std::vector<std::string> notes;  // one line each, for the person running it
 };
 
+// `configure ... --dry-run`: `shown` (the file as it would be) on stdout; on stderr that `path`
+// would become it ("the <format> above") or is already configured, nothing written, and the
+// edit's notes. The one report of configure docker, podman and containerd.
+void report_dry_run(const fs::path& path, const std::string& shown, const FileEdit& edit, const char* format);
+
 // How `configure` replaces a file it edits: the old text (if any) goes to `backup`
 // first, then the new text replaces `path` atomically, keeping the old file's mode and owner.
 // Creates missing parent directories. Throws Error naming the path.

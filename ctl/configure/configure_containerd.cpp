@@ -313,11 +313,7 @@ void run_configure_containerd(const ConfigureContainerdOptions& o) {
   const FileEdit& file = edit.file;
 
   if (o.dry_run) {
-    std::cout << (file.changed || !existing ? file.text : *existing);
-    std::cout.flush();
-    std::cerr << "gpu-run-ctl: --dry-run: " << config.string()
-              << (file.changed ? " would become the TOML above" : " is already configured") << " (nothing written)\n";
-    for (const auto& n : file.notes) std::cerr << "gpu-run-ctl: " << n << "\n";
+    report_dry_run(config, file.changed || !existing ? file.text : *existing, file, "TOML");
     std::cerr << runtime_config_note(config_file, "containerd", "containerd") << missing_config;
     return;
   }

@@ -88,11 +88,7 @@ void run_configure_docker(const ConfigureDockerOptions& o) {
   const FileEdit edit = merge_daemon_json(existing, daemon_json.string(), runtime.string(), o.set_default);
 
   if (o.dry_run) {
-    std::cout << edit.text;
-    std::cout.flush();
-    std::cerr << "gpu-run-ctl: --dry-run: " << daemon_json.string()
-              << (edit.changed ? " would become the JSON above" : " is already configured") << "\n";
-    for (const auto& n : edit.notes) std::cerr << "gpu-run-ctl: " << n << "\n";
+    report_dry_run(daemon_json, edit.text, edit, "JSON");
     std::cerr << runtime_config_note(config_file, "dockerd", "docker") << missing_config;
     return;
   }

@@ -61,10 +61,7 @@ void run_configure_podman(const ConfigurePodmanOptions& o) {
       hook_file_edit(existing, file.string(), hooks_d_document(hook.string(), config_file.string(), o.always));
 
   if (o.dry_run) {
-    std::cout << edit.text;
-    std::cout.flush();
-    std::cerr << "gpu-run-ctl: --dry-run: " << file.string()
-              << (edit.changed ? " would contain the JSON above" : " is already configured") << "\n";
+    report_dry_run(file, edit.text, edit, "JSON");
     return;
   }
   if (!edit.changed) {
