@@ -43,10 +43,8 @@ SpecFacts engine_option_spec(const EngineOptionFacts& facts) {
   }
   // --ipc=host: no ipc namespace of its own; a bind onto /dev/shm: the host's (uses_host_shm).
   spec.has_ipc_namespace = facts.ipc.value_or("") != "host";
-  if (facts.host_shm_mount) {
-    spec.shm_type = "bind";
-    spec.shm_source = "a bind mount onto /dev/shm";
-  }
+  // A bind onto /dev/shm from the command line is never an engine's own shm (no source to check).
+  if (facts.host_shm_mount) spec.shm_type = "bind";
   return spec;
 }
 

@@ -44,6 +44,12 @@ void check_length(const std::string& name, const std::string& value) {
     throw Error(name + ": value of " + std::to_string(value.size()) + " bytes is too long");
 }
 
+// The memory limit the budget holds /dev/shm to: the container's own, else its pod's (a pod's
+// containers without a limit of their own: the pod's, which its tmpfs counts against).
+std::optional<std::uint64_t> budget_limit(const SpecFacts& spec) {
+  return spec.memory_limit ? spec.memory_limit : spec.pod_memory_limit;
+}
+
 }  // namespace
 
 ContainerRequest container_request(const std::map<std::string, std::string>& state_annotations, const SpecFacts& spec) {
@@ -133,8 +139,7 @@ SizingRequest sizing_request(const ContainerRequest& request, const SpecFacts& s
   if (request.prefetch_factor) sr.prefetch_factor = count(request.prefetch_factor, "prefetch-factor", 1, 1024);
   sr.cpus =
       usable_cpus(spec.cpuset_cpus && *spec.cpuset_cpus < host.cpus ? *spec.cpuset_cpus : host.cpus, spec.cpu_quota);
-  // A pod's containers without a limit of their own: the pod's limit, which its tmpfs counts against.
-  sr.memory_limit = spec.memory_limit ? spec.memory_limit : spec.pod_memory_limit;
+  sr.memory_limit = budget_limit(spec);
   sr.memory_fraction_max = config.memory_fraction_max;
   return sr;
 }
@@ -190,7 +195,7 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
   }
   try {
     const bool pod_limit = !spec.memory_limit && spec.pod_memory_limit;
-    const std::optional<std::uint64_t> memory_limit = spec.memory_limit ? spec.memory_limit : spec.pod_memory_limit;
+    const std::optional<std::uint64_t> memory_limit = budget_limit(spec);
     auto check_size = [&](std::uint64_t size, const std::string& what) {
       if (size < kMiB) throw Error(what + " " + format_size(size) + " is below 1MiB");
       if (host.mem_total > 0 && size > host.mem_total)

@@ -151,6 +151,7 @@ void poll_engine(const std::string& engine, const GuardOptions& o, const Config&
 struct Guarded {
   ContainerInfo info;
   std::unique_ptr<ShmGuard> guard;
+  std::string profile;  // its metrics' label: what gpu-run recorded, read once
 };
 
 }  // namespace
@@ -287,7 +288,8 @@ void run_guard(const GuardOptions& o) {
         auto guard = std::make_unique<ShmGuard>(config.guard, f.limits, config,
                                                 "gpu-run-ctl: guard: container " + display_name(f.info));
         const std::string id = f.info.id;
-        guarded.emplace(id, Guarded{std::move(f.info), std::move(guard)});
+        std::string profile = recorded_request(f.info.env, f.info.labels).profile.value_or("");
+        guarded.emplace(id, Guarded{std::move(f.info), std::move(guard), std::move(profile)});
       }
     }
     for (auto it = guarded.begin(); it != guarded.end();) {
@@ -307,8 +309,8 @@ void run_guard(const GuardOptions& o) {
       if (server) {
         // After a growth the sample is stale: the size is read again.
         const ShmUsage now = guard.growths() != growths_before ? shm_usage_of_pid(c.pid).value_or(*usage) : *usage;
-        metrics.update({c.id, c.name, recorded_request(c.env, c.labels).profile.value_or(""), c.engine, now.size,
-                        now.used, std::max(now.used, usage->used), guard.growths(), guard.refusals()});
+        metrics.update({c.id, c.name, it->second.profile, c.engine, now.size, now.used, std::max(now.used, usage->used),
+                        guard.growths(), guard.refusals()});
       }
       ++it;
     }
