@@ -19,6 +19,8 @@ constexpr std::uint64_t kNcclMemAlign = 4096;
 // bound itself: a plan that scales it keeps at least the headroom the built-ins had before the
 // modelled terms replaced it.
 constexpr double kCalibratedHeadroom = 1.25;
+// Without a pin thread the loop's batch and the previous one stay in /dev/shm (bench/torch/NOTES.md).
+constexpr std::uint64_t kHoldWithoutPinThread = 2;
 
 std::uint64_t sat_mul(std::uint64_t a, std::uint64_t b) {
   if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
@@ -46,12 +48,12 @@ std::uint64_t recommend_workers(unsigned cpus, unsigned ranks, std::uint64_t bat
 LoaderHold loader_hold(bool pin_memory, unsigned gpus, GpuReach reach, const std::string& reach_why) {
   // torch 1.13 dataloader.py, _MultiProcessingDataLoaderIter: `_pin_memory = loader.pin_memory and
   // torch.cuda.is_available()`; without it no pin thread runs and the loop gets the shared batch.
-  if (!pin_memory) return {2, "no pin_memory: the loop's batch and the previous one stay in /dev/shm"};
-  if (gpus == 0) return {2, "pin_memory without a GPU: PyTorch pins only when CUDA is available"};
+  if (!pin_memory) return {kHoldWithoutPinThread, "no pin_memory: the loop's batch and the previous one stay in /dev/shm"};
+  if (gpus == 0) return {kHoldWithoutPinThread, "pin_memory without a GPU: PyTorch pins only when CUDA is available"};
   const std::string by = reach_why.empty() ? "" : " (" + reach_why + ")";
   switch (reach) {
     case GpuReach::none:
-      return {2, "pin_memory, but no GPU reaches the container" + by +
+      return {kHoldWithoutPinThread, "pin_memory, but no GPU reaches the container" + by +
                      ": PyTorch pins only when CUDA is available, so it holds batches as without it"};
     case GpuReach::some:
       return {0, "pin_memory with a GPU in the container" + by + ": the pin thread copies each batch out"};
@@ -147,6 +149,14 @@ void describe_batch(const std::vector<Field>& fields, const std::optional<std::u
 }
 
 // One loader: `entry` null for the profile's single loader (its top-level keys). The request's
+// (prefetch_factor x workers + hold) x batch_bytes + semaphores. With no workers the main process
+// collates into ordinary memory: nothing goes to /dev/shm.
+std::uint64_t loader_bytes(const LoaderPlan& l) {
+  if (l.workers == 0) return 0;
+  const std::uint64_t slots = sat_add(sat_mul(l.prefetch_factor, l.workers), l.hold);
+  return sat_add(sat_mul(slots, l.batch_bytes), l.sem_bytes);
+}
+
 // workers, batch size and prefetch factor set the first loader only.
 LoaderPlan plan_loader(const Profile& profile, const Loader* entry, bool first, const SizingRequest& r,
                        unsigned ranks) {
@@ -191,12 +201,31 @@ LoaderPlan plan_loader(const Profile& profile, const Loader* entry, bool first, 
   } else {
     describe_batch(profile.fields, profile.sample_bytes, l);
   }
-  // With no workers the main process collates into ordinary memory: nothing goes to /dev/shm.
-  std::uint64_t slots = l.workers == 0 ? 0 : sat_add(sat_mul(l.prefetch_factor, l.workers), l.hold);
   // A calibrated peak already holds the semaphores.
   l.sem_bytes = l.calibrated ? 0 : loader_semaphore_bytes(l.workers);
-  l.bytes = sat_add(sat_mul(slots, l.batch_bytes), l.sem_bytes);
+  l.bytes = loader_bytes(l);
   return l;
+}
+
+// Without a pin thread each loop holds the batch it was given and, while next() runs, the one
+// before it (hold 2). With several such loaders only one loop advances at a time: a validation pass
+// runs inside a training step, which holds its one batch, and training resumes after the pass. So
+// the batch before the current one is in /dev/shm for one loader at a time: each counts hold 1, and
+// the plan adds one batch of the largest of them once. Measured by bench/torch's train + validation
+// cases (bench/RESULTS.md, bench/torch/NOTES.md "Sizing v4").
+std::uint64_t share_advancing_batch(std::vector<LoaderPlan>& loaders) {
+  std::size_t holding = 0;
+  for (const LoaderPlan& l : loaders) holding += l.workers > 0 && l.hold == kHoldWithoutPinThread;
+  if (holding < 2) return 0;
+  std::uint64_t advancing = 0;
+  for (LoaderPlan& l : loaders) {
+    if (l.workers == 0 || l.hold != kHoldWithoutPinThread) continue;
+    l.hold = 1;
+    l.hold_why += "; the batch before it is counted once for all loaders (one loop advances at a time)";
+    l.bytes = loader_bytes(l);
+    advancing = std::max(advancing, l.batch_bytes);
+  }
+  return advancing;
 }
 
 }  // namespace
@@ -215,7 +244,9 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   }
   // Every loader the profile lists is alive at once (a validation loader mid-epoch next to the
   // training loader's prefetched batches; persistent workers keep theirs between passes), so
-  // their bounds add up.
+  // their bounds add up, with the batch before the current one counted once.
+  p.advancing = share_advancing_batch(p.loaders);
+  p.per_rank = p.advancing;
   for (const LoaderPlan& l : p.loaders) p.per_rank = sat_add(p.per_rank, l.bytes);
   const LoaderPlan& main = p.loaders.front();
   p.workers = main.workers;
@@ -345,6 +376,8 @@ std::string explain(const ShmPlan& p) {
     out << "  per_rank     =";
     for (std::size_t i = 0; i < p.loaders.size(); ++i)
       out << (i ? " +" : "") << " " << p.loaders[i].name << " " << format_size(p.loaders[i].bytes);
+    if (p.advancing)
+      out << " + " << format_size(p.advancing) << " (the batch before the current one: one loop advances at a time)";
     out << " = " << format_size(p.per_rank) << " (every loader alive at once)\n";
   }
   explain_nccl(out, p.nccl_plan, p.ranks);
@@ -378,6 +411,7 @@ nlohmann::json plan_to_json(const ShmPlan& p) {
             {"calibrated", p.calibrated},
             {"batch_bytes", p.batch_bytes},
             {"per_rank_bytes", p.per_rank},
+            {"advancing_bytes", p.advancing},
             {"nccl_bytes", p.nccl},
             {"headroom", p.headroom}});
   nlohmann::json loaders = nlohmann::json::array();

@@ -75,7 +75,8 @@ struct ShmPlan {
   std::vector<FieldBytes> fields;
   bool calibrated = false;
   std::uint64_t batch_bytes = 0;
-  std::uint64_t per_rank = 0;       // the sum over loaders
+  std::uint64_t per_rank = 0;       // the sum over loaders, and `advancing`
+  std::uint64_t advancing = 0;      // with 2+ loaders without a pin thread: one batch of the largest
   std::vector<LoaderPlan> loaders;  // the first is the one the request's workers/batch/prefetch set
   std::uint64_t nccl = 0;
   NcclPlan nccl_plan;

@@ -584,21 +584,27 @@ Profile train_and_val() {
 TEST(Loaders, EveryLoaderAddsItsBound) {
   ShmPlan p = plan_shm(train_and_val(), request(1, 4));
   ASSERT_EQ(p.loaders.size(), 2u);
-  // train: the request's 4 workers, profile's batch 64 and prefetch 2, hold 2 (no pin):
-  //   (2 * 4 + 2) * 38,539,264 + 114,688 = 385,507,328
+  // Neither loader has a pin thread, and only one loop advances at a time: each holds 1 batch, and
+  // the batch before the current one is counted once, as one batch of the larger (val's).
+  // train: the request's 4 workers, profile's batch 64 and prefetch 2, hold 1:
+  //   (2 * 4 + 1) * 38,539,264 + 114,688 = 346,853,376 + 114,688 = 346,968,064
   EXPECT_EQ(p.loaders[0].name, "train");
   EXPECT_EQ(p.loaders[0].workers, 4u);
-  EXPECT_EQ(p.loaders[0].bytes, 385507328u);
-  // val: batch 128 -> 77,070,336 (18,816 pages) + 4096 = 77,074,432; 2 workers, prefetch 4:
-  //   (4 * 2 + 2) * 77,074,432 + 4096 * (8 + 10) = 770,744,320 + 73,728 = 770,818,048
+  EXPECT_EQ(p.loaders[0].hold, 1u);
+  EXPECT_EQ(p.loaders[0].bytes, 346968064u);
+  // val: batch 128 -> 77,070,336 (18,816 pages) + 4096 = 77,074,432; 2 workers, prefetch 4, hold 1:
+  //   (4 * 2 + 1) * 77,074,432 + 4096 * (8 + 10) = 693,669,888 + 73,728 = 693,743,616
   EXPECT_EQ(p.loaders[1].batch_bytes, 77074432u);
   EXPECT_EQ(p.loaders[1].workers, 2u);
   EXPECT_EQ(p.loaders[1].prefetch_factor, 4u);
   EXPECT_TRUE(p.loaders[1].persistent_workers);
-  EXPECT_EQ(p.loaders[1].bytes, 770818048u);
-  // per_rank = 385,507,328 + 770,818,048 = 1,156,325,376 -> 1103 MiB (1102.76)
-  EXPECT_EQ(p.per_rank, 1156325376u);
-  EXPECT_EQ(p.shm, 1103 * MiB);
+  EXPECT_EQ(p.loaders[1].hold, 1u);
+  EXPECT_EQ(p.loaders[1].bytes, 693743616u);
+  EXPECT_EQ(p.advancing, 77074432u);
+  // per_rank = 346,968,064 + 693,743,616 + 77,074,432 = 1,117,786,112 -> 1067 MiB (1066.01)
+  // (under the plain sum, hold 2 each: 1,156,325,376, one training batch more)
+  EXPECT_EQ(p.per_rank, 1117786112u);
+  EXPECT_EQ(p.shm, 1067 * MiB);
   // The plan's single-loader view is the first loader's.
   EXPECT_EQ(p.workers, 4u);
   EXPECT_EQ(p.batch_bytes, kBatch64);
@@ -607,10 +613,37 @@ TEST(Loaders, EveryLoaderAddsItsBound) {
   EXPECT_CONTAINS(e,
                   "loader val: batch_size 128, workers 2, prefetch_factor 4, pin_memory false, "
                   "persistent_workers true");
+  EXPECT_CONTAINS(e, "+ 73.5MiB (the batch before the current one: one loop advances at a time)");
   EXPECT_CONTAINS(e, "(every loader alive at once)");
+  EXPECT_CONTAINS(e, "counted once for all loaders");
   nlohmann::json j = plan_to_json(p);
   ASSERT_EQ(j["loaders"].size(), 2u);
-  EXPECT_EQ(j["loaders"][1]["bytes"], 770818048u);
+  EXPECT_EQ(j["loaders"][1]["bytes"], 693743616u);
+  EXPECT_EQ(j["advancing_bytes"], 77074432u);
+}
+
+// One loader alone keeps hold 2: the shared batch is only for loops that take turns.
+TEST(Loaders, OneLoaderWithoutPinThreadKeepsHoldTwo) {
+  Profile prof = train_and_val();
+  prof.loaders.pop_back();
+  ShmPlan p = plan_shm(prof, request(1, 4));
+  EXPECT_EQ(p.loaders[0].hold, 2u);
+  EXPECT_EQ(p.advancing, 0u);
+  EXPECT_EQ(p.per_rank, 385507328u);  // (2 * 4 + 2) * 38,539,264 + 114,688
+}
+
+// A pinned training loader next to an unpinned validation loader: only one loop holds batches in
+// /dev/shm, so it keeps its hold 2 and nothing is shared.
+TEST(Loaders, PinnedAndUnpinnedLoadersShareNothing) {
+  Profile prof = train_and_val();
+  prof.pin_memory = true;
+  prof.loaders[1].pin_memory = false;
+  ShmPlan p = plan_shm(prof, request(1, 4));
+  EXPECT_EQ(p.loaders[0].hold, 0u);
+  EXPECT_EQ(p.loaders[1].hold, 2u);
+  EXPECT_EQ(p.advancing, 0u);
+  // train (2 * 4 + 0) * 38,539,264 + 114,688 = 308,428,800; val 770,818,048 as under the sum
+  EXPECT_EQ(p.per_rank, 308428800u + 770818048u);
 }
 
 TEST(Loaders, RequestSetsOnlyTheFirstLoader) {
