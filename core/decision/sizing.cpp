@@ -48,13 +48,15 @@ std::uint64_t recommend_workers(unsigned cpus, unsigned ranks, std::uint64_t bat
 LoaderHold loader_hold(bool pin_memory, unsigned gpus, GpuReach reach, const std::string& reach_why) {
   // torch 1.13 dataloader.py, _MultiProcessingDataLoaderIter: `_pin_memory = loader.pin_memory and
   // torch.cuda.is_available()`; without it no pin thread runs and the loop gets the shared batch.
-  if (!pin_memory) return {kHoldWithoutPinThread, "no pin_memory: the loop's batch and the previous one stay in /dev/shm"};
+  if (!pin_memory)
+    return {kHoldWithoutPinThread, "no pin_memory: the loop's batch and the previous one stay in /dev/shm"};
   if (gpus == 0) return {kHoldWithoutPinThread, "pin_memory without a GPU: PyTorch pins only when CUDA is available"};
   const std::string by = reach_why.empty() ? "" : " (" + reach_why + ")";
   switch (reach) {
     case GpuReach::none:
-      return {kHoldWithoutPinThread, "pin_memory, but no GPU reaches the container" + by +
-                     ": PyTorch pins only when CUDA is available, so it holds batches as without it"};
+      return {kHoldWithoutPinThread,
+              "pin_memory, but no GPU reaches the container" + by +
+                  ": PyTorch pins only when CUDA is available, so it holds batches as without it"};
     case GpuReach::some:
       return {0, "pin_memory with a GPU in the container" + by + ": the pin thread copies each batch out"};
     case GpuReach::unknown:

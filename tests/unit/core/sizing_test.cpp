@@ -433,13 +433,33 @@ TEST(PlanToJson, Keys) {
   nlohmann::json j = plan_to_json(plan_shm(imagenet_like(), r));
   std::set<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.insert(k);
-  const std::set<std::string> expected = {"profile",       "gpus",          "ranks",          "workers",
-                                          "workers_auto",  "cpus",          "batch_size",     "prefetch_factor",
-                                          "pin_memory",    "hold",          "hold_why",       "fields",
-                                          "calibrated",    "batch_bytes",   "per_rank_bytes", "nccl_bytes",
-                                          "headroom",      "need_bytes",    "shm_bytes",      "shm",
-                                          "min_shm_bytes", "max_shm_bytes", "fits",           "memory_limit_bytes",
-                                          "loaders",       "nccl"};
+  const std::set<std::string> expected = {"profile",
+                                          "gpus",
+                                          "ranks",
+                                          "workers",
+                                          "workers_auto",
+                                          "cpus",
+                                          "batch_size",
+                                          "prefetch_factor",
+                                          "pin_memory",
+                                          "hold",
+                                          "hold_why",
+                                          "fields",
+                                          "calibrated",
+                                          "batch_bytes",
+                                          "per_rank_bytes",
+                                          "advancing_bytes",
+                                          "nccl_bytes",
+                                          "headroom",
+                                          "need_bytes",
+                                          "shm_bytes",
+                                          "shm",
+                                          "min_shm_bytes",
+                                          "max_shm_bytes",
+                                          "fits",
+                                          "memory_limit_bytes",
+                                          "loaders",
+                                          "nccl"};
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["profile"], "test");
   EXPECT_EQ(j["shm"], "368m");  // OneGpuPinMemory
