@@ -36,6 +36,7 @@ import select
 import signal
 import sys
 import tempfile
+import threading
 import time
 
 import torch
@@ -64,13 +65,29 @@ class SyntheticDataset(tud.Dataset):
         return tuple(torch.zeros(shape, dtype=dt) for shape, dt in self.fields)
 
 
+# Pin-thread lag (pin_mode "sim"): each loader's pin thread may be stalled by its loop (pin_lag_fill)
+# so that every outstanding batch is in /dev/shm at once, as when the thread falls behind the workers.
+# Keyed by the pin thread's ident; a thread with no gate copies at once.
+_GATES = {}
+_HELD = {}   # the pin thread holds a batch it took off the result queue and waits to copy
+
+
 def _clone_out_of_shm(data, device=None):
+    gate = _GATES.get(threading.get_ident())
+    if gate is not None and not gate.is_set():
+        _HELD[threading.get_ident()] = 1
+        gate.wait()
+        _HELD[threading.get_ident()] = 0
+    return _clone_tree(data)
+
+
+def _clone_tree(data):
     if isinstance(data, torch.Tensor):
         return data.clone()
     if isinstance(data, (list, tuple)):
-        return [_clone_out_of_shm(d) for d in data]
+        return [_clone_tree(d) for d in data]
     if isinstance(data, dict):
-        return {k: _clone_out_of_shm(v) for k, v in data.items()}
+        return {k: _clone_tree(v) for k, v in data.items()}
     return data
 
 
@@ -115,6 +132,52 @@ def wait_until_full(it, max_wait):
     return True
 
 
+def _wait_for(it, cond, deadline):
+    while not cond():
+        torch._C._error_if_any_worker_fails()
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+    return True
+
+
+def pin_lag_fill(it, max_wait):
+    """The worst case of a pin thread that falls behind (a training step that holds the GIL, or
+    cudaHostAlloc waiting for the device on a cache miss of PyTorch's pinned-memory allocator):
+    while the loop consumes the batches the thread pinned before, the thread copies nothing, so
+    every outstanding batch (prefetch_factor * workers, PyTorch's limit) is finished by the workers
+    and still in /dev/shm; then it catches up and pins all of them. Called after iter() and after
+    each step; acts only when the loop has consumed every pinned batch."""
+    ident = it._pin_memory_thread.ident
+    gate = _GATES.setdefault(ident, threading.Event())
+    gate.clear()
+    if it._data_queue.qsize() > 0:
+        return True
+    deadline = time.monotonic() + max_wait
+    full = _wait_for(it, lambda: it._worker_result_queue.qsize() + _HELD.get(ident, 0) >= it._tasks_outstanding,
+                     deadline)
+    gate.set()
+    pinned = _wait_for(it, lambda: it._data_queue.qsize() >= it._tasks_outstanding, deadline)
+    if pinned:  # else leave it running: the loop's next() must not wait on a stalled thread
+        gate.clear()
+    return full and pinned
+
+
+def release_pin_thread(it):
+    """Let the pin thread run freely again (before a persistent loader's _reset, and at the end)."""
+    if getattr(it, "_pin_memory", False) and it._pin_memory_thread is not None:
+        gate = _GATES.get(it._pin_memory_thread.ident)
+        if gate is not None:
+            gate.set()
+
+
+def fill(it, spec):
+    """Before the loop asks for its next batch: the queues as full as GPU-bound training has them."""
+    if it._pin_memory and spec.get("pin_lag", True) and spec.get("pin_mode", "sim") == "sim":
+        return pin_lag_fill(it, spec["max_wait"])
+    return wait_until_full(it, spec["max_wait"])
+
+
 def make_loader(spec, fields, batches, batch_size, workers, prefetch_factor, persistent):
     sim_pin = spec["pin_memory"] and spec.get("pin_mode", "sim") == "sim"
     ds = SyntheticDataset(fields, batches * batch_size)
@@ -134,16 +197,17 @@ def validate(val_loader, v, spec, box):
     (a `for vbatch in val_loader:` at the training loop's level); `box` holds the previous pass's,
     alive until this pass's first batch replaces it. Returns (batches, unfilled waits, last batch)."""
     vit = iter(val_loader)
-    unfilled = 0 if wait_until_full(vit, spec["max_wait"]) else 1
+    unfilled = 0 if fill(vit, spec) else 1
     got = 0
     vbatch = box.pop()
     for vbatch in vit:
         got += 1
         time.sleep(spec["delay"])
-        if not wait_until_full(vit, spec["max_wait"]):
+        if not fill(vit, spec):
             unfilled += 1
         if got >= v["steps"]:
             break
+    release_pin_thread(vit)  # a persistent loader's next _reset drains through it
     vit = None
     return got, unfilled, (vbatch if v.get("keep_last") else None)
 
@@ -184,14 +248,14 @@ def rank_main(spec, rank, start_fd_r):
         it = iter(loader)       # starts the workers; prefetch_factor*workers indices go out at once
         got = unfilled = 0
         last_vbatch = None
-        if not wait_until_full(it, spec["max_wait"]):
+        if not fill(it, spec):
             unfilled += 1
         for batch in it:        # `batch` keeps the previous batch alive while next() runs
             got += 1
             if nccl_step:
                 nccl_step()
             time.sleep(spec["delay"])  # the training step ...
-            if not wait_until_full(it, spec["max_wait"]):  # ... which outlasts loading
+            if not fill(it, spec):     # ... which outlasts loading
                 unfilled += 1
             if v and got % v["every"] == 0:
                 box, last_vbatch = [last_vbatch], None
@@ -200,6 +264,7 @@ def rank_main(spec, rank, start_fd_r):
                 if vgot != v["steps"]:
                     print(f"rank {rank}: validation consumed {vgot} of {v['steps']} batches", file=sys.stderr, flush=True)
                     os._exit(3)
+        release_pin_thread(it)
         it = last_vbatch = None
         if got:
             del batch

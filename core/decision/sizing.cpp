@@ -21,6 +21,9 @@ constexpr std::uint64_t kNcclMemAlign = 4096;
 constexpr double kCalibratedHeadroom = 1.25;
 // Without a pin thread the loop's batch and the previous one stay in /dev/shm (bench/torch/NOTES.md).
 constexpr std::uint64_t kHoldWithoutPinThread = 2;
+// The need is rounded up to this, not to 1 MiB: bench/torch's smallest jobs need under 1 MiB
+// (mnist r1 w1: 452 KiB), where a MiB would be over twice the need.
+constexpr std::uint64_t kNeedAlign = 64 * 1024;
 
 std::uint64_t sat_mul(std::uint64_t a, std::uint64_t b) {
   if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
@@ -264,10 +267,11 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   p.nccl_plan = plan_nccl(profile, p.ranks);
   p.nccl = p.nccl_plan.bytes;
   p.headroom = main.calibrated ? std::max(profile.headroom, kCalibratedHeadroom) : profile.headroom;
-  p.need = round_up(scale(sat_add(sat_mul(p.ranks, p.per_rank), p.nccl), p.headroom), kMiB);
+  // The model's need to 64 KiB; the size applied to whole MiB, as engines and people write it.
+  p.need = round_up(scale(sat_add(sat_mul(p.ranks, p.per_rank), p.nccl), p.headroom), kNeedAlign);
   p.min_shm = profile.min_shm;
   p.max_shm = profile.max_shm;
-  p.shm = std::max(p.need, p.min_shm);
+  p.shm = std::max(round_up(p.need, kMiB), p.min_shm);
   p.memory_limit = r.memory_limit;
   p.memory_fraction_max = r.memory_fraction_max;
 
@@ -387,7 +391,10 @@ std::string explain(const ShmPlan& p) {
       << " x per_rank + nccl) = " << format_size(p.need)
       << (main.calibrated ? " (calibrated: headroom at least 1.25, a sampled peak is not a bound)" : "") << "\n";
   out << "  shm          = " << format_size(p.shm);
-  if (p.shm > p.need) out << " (raised to min_shm " << format_size(p.min_shm) << ")";
+  if (p.shm == p.min_shm && p.shm > p.need)
+    out << " (raised to min_shm " << format_size(p.min_shm) << ")";
+  else if (p.shm > p.need)
+    out << " (need rounded up to whole MiB)";
   out << "\n";
   if (p.memory_limit) {
     out << "  memory limit = " << format_size(*p.memory_limit) << ", shm may use at most "

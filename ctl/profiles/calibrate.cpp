@@ -199,7 +199,10 @@ void run_calibrate(const CalibrateOptions& o) {
             << ratio_text(model.shm, run.shm.peak) << " the peak\n";
   std::cout << "calibrated plan (" << o.out_profile << "): " << format_size(plan.shm) << " = "
             << ratio_text(plan.shm, run.shm.peak) << " the peak"
-            << (plan.shm > plan.need ? " (raised to min_shm " + format_size(plan.min_shm) + ")" : "") << "\n";
+            << (plan.shm == plan.min_shm && plan.shm > plan.need
+                    ? " (raised to min_shm " + format_size(plan.min_shm) + ")"
+                    : "")
+            << "\n";
   std::cout << "wrote " << out_path.string() << "\n";
   std::cout << "use it: gpu-run" << (o.out_dir ? " --profile-dir " + out_dir.string() : "") << " --profile "
             << o.out_profile << " ...\n";

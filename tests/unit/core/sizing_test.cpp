@@ -69,10 +69,11 @@ TEST(PlanShm, OneGpuPinMemory) {
   EXPECT_EQ(p.per_rank, 308428800u);
   EXPECT_EQ(p.loaders.front().sem_bytes, kSem4);
   EXPECT_EQ(p.nccl, 0u);  // a single rank reserves nothing for NCCL
-  // need = 1.25 * 308,428,800 = 385,536,000; 367 MiB = 384,827,392 < it <= 368 MiB = 385,875,968
-  //   -> 368 MiB
-  EXPECT_EQ(p.need, 368 * MiB);
+  // need = 1.25 * 308,428,800 = 385,536,000, up to 64 KiB: 5,883 x 65,536 = 385,548,288;
+  // shm up to whole MiB: 367 MiB = 384,827,392 < it <= 368 MiB = 385,875,968 -> 368 MiB
+  EXPECT_EQ(p.need, 385548288u);
   EXPECT_EQ(p.shm, 368 * MiB);
+  EXPECT_CONTAINS(explain(p), "(need rounded up to whole MiB)");
   EXPECT_TRUE(p.problem.empty()) << p.problem;
   EXPECT_NO_THROW(require_fits(p));
 }
@@ -180,8 +181,9 @@ TEST(PlanShm, TwoRanksAddNcclReserve) {
   EXPECT_EQ(p.nccl, GiB);
   // hold 0: per_rank 308,428,800 (OneGpuPinMemory); nccl_reserve is flat, as before the nccl section
   // 2 * 308,428,800 + 1,073,741,824 = 616,857,600 + 1,073,741,824 = 1,690,599,424
-  // * 1.25 = 2,113,249,280; 2015 MiB = 2,112,880,640 < it <= 2016 MiB = 2,113,929,216 -> 2016 MiB
-  EXPECT_EQ(p.need, 2016 * MiB);
+  // * 1.25 = 2,113,249,280 -> 32,246 x 64 KiB = 2,113,273,856;
+  // 2015 MiB = 2,112,880,640 < it <= 2016 MiB = 2,113,929,216 -> shm 2016 MiB
+  EXPECT_EQ(p.need, 2113273856u);
   EXPECT_EQ(p.shm, 2016 * MiB);
 }
 
@@ -201,9 +203,9 @@ TEST(PlanShm, MinShmClamp) {
   // image 64 * 784 * 4 = 200,704 = 49 pages; label one page -> batch 204,800
   EXPECT_EQ(p.batch_bytes, 204800u);
   // per_rank = (2 * 1 + 0) * 204,800 + 4096 * (8 + 5) = 409,600 + 53,248 = 462,848;
-  // need = 1.25 * 462,848 = 578,560 -> 1 MiB
+  // need = 1.25 * 462,848 = 578,560 -> 9 x 64 KiB = 589,824
   EXPECT_EQ(p.per_rank, 462848u);
-  EXPECT_EQ(p.need, 1 * MiB);
+  EXPECT_EQ(p.need, 589824u);
   EXPECT_EQ(p.shm, 128 * MiB);
   EXPECT_TRUE(p.problem.empty());
   EXPECT_CONTAINS(explain(p), "raised to min_shm 128MiB");
@@ -214,9 +216,9 @@ TEST(PlanShm, AboveMaxShmIsAProblemNotAClamp) {
   prof.max_shm = 256 * MiB;
   prof.min_shm = 64 * MiB;
   ShmPlan p = plan_shm(prof, request(1, 4));
-  EXPECT_EQ(p.need, 368 * MiB);  // OneGpuPinMemory
-  EXPECT_EQ(p.shm, 368 * MiB);   // not silently cut to max_shm
-  EXPECT_CONTAINS(p.problem, "368MiB");
+  EXPECT_EQ(p.need, 385548288u);  // OneGpuPinMemory
+  EXPECT_EQ(p.shm, 368 * MiB);    // not silently cut to max_shm
+  EXPECT_CONTAINS(p.problem, "367.7MiB");
   EXPECT_CONTAINS(p.problem, "max_shm 256MiB");
   EXPECT_CONTAINS(p.problem, "--workers");
   try {
@@ -319,9 +321,9 @@ TEST(PlanShm, RequestOverridesBatchAndPrefetch) {
   // image 32 * 602,112 = 19,267,584 (4704 pages); label 256 -> 4096; batch 19,271,680
   EXPECT_EQ(p.batch_bytes, 19271680u);
   // per_rank = (4 * 2 + 0) * 19,271,680 + 4096 * (8 + 10) = 154,173,440 + 73,728 = 154,247,168
-  // * 1.25 = 192,808,960; 183 MiB = 191,889,408 < it <= 184 MiB = 192,937,984 -> 184 MiB, below min_shm
+  // * 1.25 = 192,808,960 -> 2,943 x 64 KiB = 192,872,448 (183.9 MiB), below min_shm
   EXPECT_EQ(p.per_rank, 154247168u);
-  EXPECT_EQ(p.need, 184 * MiB);
+  EXPECT_EQ(p.need, 192872448u);
   EXPECT_EQ(p.shm, 256 * MiB);
 }
 
@@ -696,7 +698,7 @@ TEST(Loaders, OwnSamplesAutoWorkersAndPinThread) {
   EXPECT_EQ(p.loaders[1].bytes, 4 * 8 * 12582912u + 4096 * (8 + 40));
   // Two ranks: each holds both loaders' bounds; the flat nccl_reserve comes on top.
   EXPECT_EQ(p.per_rank, p.loaders[0].bytes + p.loaders[1].bytes);
-  EXPECT_EQ(p.need, (2 * p.per_rank + GiB + MiB - 1) / MiB * MiB);
+  EXPECT_EQ(p.need, (2 * p.per_rank + GiB + 65535) / 65536 * 65536);
 }
 
 TEST(Loaders, NoWorkersNothingInShm) {
