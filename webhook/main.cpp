@@ -3,6 +3,7 @@
 
 #include <httplib.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 
 #include "admission.hpp"
 #include "config.hpp"
+#include "connection_threads.hpp"
 #include "contract.hpp"
 #include "error.hpp"
 #include "file_io.hpp"
@@ -50,8 +52,33 @@ struct Options {
   unsigned io_timeout = 10;
   unsigned request_timeout = 15;
   unsigned reload_interval = 2;
-  unsigned threads = 64;
+  unsigned threads = 4096;
 };
+
+// cpp-httplib's task queue: each accepted connection (its TLS handshake, then its requests) on a
+// thread of its own, so idle or half-open sockets hold only their own (ConnectionThreads).
+class ThreadPerConnection final : public httplib::TaskQueue {
+ public:
+  explicit ThreadPerConnection(std::size_t max_threads) : threads_(max_threads) {}
+  void enqueue(std::function<void()> fn) override { threads_.enqueue(std::move(fn)); }
+  void shutdown() override { threads_.shutdown(); }
+
+ private:
+  ConnectionThreads threads_;
+};
+
+// Every connection is a descriptor: raise the soft RLIMIT_NOFILE to the hard one (as Go's runtime
+// does), so the cap on connections is --threads and not the soft limit's usual 1024. Returns the
+// descriptors now allowed.
+rlim_t raise_fd_limit() {
+  rlimit l{};
+  if (getrlimit(RLIMIT_NOFILE, &l) != 0) return 0;
+  if (l.rlim_cur < l.rlim_max) {
+    rlimit raised{l.rlim_max, l.rlim_max};
+    if (setrlimit(RLIMIT_NOFILE, &raised) == 0) return l.rlim_max;
+  }
+  return l.rlim_cur;
+}
 
 std::pair<std::string, int> split_listen(const std::string& listen) {
   const auto colon = listen.rfind(':');
@@ -88,10 +115,14 @@ int serve(const Options& o) {
   const Logger log(std::make_unique<LogWriter>(STDERR_FILENO), LogLevel::kDebug, kProgram);
   auto log_line = [&log](LogLevel level, const std::string& fields) { log.log(level, fields); };
 
+  const rlim_t fds = raise_fd_limit();
   TlsCredentials credentials(o.tls_cert, o.tls_key);
   ConnectionDeadlines deadlines(std::chrono::seconds(o.request_timeout));
   httplib::SSLServer server([&](SSL_CTX& ctx) {
     deadlines.attach(ctx);
+    // An idle kept-alive connection gives back its 34 KiB of TLS record buffers until its next
+    // request (thousands of them open otherwise cost 100+ MiB).
+    SSL_CTX_set_mode(&ctx, SSL_MODE_RELEASE_BUFFERS);
     return credentials.setup(ctx);
   });
   if (!server.is_valid()) throw Error("cannot set up TLS");
@@ -106,11 +137,11 @@ int serve(const Options& o) {
   // A response goes out in two writes (headers, body): without TCP_NODELAY the second waits for the
   // client's delayed ACK, 40 ms or more a review (bench/webhook: p50 87 ms on one connection).
   server.set_tcp_nodelay(true);
-  // cpp-httplib serves a kept-alive connection on one pool thread until it closes: with fewer
-  // threads than the API server's open connections, the others wait seconds for a thread
-  // (bench/webhook: 8 threads, 64 connections gave a p99 of 2.7 s).
+  // cpp-httplib serves a connection, from its TLS handshake to its last kept-alive request, on
+  // one task-queue thread. A fixed pool let 64 sockets that sent nothing stall every review for
+  // --io-timeout; each connection has its own thread instead (bench/WEBHOOK.md, "hostile").
   const unsigned threads = o.threads;
-  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server.new_task_queue = [threads] { return new ThreadPerConnection(threads); };
 
   WebhookMetrics metrics;
   std::atomic<bool> ready{false};
@@ -191,7 +222,12 @@ int serve(const Options& o) {
     }
   }
   log_line(LogLevel::kInfo, "event=listening address=" + log_quote(host) + " port=" + std::to_string(bound) +
-                                " profile_dirs=" + std::to_string(profiles.dirs().size()));
+                                " profile_dirs=" + std::to_string(profiles.dirs().size()) +
+                                " max_connections=" + std::to_string(o.threads) + " fd_limit=" + std::to_string(fds));
+  if (fds < static_cast<rlim_t>(o.threads) + 64)
+    log_line(LogLevel::kWarn, "event=fd-limit fd_limit=" + std::to_string(fds) +
+                                  " max_connections=" + std::to_string(o.threads) +
+                                  " hint=" + log_quote("raise the container's nofile limit, or lower --threads"));
   ready = true;
   const bool ok = server.listen_after_bind();
   stopping = true;
@@ -240,9 +276,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 600))
       ->capture_default_str();
   app.add_option("--threads", o.threads,
-                 "Connections served at once (each kept-alive connection holds a thread while it is open)")
+                 "Connections served at once, a thread each from its TLS handshake until it closes; more wait "
+                 "for a free thread")
       ->type_name("N")
-      ->check(CLI::Range(1, 4096))
+      ->check(CLI::Range(1, 65536))
       ->capture_default_str();
   app.add_option("--tls-reload-interval", o.reload_interval, "Seconds between checks of the TLS files")
       ->type_name("SECONDS")
