@@ -18,10 +18,10 @@
 
 #include "admission.hpp"
 #include "config.hpp"
-#include "connection_threads.hpp"
 #include "contract.hpp"
 #include "error.hpp"
 #include "file_io.hpp"
+#include "httplib_task_queue.hpp"
 #include "log.hpp"
 #include "log_writer.hpp"
 #include "metrics.hpp"
@@ -53,18 +53,6 @@ struct Options {
   unsigned request_timeout = 15;
   unsigned reload_interval = 2;
   unsigned threads = 4096;
-};
-
-// cpp-httplib's task queue: each accepted connection (its TLS handshake, then its requests) on a
-// thread of its own, so idle or half-open sockets hold only their own (ConnectionThreads).
-class ThreadPerConnection final : public httplib::TaskQueue {
- public:
-  explicit ThreadPerConnection(std::size_t max_threads) : threads_(max_threads) {}
-  void enqueue(std::function<void()> fn) override { threads_.enqueue(std::move(fn)); }
-  void shutdown() override { threads_.shutdown(); }
-
- private:
-  ConnectionThreads threads_;
 };
 
 // Every connection is a descriptor: raise the soft RLIMIT_NOFILE to the hard one (as Go's runtime

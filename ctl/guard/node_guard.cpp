@@ -3,6 +3,8 @@
 #include <time.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <condition_variable>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -43,7 +45,7 @@ constexpr const char* kGuardFooter =
 namespace {
 
 // How often the engine is asked which containers run.
-constexpr auto kPollEvery = std::chrono::seconds(2);
+constexpr auto kPollEvery = std::chrono::milliseconds(2000);
 
 void sleep_for(std::chrono::nanoseconds d) {
   struct timespec ts {};
@@ -78,9 +80,22 @@ class Roster {
     running = running_;
     return true;
   }
+  // The poller waits between polls here; stop() ends the wait at once (a guard being restarted
+  // leaves its containers unguarded until it has exited: it must not sleep out a poll interval).
+  bool wait_stopped(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return stopped_cv_.wait_for(lock, d, [this] { return stopped_; });
+  }
+  void stop() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopped_ = true;
+    stopped_cv_.notify_all();
+  }
 
  private:
   std::mutex mutex_;
+  std::condition_variable stopped_cv_;
+  bool stopped_ = false;
   std::vector<Found> new_;
   std::set<std::string> running_;
   unsigned generation_ = 0;
@@ -142,9 +157,7 @@ void poll_engine(const std::string& engine, const GuardOptions& o, const Config&
         it = running.count(*it) && !known.count(*it) ? std::next(it) : uninspectable.erase(it);
       roster.publish(std::move(found), running);
     }
-    for (auto waited = std::chrono::milliseconds(0); waited < kPollEvery && !stop_requested();
-         waited += std::chrono::milliseconds(100))
-      sleep_for(std::chrono::milliseconds(100));
+    if (roster.wait_stopped(kPollEvery)) return;
   }
 }
 
@@ -316,6 +329,7 @@ void run_guard(const GuardOptions& o) {
     }
     sleep_for(std::chrono::milliseconds(interval));
   }
+  roster.stop();
   poller.join();
   server.reset();
   for (auto it = guarded.begin(); it != guarded.end();) it = stop_guarding(it, "guard stopped");
