@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -334,6 +335,17 @@ void explain_slots(std::ostringstream& out, const LoaderPlan& l, const char* ind
   out << indent << "hold " << l.hold << ": " << l.hold_why << "\n";
 }
 
+// The need and the size applied, side by side in MiB (a GiB figure to one decimal would show
+// 2,508.6 MiB and 2,509 MiB as 2.4GiB and 2.5GiB).
+std::string size_in_mib(std::uint64_t bytes) {
+  if (bytes < kMiB) return format_size(bytes);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / static_cast<double>(kMiB));
+  std::string out = buf;
+  if (out.size() > 2 && out.compare(out.size() - 2, 2, ".0") == 0) out.resize(out.size() - 2);
+  return out + "MiB";
+}
+
 void explain_nccl(std::ostringstream& out, const NcclPlan& n, unsigned ranks) {
   if (n.source == "single rank") {
     out << "  nccl         = 0 (single rank)\n";
@@ -388,13 +400,13 @@ std::string explain(const ShmPlan& p) {
   }
   explain_nccl(out, p.nccl_plan, p.ranks);
   out << "  need         = headroom " << p.headroom << " x (" << p.ranks
-      << " x per_rank + nccl) = " << format_size(p.need)
+      << " x per_rank + nccl) = " << size_in_mib(p.need)
       << (main.calibrated ? " (calibrated: headroom at least 1.25, a sampled peak is not a bound)" : "") << "\n";
-  out << "  shm          = " << format_size(p.shm);
+  out << "  shm          = " << size_in_mib(p.shm);
   if (p.shm == p.min_shm && p.shm > p.need)
     out << " (raised to min_shm " << format_size(p.min_shm) << ")";
   else if (p.shm > p.need)
-    out << " (need rounded up to whole MiB)";
+    out << " (the need rounded up to whole MiB)";
   out << "\n";
   if (p.memory_limit) {
     out << "  memory limit = " << format_size(*p.memory_limit) << ", shm may use at most "

@@ -73,7 +73,8 @@ TEST(PlanShm, OneGpuPinMemory) {
   // shm up to whole MiB: 367 MiB = 384,827,392 < it <= 368 MiB = 385,875,968 -> 368 MiB
   EXPECT_EQ(p.need, 385548288u);
   EXPECT_EQ(p.shm, 368 * MiB);
-  EXPECT_CONTAINS(explain(p), "(need rounded up to whole MiB)");
+  EXPECT_CONTAINS(explain(p), "shm          = 368MiB (the need rounded up to whole MiB)");
+  EXPECT_CONTAINS(explain(p), "nccl) = 367.7MiB");
   EXPECT_TRUE(p.problem.empty()) << p.problem;
   EXPECT_NO_THROW(require_fits(p));
 }
@@ -492,7 +493,7 @@ TEST(Explain, ShowsEveryTerm) {
   EXPECT_CONTAINS(e, "image 36.8MiB");  // 38,535,168 / 1,048,576 = 36.75
   EXPECT_CONTAINS(e, "(prefetch_factor 2 x workers 4 + hold 0)");
   EXPECT_CONTAINS(e, "nccl_reserve = 1GiB");
-  EXPECT_CONTAINS(e, "shm          = 2GiB");  // 2016 MiB (TwoRanksAddNcclReserve) / 1024 = 1.97 GiB
+  EXPECT_CONTAINS(e, "shm          = 2016MiB (the need rounded up to whole MiB)");  // TwoRanksAddNcclReserve
   EXPECT_EQ(e.find("DOES NOT FIT"), std::string::npos);
 }
 
