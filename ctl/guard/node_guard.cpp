@@ -17,6 +17,7 @@
 #include "contract.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
+#include "file_lock.hpp"
 #include "guard.hpp"
 #include "guard_metrics.hpp"
 #include "metrics_server.hpp"
@@ -44,6 +45,8 @@ constexpr const char* kGuardFooter =
     "address only with --metrics-public (plain HTTP, no authentication). Needs gpu-run-metrics-http.so.";
 namespace {
 
+// Held by the running node guard (FileLock: the kernel drops it when the guard exits, however).
+constexpr const char* kNodeGuardLockPath = "/run/gpu-run/guard.lock";
 // How often the engine is asked which containers run.
 constexpr auto kPollEvery = std::chrono::milliseconds(2000);
 
@@ -263,6 +266,14 @@ void run_guard(const GuardOptions& o) {
   const std::string engine = o.engine.value_or(config.engine);
   if (engine != "docker" && engine != "podman")
     throw usage_error("--engine '" + engine.substr(0, 40) + "': expected docker or podman");
+  // One node guard a host. Two would both guard every container; the container's lock keeps them
+  // from growing it twice, but each would count only its own growths, so neither one's metrics
+  // would be the host's (issue: two guards at once, each with partial counts).
+  const FileLock only_guard(kNodeGuardLockPath, /*wait=*/false);
+  if (!only_guard.locked())
+    throw Error(std::string("another gpu-run-ctl guard runs on this host (it holds ") + kNodeGuardLockPath +
+                "): one guard a host, so its metrics count every growth; stop that one first "
+                "(systemctl stop gpu-run-guard)");
 
   GuardMetrics metrics;
   std::unique_ptr<MetricsServer> server;

@@ -7,7 +7,7 @@
 # stop the guard; SIGTERM ends it with exit 0. --metrics: the Prometheus text scraped with curl
 # over TCP (IPv4, IPv6) and a unix socket matches df inside the container, ten clients that
 # connect and never send or read stall neither the guard nor the next scrape, and the guard
-# under podman grows a container too.
+# under podman grows a container too. A second guard on the host refuses to run.
 # Usage: ctl_guard_test.sh [PATH/TO/gpu-run]   (gpu-run-ctl is looked up next to it, or in
 # $GPU_RUN_BIN_DIR)
 set -u
@@ -82,6 +82,9 @@ assert_contains "$IT_ERR" "--interval 0" "--interval 0 refused"
 
 # ------------------------------------------------------------ labelled only
 start_guard
+# One node guard a host: a second one refuses (two would each count only their own growths).
+assert_exit 1 "$CTL" guard
+assert_contains "$IT_ERR" "another gpu-run-ctl guard runs on this host" "a second guard refuses to run"
 run_fill --name labelled --label gpu-run.shm-size=64m
 run_fill --name plain
 wait_for "guarding container labelled" "labelled: picked up"

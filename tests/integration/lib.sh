@@ -258,7 +258,7 @@ IT_DOCKER_STORAGE_DRIVER=${IT_DOCKER_STORAGE_DRIVER:-overlay2}
 # DIR/daemon.json; it must not set storage-driver (passed as a flag). The daemon inherits the
 # caller's environment (dockerd hands it down to runtimes, e.g. GPU_RUN_CONFIG).
 it_dockerd_start() {
-  local dir=$1 json=${2:-} sock pid i
+  local dir=$1 json=${2:-} sock
   it_require_cmd dockerd containerd runc docker
   mkdir -p "$dir"
   sock=$dir/docker.sock
@@ -268,26 +268,32 @@ it_dockerd_start() {
   else
     printf '{}\n' >"$dir/daemon.json"
   fi
-  local args=(--data-root "$dir/root" --exec-root "$dir/exec" --pidfile "$dir/pid"
-    -H "unix://$sock" --bridge none --iptables=false --ip-masq=false --ip-forward=false
-    --storage-driver "$IT_DOCKER_STORAGE_DRIVER" --config-file "$dir/daemon.json")
   # dockerd uses a running system containerd when its socket exists; start a private one
   # instead so that nothing is shared with the host's engine.
   if [[ -S /run/containerd/containerd.sock || ${IT_PRIVATE_CONTAINERD:-0} == 1 ]]; then
     it__containerd_start "$dir"
-    args+=(--containerd "$dir/ctd.sock")
   fi
-  dockerd "${args[@]}" >"$dir/dockerd.log" 2>&1 </dev/null &
-  pid=$!
-  printf '%s\n' "$pid" >"$dir/dockerd.launch-pid"
   # The CLI talks to this daemon only: no user context, no ~/.docker.
   export DOCKER_HOST=unix://$sock
   export DOCKER_CONFIG=$dir/cli
   mkdir -p "$DOCKER_CONFIG" && printf '{}\n' >"$DOCKER_CONFIG/config.json"
   unset DOCKER_CONTEXT DOCKER_TLS_VERIFY DOCKER_CERT_PATH || true
+  it__dockerd_launch "$dir"
+}
+
+# Starts dockerd on DIR's state (it_dockerd_start made it) and waits until it answers.
+it__dockerd_launch() {
+  local dir=$1 pid i
+  local args=(--data-root "$dir/root" --exec-root "$dir/exec" --pidfile "$dir/pid"
+    -H "unix://$dir/docker.sock" --bridge none --iptables=false --ip-masq=false --ip-forward=false
+    --storage-driver "$IT_DOCKER_STORAGE_DRIVER" --config-file "$dir/daemon.json")
+  [[ -f $dir/ctd/pid ]] && args+=(--containerd "$dir/ctd.sock")
+  dockerd "${args[@]}" >>"$dir/dockerd.log" 2>&1 </dev/null &
+  pid=$!
+  printf '%s\n' "$pid" >"$dir/dockerd.launch-pid"
   for ((i = 0; i < 120; i++)); do
-    if docker info >/dev/null 2>&1; then
-      it_log "dockerd pid $pid up (storage $IT_DOCKER_STORAGE_DRIVER, DOCKER_HOST=$DOCKER_HOST)"
+    if DOCKER_HOST=unix://$dir/docker.sock docker info >/dev/null 2>&1; then
+      it_log "dockerd pid $pid up (storage $IT_DOCKER_STORAGE_DRIVER, DOCKER_HOST=unix://$dir/docker.sock)"
       return 0
     fi
     if ! kill -0 "$pid" 2>/dev/null; then break; fi
@@ -296,6 +302,25 @@ it_dockerd_start() {
   it_log "dockerd did not come up; its log:"
   tail -n 40 "$dir/dockerd.log" >&2
   it_die "isolated dockerd failed to start (state in $dir)"
+}
+
+# it_dockerd_restart DIR: stops the dockerd of it_dockerd_start DIR (SIGTERM, as systemctl
+# restart does; its containers stop with it, there is no live-restore) and starts it again on the
+# same state.
+it_dockerd_restart() {
+  local dir=$1
+  it__stop_pid "$(cat "$dir/pid" 2>/dev/null || cat "$dir/dockerd.launch-pid")" 30
+  it__dockerd_launch "$dir"
+}
+
+# it_containerd_restart DIR: stops the private containerd under it_dockerd_start DIR (SIGTERM)
+# and starts it again on the same state; dockerd reconnects to it.
+it_containerd_restart() {
+  local dir=$1
+  [[ -f $dir/ctd/pid ]] || it_die "no private containerd under $dir (IT_PRIVATE_CONTAINERD=1)"
+  it__stop_pid "$(cat "$dir/ctd/pid")" 15
+  rm -f "$dir/ctd.sock"
+  it__containerd_start "$dir"
 }
 
 it__containerd_start() {
