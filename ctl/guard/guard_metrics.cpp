@@ -29,10 +29,21 @@ std::string render_guard_metrics(const std::vector<GuardedShm>& containers) {
   };
   for (const Metric& m : kMetrics) {
     out.family(m.name, m.type, m.help);
-    for (const GuardedShm& c : containers)
-      out.sample(m.name,
-                 {{"container_id", c.id}, {"container_name", c.name}, {"profile", c.profile}, {"engine", c.engine}},
-                 c.*m.value);
+    for (const GuardedShm& c : containers) {
+      if (c.pod.empty())
+        out.sample(m.name,
+                   {{"container_id", c.id}, {"container_name", c.name}, {"profile", c.profile}, {"engine", c.engine}},
+                   c.*m.value);
+      else
+        out.sample(m.name,
+                   {{"namespace", c.pod_namespace},
+                    {"pod", c.pod},
+                    {"container", c.name},
+                    {"container_id", c.id},
+                    {"profile", c.profile},
+                    {"engine", c.engine}},
+                   c.*m.value);
+    }
   }
   return out.text();
 }

@@ -17,6 +17,11 @@ struct GuardedShm {
   std::string name;
   std::string profile;  // "" when gpu-run's label and env name none
   std::string engine;
+  // A Kubernetes pod's container (the CRI annotations of its spec): its series carry namespace,
+  // pod and container, the labels cAdvisor's and kube-state-metrics' series carry, instead of
+  // container_name.
+  std::string pod_namespace;
+  std::string pod;
   std::uint64_t size = 0;
   std::uint64_t used = 0;
   std::uint64_t peak = 0;  // the highest use sampled since it was guarded
@@ -25,7 +30,8 @@ struct GuardedShm {
 };
 
 // The exposition of `containers` (in that order): HELP and TYPE once per metric, then a line
-// per container labelled container_id, container_name, profile and engine.
+// per container labelled container_id, container_name (or, for a pod's container, namespace, pod
+// and container), profile and engine.
 std::string render_guard_metrics(const std::vector<GuardedShm>& containers);
 
 // The guarded containers as the sampler last saw them: written by the guard's loop, read by

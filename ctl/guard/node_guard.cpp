@@ -27,6 +27,7 @@
 #include "shm_decision.hpp"
 #include "shm_resize.hpp"
 #include "sizing.hpp"
+#include "task_watch.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -164,6 +165,68 @@ void poll_engine(const std::string& engine, const GuardOptions& o, const Config&
   }
 }
 
+std::string label_of(const ContainerInfo& c, const char* key) {
+  auto it = c.labels.find(key);
+  return it == c.labels.end() ? "" : it->second;
+}
+
+// containerd's tasks, watched (task_watch.hpp): a container is published as soon as runc has
+// written its pid. Docker's tasks (namespace moby) have no name or labels in their spec: they are
+// asked of `docker inspect` once, when they start.
+void watch_containerd(TaskWatcher& watcher, const fs::path& root, const GuardOptions& o, const Config& config,
+                      Roster& roster) {
+  ProfileStore store(profile_search_path({}, config, /*include_user=*/false));
+  const auto load = [&store](const std::string& name) { return store.load(name, /*allow_path=*/false); };
+  std::set<std::string> running;
+  for (bool first = true; !roster.wait_stopped(std::chrono::milliseconds(0)); first = false) {
+    std::vector<TaskEvent> events;
+    try {
+      events = watcher.wait(std::chrono::milliseconds(100));
+    } catch (const Error& e) {
+      print_warning("gpu-run-ctl", std::string("guard: ") + e.what());
+      roster.wait_stopped(std::chrono::milliseconds(1000));
+      continue;
+    }
+    if (events.empty() && !first) continue;
+    std::vector<Found> found;
+    for (const TaskEvent& ev : events) {
+      if (!ev.started) {
+        running.erase(ev.id);
+        continue;
+      }
+      running.insert(ev.id);
+      std::string why;
+      std::optional<ContainerInfo> c = task_container(root, ev, why);
+      if (c && ev.ns == "moby") {
+        try {
+          ContainerInfo d = inspect_container("docker", ev.id);
+          d.engine = "docker";
+          c = std::move(d);
+        } catch (const std::exception& e) {
+          // Removed since it started, most often: no news.
+          continue;
+        }
+      }
+      if (!c) {
+        if (why != "a pod's sandbox container")
+          std::cerr << "gpu-run-ctl: guard: not guarding task " << ev.ns << "/" << ev.id.substr(0, 12) << ": " << why
+                    << "\n";
+        continue;
+      }
+      Found f{std::move(*c), {}, {}};
+      const std::string skip = guard_skip_reason(f.info, o.all);
+      if (!skip.empty()) {
+        std::cerr << "gpu-run-ctl: guard: not guarding container " << display_name(f.info) << " (" << short_id(f.info)
+                  << "): " << skip << "\n";
+        continue;
+      }
+      f.limits = container_guard_limits(f.info, config, load, &f.note);
+      found.push_back(std::move(f));
+    }
+    roster.publish(std::move(found), running);
+  }
+}
+
 struct Guarded {
   ContainerInfo info;
   std::unique_ptr<ShmGuard> guard;
@@ -264,8 +327,8 @@ void run_guard(const GuardOptions& o) {
       o.metrics ? std::optional(parse_metrics_address(*o.metrics, o.metrics_public)) : std::nullopt;
   const Config config = load_ctl_config();
   const std::string engine = o.engine.value_or(config.engine);
-  if (engine != "docker" && engine != "podman")
-    throw usage_error("--engine '" + engine.substr(0, 40) + "': expected docker or podman");
+  if (engine != "docker" && engine != "podman" && engine != "containerd")
+    throw usage_error("--engine '" + engine.substr(0, 40) + "': expected docker, podman or containerd");
   // One node guard a host. Two would both guard every container; the container's lock keeps them
   // from growing it twice, but each would count only its own growths, so neither one's metrics
   // would be the host's (issue: two guards at once, each with partial counts).
@@ -288,7 +351,16 @@ void run_guard(const GuardOptions& o) {
   std::cerr << "gpu-run-ctl: guard: " << guard_start_line(engine, o.all) << ", /dev/shm sampled every " << interval
             << " ms\n";
   Roster roster;
-  std::thread poller([&] { poll_engine(engine, o, config, roster); });
+  // containerd's task directory is checked before the guard says it runs: a wrong
+  // --containerd-state is an error at start, not a guard that never sees a container.
+  const fs::path task_root = fs::path(o.containerd_state) / kContainerdTaskDir;
+  std::unique_ptr<TaskWatcher> watcher = engine == "containerd" ? std::make_unique<TaskWatcher>(task_root) : nullptr;
+  std::thread poller([&] {
+    if (watcher)
+      watch_containerd(*watcher, task_root, o, config, roster);
+    else
+      poll_engine(engine, o, config, roster);
+  });
 
   std::map<std::string, Guarded> guarded;
   unsigned seen = 0;
@@ -333,7 +405,8 @@ void run_guard(const GuardOptions& o) {
       if (server) {
         // After a growth the sample is stale: the size is read again.
         const ShmUsage now = guard.growths() != growths_before ? shm_usage_of_pid(c.pid).value_or(*usage) : *usage;
-        metrics.update({c.id, c.name, it->second.profile, c.engine, now.size, now.used, std::max(now.used, usage->used),
+        metrics.update({c.id, c.name, it->second.profile, c.engine, label_of(c, kCriSandboxNamespace),
+                        label_of(c, kCriSandboxName), now.size, now.used, std::max(now.used, usage->used),
                         guard.growths(), guard.refusals()});
       }
       ++it;
@@ -352,7 +425,13 @@ void add_guard_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "guard", "Grow the /dev/shm of every running container gpu-run sized before it fills, until SIGTERM");
   cmd->footer(kGuardFooter);
-  cmd->add_option("--engine", o->engine, "docker or podman (default: the config's engine)")->type_name("ENGINE");
+  cmd->add_option("--engine", o->engine,
+                  "docker, podman or containerd (its tasks watched: Kubernetes' pods and Docker's containers; "
+                  "default: the config's engine)")
+      ->type_name("ENGINE");
+  cmd->add_option("--containerd-state", o->containerd_state,
+                  "containerd's state directory, where --engine containerd watches its tasks (default /run/containerd)")
+      ->type_name("DIR");
   cmd->add_flag("--all", o->all, "Guard every running container, not only those gpu-run sized");
   cmd->add_option("--interval", o->interval_ms, "Milliseconds between samples of each container (default 10)")
       ->type_name("MS");

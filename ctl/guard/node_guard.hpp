@@ -22,11 +22,12 @@ struct Config;
 // `gpu-run-ctl guard`: gpu-run --guard for every running container gpu-run sized (or every
 // running container with --all), found by polling the engine, until SIGTERM or SIGINT.
 struct GuardOptions {
-  std::optional<std::string> engine;   // default: the config's engine
-  bool all = false;                    // every running container, labelled or not
-  std::string interval_ms = "10";      // between two samples of each guarded container
-  std::optional<std::string> metrics;  // ADDR of the Prometheus endpoint (metrics_server.hpp)
-  bool metrics_public = false;         // --metrics may be a non-loopback address
+  std::optional<std::string> engine;                 // default: the config's engine
+  bool all = false;                                  // every running container, labelled or not
+  std::string interval_ms = "10";                    // between two samples of each guarded container
+  std::optional<std::string> metrics;                // ADDR of the Prometheus endpoint (metrics_server.hpp)
+  bool metrics_public = false;                       // --metrics may be a non-loopback address
+  std::string containerd_state = "/run/containerd";  // --engine containerd: where its tasks are
 };
 
 // The `<engine> ps -q` commands that list the candidates: one per label gpu-run puts on a

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# gpu-run-ctl guard --engine containerd on a Kubernetes-like node: pods run through the CRI gRPC
+# API as the kubelet runs them, against Debian's containerd started privately, and the guard
+# finds their containers by watching containerd's task directories (no engine CLI polled).
+# A pod's container whose /dev/shm is containerd's 64 MiB sandbox tmpfs writes 240 MiB into it
+# and finishes; its series carry namespace, pod and container (promtool checks them, a real
+# Prometheus answers a query by them); N pods started one after another are each guarded
+# within 100 ms of StartContainer (p99 reported); a pod removed in the middle of its writes
+# leaves the guard running without a warning.
+# Usage: cri_guard_test.sh [PATH/TO/gpu-run]   (gpu-run-ctl next to it, or in $GPU_RUN_BIN_DIR)
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+source "$HERE/lib.sh"
+# shellcheck source=cri/cri_lib.sh
+source "$HERE/cri/cri_lib.sh"
+
+it_require_root
+it_require_cmd containerd ctr runc jq curl python3
+command -v prometheus >/dev/null && command -v promtool >/dev/null ||
+  it_skip "prometheus and promtool are needed (scripts/install-deps installs them)"
+it_binaries "${1:-}" gpu-run-ctl
+CTL=$IT_BIN/gpu-run-ctl
+N=${GPU_RUN_CRI_GUARD_PODS:-20}
+
+D=$(it_tmpdir)
+it_on_exit it_cri_stop "$D"
+IT_CRI_SOCK=$D/ctd.sock
+export IT_CRI_SOCK
+it_rootfs
+it_isolate_config "$D" "{\"log_file\": \"$D/gpu-run.log\", \"guard\": {\"min_free_fraction\": 0.25, \"step_fraction\": 0.5}}"
+it_cri_config "$D"
+it_cri_start "$D"
+it_cri_image "$D"
+
+pids=()
+# shellcheck disable=SC2317  # called through it_on_exit
+stop_all() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; true; }
+it_on_exit stop_all
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# A wrong state directory is an error at start.
+assert_exit 1 "$CTL" guard --engine containerd --containerd-state "$D/nowhere"
+assert_contains "$IT_ERR" "is not a directory" "a wrong --containerd-state is refused at start"
+gport=$(free_port)
+"$CTL" guard --engine containerd --containerd-state "$D/state" --metrics "127.0.0.1:$gport" 2>"$D/guard.err" &
+guard=$!
+pids+=("$guard")
+for _ in $(seq 100); do grep -q "guard: guarding the containerd" "$D/guard.err" && break; sleep 0.05; done
+
+
+# ------------------------------------------------------------ a pod writes 240 MiB into 64 MiB
+it_cri pod --name train --env GPU_RUN_SHM_SIZE=64m >"$D/train.json" 2>"$D/train.err" ||
+  it_die "the pod did not start: $(cat "$D/train.err")"
+c=$(jq -r '.containers[0]' "$D/train.json")
+for _ in $(seq 100); do grep -q "guard: guarding container c0 (${c:0:12})" "$D/guard.err" && break; sleep 0.02; done
+assert_contains "$(cat "$D/guard.err")" "guarding container c0 (${c:0:12})" "the pod's container is guarded"
+assert_contains "$(cat "$D/guard.err")" "guard: guarding the containerd" "the guard runs"
+assert_not_contains "$(cat "$D/guard.err")" "not guarding" "the sandbox (pause) container is passed over silently"
+out=$(it_cri exec "$c" sh -c 'i=0; while [ $i -lt 30 ]; do head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1;
+  i=$((i+1)); sleep 0.15; done; ls /dev/shm | wc -l; df -k /dev/shm | tail -n 1')
+rc=$?
+assert_eq 0 "$rc" "the pod's container wrote 240 MiB into its 64 MiB /dev/shm (exit 0)"
+kb=$(printf '%s\n' "$out" | awk 'NR == 2 { print $2 }')
+[[ ${kb:-0} -ge $((240 * 1024)) ]] && it_pass "df in the container: /dev/shm grown to $kb KiB" ||
+  it_fail "df in the container: [$out]"
+assert_contains "$(cat "$D/guard.err")" "guard: container c0: /dev/shm 64MiB -> " "the guard logged the growths"
+
+# ------------------------------------------------------------ its series, as Prometheus sees them
+curl -s "http://127.0.0.1:$gport/metrics" >"$D/guard.prom"
+assert_contains "$(cat "$D/guard.prom")" \
+  "gpu_run_shm_used_bytes{namespace=\"gpu-run-test\",pod=\"train\",container=\"c0\",container_id=\"$c\"" \
+  "the series carry namespace, pod and container"
+if [[ -s $D/guard.prom ]] && promtool check metrics <"$D/guard.prom" >"$D/promtool.out" 2>&1; then
+  it_pass "promtool check metrics passes on the pod's series"
+else
+  it_fail "promtool check metrics: [$(cat "$D/promtool.out" 2>/dev/null)] on [$(head -c 300 "$D/guard.prom")]"
+fi
+pport=$(free_port)
+printf 'global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpu-run-guard\n    static_configs:\n      - targets: ["127.0.0.1:%s"]\n' \
+  "$gport" >"$D/prometheus.yml"
+prometheus --config.file="$D/prometheus.yml" --storage.tsdb.path="$D/tsdb" --web.listen-address="127.0.0.1:$pport" \
+  >"$D/prometheus.log" 2>&1 &
+pids+=($!)
+query='gpu_run_shm_used_bytes{namespace="gpu-run-test",pod="train",container="c0"}'
+value=
+for _ in $(seq 60); do
+  value=$(curl -s -G "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$query" 2>/dev/null |
+    python3 -c 'import json, sys
+r = json.load(sys.stdin)["data"]["result"]
+print(r[0]["value"][1] if r else "")' 2>/dev/null || true)
+  [[ -n $value ]] && break
+  sleep 0.5
+done
+assert_eq $((240 << 20)) "${value:-none}" "Prometheus answers $query with the 240 MiB written"
+
+# ------------------------------------------------------------ how soon a pod is guarded
+: >"$D/latency"
+for ((i = 0; i < N; i++)); do
+  it_cri pod --name "p$i" --env GPU_RUN_SHM_SIZE=64m >"$D/p.json" 2>"$D/p.err" || it_die "pod p$i: $(cat "$D/p.err")"
+  t0=$(date +%s%N)
+  id=$(jq -r '.containers[0]' "$D/p.json")
+  for _ in $(seq 500); do
+    grep -q "guarding container c0 (${id:0:12})" "$D/guard.err" && break
+    sleep 0.001
+  done
+  t1=$(date +%s%N)
+  grep -q "guarding container c0 (${id:0:12})" "$D/guard.err" && echo $(((t1 - t0) / 1000)) >>"$D/latency" ||
+    echo 99999999 >>"$D/latency"
+  jq -r .pod "$D/p.json" >>"$D/pods"
+done
+read -r p50 p99 < <(python3 - "$D/latency" <<'PY'
+import sys
+v = sorted(int(x) / 1000 for x in open(sys.argv[1]))
+print(f"{v[len(v) // 2]:.1f} {v[min(len(v) - 1, int(len(v) * 0.99))]:.1f}")
+PY
+)
+it_log "$N pods: guarded after StartContainer returned: p50 $p50 ms, p99 $p99 ms"
+python3 -c "import sys; sys.exit(0 if $p99 <= 100 else 1)" &&
+  it_pass "$N pods each guarded within 100 ms of StartContainer (p50 $p50 ms, p99 $p99 ms)" ||
+  it_fail "a pod was guarded more than 100 ms after StartContainer (p50 $p50 ms, p99 $p99 ms)"
+# shellcheck disable=SC2046
+it_cri rm-pod $(cat "$D/pods") >/dev/null 2>&1
+for _ in $(seq 100); do
+  [[ $(grep -c "stopped guarding container c0 " "$D/guard.err") -ge $N ]] && break
+  sleep 0.05
+done
+assert_eq "$N" "$(grep -c "stopped guarding container c0 " "$D/guard.err")" "the guard stopped guarding every removed pod, once"
+it_log "$(grep "stopped guarding" "$D/guard.err" | head -n 4)"
+
+# ------------------------------------------------------------ a pod removed mid-growth
+it_cri pod --name victim --env GPU_RUN_SHM_SIZE=64m >"$D/v.json" 2>/dev/null || it_die "pod victim did not start"
+v=$(jq -r '.containers[0]' "$D/v.json")
+it_cri exec "$v" sh -c 'i=0; while [ $i -lt 30 ]; do head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1;
+  i=$((i+1)); sleep 0.1; done' >/dev/null 2>&1 &
+writer=$!
+sleep 1.5
+it_cri rm-pod "$(jq -r .pod "$D/v.json")" >/dev/null 2>&1
+wait "$writer" 2>/dev/null
+sleep 0.5
+kill -0 "$guard" 2>/dev/null && it_pass "the guard runs on after a pod removed mid-growth" ||
+  it_fail "the guard died after a pod was removed mid-growth"
+assert_not_contains "$(cat "$D/guard.err")" "warning" "no warning from the guard"
+assert_not_contains "$(cat "$D/guard.err")" "error" "no error from the guard"
+
+kill -TERM "$guard"
+rc=0
+wait "$guard" || rc=$?
+assert_eq 0 "$rc" "SIGTERM ends the guard with exit 0"
+it_log "the guard's stderr:"$'\n'"$(cat "$D/guard.err")"
+it_done

@@ -1,0 +1,134 @@
+// TaskWatcher over a directory laid out as containerd's task directory (namespaces, task
+// directories, init.pid written by rename as runc does), and task_container over a spec as
+// containerd writes a pod's. The real containerd: tests/integration/cri_guard_test.sh.
+#include "task_watch.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "contract.hpp"
+#include "test_files.hpp"
+
+namespace gpurun {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Events until `n` have come (or two seconds passed).
+std::vector<TaskEvent> events(TaskWatcher& w, std::size_t n) {
+  std::vector<TaskEvent> all;
+  for (int i = 0; i < 40 && all.size() < n; ++i)
+    for (TaskEvent& e : w.wait(milliseconds(50))) all.push_back(e);
+  return all;
+}
+
+// runc's way: the pid to a temporary name, renamed to init.pid.
+void write_pid(const test::TempDir& d, const std::string& task, int pid) {
+  const fs::path tmp = d.write(task + "/.init.pid", std::to_string(pid));
+  fs::rename(tmp, tmp.parent_path() / "init.pid");
+}
+
+TEST(TaskWatcher, ReportsRunningTasksThenNewOnesThenGoneOnes) {
+  test::TempDir d;
+  write_pid(d, "k8s.io/aaa", 100);
+  fs::create_directories(d.path() / "k8s.io/nopid");  // created, no init process yet
+  TaskWatcher w(d.path());
+  std::vector<TaskEvent> first = events(w, 1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_TRUE(first[0].started);
+  EXPECT_EQ(first[0].ns, "k8s.io");
+  EXPECT_EQ(first[0].id, "aaa");
+
+  write_pid(d, "k8s.io/nopid", 101);  // its pid arrives
+  write_pid(d, "moby/bbb", 102);      // a new namespace and task
+  std::vector<TaskEvent> more = events(w, 2);
+  ASSERT_EQ(more.size(), 2u);
+  EXPECT_EQ(more[0].id, "nopid");
+  EXPECT_EQ(more[1].ns, "moby");
+  EXPECT_EQ(more[1].id, "bbb");
+
+  // containerd renames a task's directory to ".<id>" before removing it: gone, not a new task.
+  fs::rename(d.path() / "k8s.io/aaa", d.path() / "k8s.io/.aaa");
+  fs::remove_all(d.path() / "k8s.io/.aaa");
+  std::vector<TaskEvent> gone = events(w, 1);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_FALSE(gone[0].started);
+  EXPECT_EQ(gone[0].id, "aaa");
+  EXPECT_TRUE(w.wait(milliseconds(20)).empty());
+}
+
+TEST(TaskWatcher, NamesThatAreNotContainerdIdentifiersAreLeftAlone) {
+  test::TempDir d;
+  write_pid(d, "k8s.io/ok-1.x", 1);
+  write_pid(d, "k8s.io/bad name", 2);
+  write_pid(d, "k8s.io/_under", 3);
+  TaskWatcher w(d.path());
+  std::vector<TaskEvent> all = events(w, 1);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].id, "ok-1.x");
+  EXPECT_TRUE(w.wait(milliseconds(50)).empty());
+}
+
+TEST(TaskWatcher, AMissingRootIsAnErrorThatSaysWhatToDo) {
+  test::TempDir d;
+  try {
+    TaskWatcher w(d.path() / "none");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--containerd-state"), std::string::npos) << e.what();
+  }
+}
+
+constexpr const char* kPodSpec = R"({"ociVersion": "1.1.0", "process": {"env": ["PATH=/bin", "GPU_RUN_SHM_SIZE=64m"]},
+  "root": {"path": "rootfs"},
+  "linux": {"resources": {"memory": {"limit": 1073741824}},
+            "namespaces": [{"type": "ipc", "path": "/proc/5/ns/ipc"}, {"type": "mount"}]},
+  "mounts": [{"destination": "/dev/shm", "type": "bind",
+              "source": "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/abc/shm", "options": ["rbind"]}],
+  "annotations": {"io.kubernetes.cri.container-type": "container", "io.kubernetes.cri.container-name": "trainer",
+                  "io.kubernetes.cri.sandbox-namespace": "ml", "io.kubernetes.cri.sandbox-name": "ddp-0",
+                  "io.kubernetes.cri.sandbox-uid": "u-1", "gpu-run.profile": "imagenet", "other": "x"}})";
+
+TEST(TaskContainer, APodsContainerWithItsCriNamesAndGpuRunsRequest) {
+  test::TempDir d;
+  d.write("k8s.io/c1/init.pid", "4242\n");
+  d.write("k8s.io/c1/config.json", kPodSpec);
+  std::string why;
+  auto c = task_container(d.path(), TaskEvent{true, "k8s.io", "c1"}, why);
+  ASSERT_TRUE(c) << why;
+  EXPECT_EQ(c->pid, 4242);
+  EXPECT_EQ(c->name, "trainer");
+  EXPECT_EQ(c->engine, "containerd");
+  EXPECT_EQ(c->ipc_mode, "private");  // the pod's own shm, bound from its sandbox
+  EXPECT_EQ(c->memory_limit, std::optional<std::uint64_t>(1u << 30));
+  EXPECT_EQ(c->labels.at(kCriSandboxNamespace), "ml");
+  EXPECT_EQ(c->labels.at(kCriSandboxName), "ddp-0");
+  EXPECT_EQ(c->labels.at(kLabelProfile), "imagenet");
+  EXPECT_EQ(c->labels.at(kLabelShmSize), "64m");  // recorded in its environment by a door
+  EXPECT_EQ(c->labels.count("other"), 0u);
+}
+
+TEST(TaskContainer, TheSandboxAndTheUnreadableAreNotContainersToGuard) {
+  test::TempDir d;
+  std::string spec = kPodSpec;
+  spec.replace(spec.find("\"container\","), 12, "\"sandbox\",");
+  d.write("k8s.io/s1/init.pid", "7");
+  d.write("k8s.io/s1/config.json", spec);
+  std::string why;
+  EXPECT_FALSE(task_container(d.path(), TaskEvent{true, "k8s.io", "s1"}, why));
+  EXPECT_EQ(why, "a pod's sandbox container");
+  d.write("k8s.io/s2/init.pid", "not a pid");
+  d.write("k8s.io/s2/config.json", kPodSpec);
+  EXPECT_FALSE(task_container(d.path(), TaskEvent{true, "k8s.io", "s2"}, why));
+  EXPECT_NE(why.find("init.pid"), std::string::npos) << why;
+  d.write("k8s.io/s3/init.pid", "8");
+  d.write("k8s.io/s3/config.json", "{");
+  EXPECT_FALSE(task_container(d.path(), TaskEvent{true, "k8s.io", "s3"}, why));
+}
+
+}  // namespace
+}  // namespace gpurun
