@@ -36,7 +36,10 @@ namespace gpurun {
 constexpr const char* kGuardFooter =
     "The node-wide gpu-run --guard (the same policy, the config's \"guard\" knobs, and the same host log\n"
     "lines): lists the engine's running containers with a gpu-run.profile or gpu-run.shm-size label\n"
-    "(every one with --all) every 2 s, and samples each one's /dev/shm. A container whose GPU_RUN_PROFILE,\n"
+    "(every one with --all) every 2 s, and samples each one's /dev/shm. --engine containerd polls nothing: it\n"
+    "watches containerd's task directories (--containerd-state) with inotify, Kubernetes' pods and Docker's\n"
+    "containers, and labels a pod's series with namespace, pod and container. One guard a host (a second\n"
+    "one exits 1). A container whose GPU_RUN_PROFILE,\n"
     "GPU_RUN_NUM_WORKERS and GPU_RUN_BATCH_SIZE are set keeps one batch per worker free (per GPU with\n"
     "GPU_RUN_GPUS or the gpu-run.gpus label); any other keeps\n"
     "the config's min_free_fraction. Never beyond the profile's max_shm nor the memory budget of --memory.\n"
@@ -221,6 +224,12 @@ void watch_containerd(TaskWatcher& watcher, const fs::path& root, const GuardOpt
         continue;
       }
       f.limits = container_guard_limits(f.info, config, load, &f.note);
+      if (f.info.labels.count(kLabelEmptyDir)) {
+        // The kubelet mounted it at its sizeLimit and evicts the pod at once when use passes that
+        // (docs/ARCHITECTURE.md, "A pod's memory-backed emptyDir"): watched and reported, never grown.
+        if (const auto now = shm_usage_of_pid(f.info.pid)) f.limits.max_shm = now->size;
+        f.note += "; a memory-backed emptyDir, never grown past its sizeLimit (the kubelet would evict the pod)";
+      }
       found.push_back(std::move(f));
     }
     roster.publish(std::move(found), running);

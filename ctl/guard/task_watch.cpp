@@ -136,6 +136,10 @@ std::vector<TaskEvent> TaskWatcher::wait(std::chrono::milliseconds timeout) {
   return out;
 }
 
+bool is_kubelet_empty_dir(const std::string& source) {
+  return source.find("/volumes/kubernetes.io~empty-dir/") != std::string::npos;
+}
+
 std::optional<ContainerInfo> task_container(const fs::path& root, const TaskEvent& task, std::string& why) {
   const fs::path dir = root / task.ns / task.id;
   ContainerInfo c;
@@ -151,7 +155,11 @@ std::optional<ContainerInfo> task_container(const fs::path& root, const TaskEven
     }
     c.env = spec.env;
     c.memory_limit = spec.memory_limit;
-    c.ipc_mode = uses_host_shm(spec) ? "host" : "private";
+    // A memory-backed emptyDir bound at /dev/shm (the webhook's route) is the pod's own, not the
+    // host's, though its source is no engine's shm.
+    const bool empty_dir = is_kubelet_empty_dir(spec.shm_source.value_or(""));
+    c.ipc_mode = uses_host_shm(spec) && !empty_dir ? "host" : "private";
+    if (empty_dir) c.labels[kLabelEmptyDir] = "true";
     for (const auto& [k, v] : spec.annotations)
       if (k.rfind("gpu-run.", 0) == 0 || k.rfind("io.kubernetes.cri.", 0) == 0) c.labels[k] = v.substr(0, 256);
     // gpu-run sized it when a door recorded its request in the environment (the runtime, the

@@ -64,6 +64,11 @@ class TaskWatcher {
 // without a readable pid or spec.
 std::optional<ContainerInfo> task_container(const fs::path& root, const TaskEvent& task, std::string& why);
 
+// True for a kubelet emptyDir's path (<kubelet root>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>).
+bool is_kubelet_empty_dir(const std::string& source);
+// The label task_container sets on a container whose /dev/shm is a kubelet emptyDir.
+inline constexpr const char* kLabelEmptyDir = "gpu-run.guard/empty-dir";
+
 // The CRI annotations of a pod's container, as containerd writes them into its spec.
 inline constexpr const char* kCriContainerType = "io.kubernetes.cri.container-type";
 inline constexpr const char* kCriContainerName = "io.kubernetes.cri.container-name";

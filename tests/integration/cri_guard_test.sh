@@ -6,7 +6,8 @@
 # and finishes; its series carry namespace, pod and container (promtool checks them, a real
 # Prometheus answers a query by them); N pods started one after another are each guarded
 # within 100 ms of StartContainer (p99 reported); a pod removed in the middle of its writes
-# leaves the guard running without a warning.
+# leaves the guard running without a warning. A pod whose /dev/shm is a kubelet emptyDir (the
+# webhook's route) is watched and never grown past its sizeLimit.
 # Usage: cri_guard_test.sh [PATH/TO/gpu-run]   (gpu-run-ctl next to it, or in $GPU_RUN_BIN_DIR)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -93,7 +94,31 @@ print(r[0]["value"][1] if r else "")' 2>/dev/null || true)
 done
 assert_eq $((240 << 20)) "${value:-none}" "Prometheus answers $query with the 240 MiB written"
 
+# ------------------------------------------------------------ the webhook's route: an emptyDir
+# The kubelet mounts a memory-backed emptyDir as a tmpfs of its sizeLimit and evicts the pod at once
+# when use passes it: the guard watches it and never grows it (docs/ARCHITECTURE.md). The tmpfs is
+# mounted here where and as the kubelet mounts it (no kubelet runs here).
+ed=$D/kubelet/pods/$(cat /proc/sys/kernel/random/uuid)/volumes/kubernetes.io~empty-dir/dshm
+mkdir -p "$ed" && mount -t tmpfs -o size=64m tmpfs "$ed" || it_die "cannot mount the emptyDir tmpfs"
+it_cri pod --name webhooked --env GPU_RUN_SHM_SIZE=64m --mount "$ed:/dev/shm" >"$D/e.json" 2>"$D/e.err" ||
+  it_die "the emptyDir pod did not start: $(cat "$D/e.err")"
+e=$(jq -r '.containers[0]' "$D/e.json")
+for _ in $(seq 100); do grep -q "guard: guarding container c0 (${e:0:12})" "$D/guard.err" && break; sleep 0.02; done
+assert_contains "$(grep "(${e:0:12})" "$D/guard.err")" "never grown past its sizeLimit" \
+  "the emptyDir pod is guarded, and said never to grow"
+it_cri exec "$e" sh -c 'i=0; while [ $i -lt 12 ]; do head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1;
+  i=$((i+1)); sleep 0.1; done' >/dev/null 2>&1
+assert_eq 1 "$?" "96 MiB do not fit its 64 MiB emptyDir: the write fails, no growth"
+assert_eq 65536 "$(it_cri exec "$e" df -k /dev/shm | awk 'NR == 2 { print $2 }')" "the emptyDir is still 64 MiB"
+sleep 0.3
+curl -s "http://127.0.0.1:$gport/metrics" >"$D/e.prom"
+refused=$(awk -v id="$e" 'index($0, "gpu_run_shm_growths_refused_total{") == 1 && index($0, id) { print $NF }' "$D/e.prom")
+[[ ${refused:-0} -ge 1 ]] && it_pass "its refused growths are counted ($refused): what an alert on a full /dev/shm that cannot grow reads" ||
+  it_fail "no refused growth in its series: $(grep "$e" "$D/e.prom")"
+it_cri rm-pod "$(jq -r .pod "$D/e.json")" >/dev/null 2>&1
+
 # ------------------------------------------------------------ how soon a pod is guarded
+stopped_before=$(grep -c "stopped guarding container c0 " "$D/guard.err")
 : >"$D/latency"
 for ((i = 0; i < N; i++)); do
   it_cri pod --name "p$i" --env GPU_RUN_SHM_SIZE=64m >"$D/p.json" 2>"$D/p.err" || it_die "pod p$i: $(cat "$D/p.err")"
@@ -121,13 +146,15 @@ python3 -c "import sys; sys.exit(0 if $p99 <= 100 else 1)" &&
 # shellcheck disable=SC2046
 it_cri rm-pod $(cat "$D/pods") >/dev/null 2>&1
 for _ in $(seq 100); do
-  [[ $(grep -c "stopped guarding container c0 " "$D/guard.err") -ge $N ]] && break
+  [[ $(($(grep -c "stopped guarding container c0 " "$D/guard.err") - stopped_before)) -ge $N ]] && break
   sleep 0.05
 done
-assert_eq "$N" "$(grep -c "stopped guarding container c0 " "$D/guard.err")" "the guard stopped guarding every removed pod, once"
+assert_eq "$N" "$(($(grep -c "stopped guarding container c0 " "$D/guard.err") - stopped_before))" \
+  "the guard stopped guarding every removed pod, once"
 it_log "$(grep "stopped guarding" "$D/guard.err" | head -n 4)"
 
 # ------------------------------------------------------------ a pod removed mid-growth
+lines_before=$(wc -l <"$D/guard.err")
 it_cri pod --name victim --env GPU_RUN_SHM_SIZE=64m >"$D/v.json" 2>/dev/null || it_die "pod victim did not start"
 v=$(jq -r '.containers[0]' "$D/v.json")
 it_cri exec "$v" sh -c 'i=0; while [ $i -lt 30 ]; do head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1;
@@ -139,8 +166,8 @@ wait "$writer" 2>/dev/null
 sleep 0.5
 kill -0 "$guard" 2>/dev/null && it_pass "the guard runs on after a pod removed mid-growth" ||
   it_fail "the guard died after a pod was removed mid-growth"
-assert_not_contains "$(cat "$D/guard.err")" "warning" "no warning from the guard"
-assert_not_contains "$(cat "$D/guard.err")" "error" "no error from the guard"
+assert_not_contains "$(tail -n +$((lines_before + 1)) "$D/guard.err")" "warning" "no warning from the guard for it"
+assert_not_contains "$(tail -n +$((lines_before + 1)) "$D/guard.err")" "error" "no error from the guard for it"
 
 kill -TERM "$guard"
 rc=0

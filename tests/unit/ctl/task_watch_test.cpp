@@ -112,6 +112,29 @@ TEST(TaskContainer, APodsContainerWithItsCriNamesAndGpuRunsRequest) {
   EXPECT_EQ(c->labels.count("other"), 0u);
 }
 
+// The webhook's route: /dev/shm is a kubelet emptyDir, the pod's own though no engine's shm.
+TEST(TaskContainer, AKubeletEmptyDirAtDevShmIsThePodsOwn) {
+  test::TempDir d;
+  std::string spec = kPodSpec;
+  const std::string sandbox = "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/abc/shm";
+  spec.replace(spec.find(sandbox), sandbox.size(), "/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~empty-dir/dshm");
+  d.write("k8s.io/e1/init.pid", "9");
+  d.write("k8s.io/e1/config.json", spec);
+  std::string why;
+  auto c = task_container(d.path(), TaskEvent{true, "k8s.io", "e1"}, why);
+  ASSERT_TRUE(c) << why;
+  EXPECT_EQ(c->ipc_mode, "private");
+  EXPECT_EQ(c->labels.count(kLabelEmptyDir), 1u);
+  // A hostPath at /dev/shm stays the host's.
+  spec.replace(spec.find("/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~empty-dir/dshm"), 62, "/dev/shm");
+  d.write("k8s.io/e2/init.pid", "10");
+  d.write("k8s.io/e2/config.json", spec);
+  c = task_container(d.path(), TaskEvent{true, "k8s.io", "e2"}, why);
+  ASSERT_TRUE(c) << why;
+  EXPECT_EQ(c->ipc_mode, "host");
+  EXPECT_EQ(c->labels.count(kLabelEmptyDir), 0u);
+}
+
 TEST(TaskContainer, TheSandboxAndTheUnreadableAreNotContainersToGuard) {
   test::TempDir d;
   std::string spec = kPodSpec;
