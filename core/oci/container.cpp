@@ -1,6 +1,10 @@
 #include "container.hpp"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -82,6 +86,38 @@ std::optional<ShmUsage> shm_usage_at(const fs::path& path) {
 std::optional<ShmUsage> shm_usage_of_pid(int pid) {
   if (pid <= 0) return std::nullopt;
   return shm_usage_at("/proc/" + std::to_string(pid) + "/root/dev/shm");
+}
+
+namespace {
+
+int open_pidfd(int pid) {
+#ifdef SYS_pidfd_open
+  return pid > 0 ? static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)) : -1;
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+}  // namespace
+
+ShmHandle::ShmHandle(int pid) : pid_(pid), pidfd_(open_pidfd(pid)) {
+  // The pidfd first: a descriptor opened after the process was gone would read another's files.
+  if (pidfd_)
+    shm_ =
+        UniqueFd(::open(("/proc/" + std::to_string(pid) + "/root/dev/shm").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+}
+
+std::optional<ShmUsage> ShmHandle::sample() const {
+  if (!pidfd_ || !shm_) return shm_usage_of_pid(pid_);
+  pollfd exited{pidfd_.get(), POLLIN, 0};
+  if (::poll(&exited, 1, 0) != 0) return std::nullopt;  // it exited (or the poll failed)
+  struct statvfs st {};
+  if (::fstatvfs(shm_.get(), &st) != 0) return std::nullopt;
+  ShmUsage u;
+  u.size = static_cast<std::uint64_t>(st.f_blocks) * st.f_frsize;
+  u.used = static_cast<std::uint64_t>(st.f_blocks - st.f_bfree) * st.f_frsize;
+  return u;
 }
 
 }  // namespace gpurun

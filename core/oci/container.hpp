@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "fd.hpp"
+
 namespace gpurun {
 
 namespace fs = std::filesystem;
@@ -51,5 +53,22 @@ std::optional<ShmUsage> shm_usage_at(const fs::path& path);
 
 // The container's /dev/shm, through /proc/<pid>/root (no process started per sample).
 std::optional<ShmUsage> shm_usage_of_pid(int pid);
+
+// A container's /dev/shm held open for sampling it many times a second: an O_PATH descriptor of
+// it, read with fstatvfs (no walk of /proc/<pid>/root/dev/shm each sample: 0.49 against 2.71 us
+// a sample, measured by hand on this machine), and a pidfd of its process, which says when it has
+// exited (the descriptor would go on reading the tmpfs, and keep it, after). Without pidfd_open
+// (Linux before 5.3) it samples by the path, as shm_usage_of_pid.
+class ShmHandle {
+ public:
+  explicit ShmHandle(int pid);
+  // nullopt once the process has exited or its /dev/shm cannot be read.
+  std::optional<ShmUsage> sample() const;
+
+ private:
+  int pid_;
+  UniqueFd shm_;
+  UniqueFd pidfd_;
+};
 
 }  // namespace gpurun

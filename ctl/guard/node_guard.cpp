@@ -239,7 +239,8 @@ void watch_containerd(TaskWatcher& watcher, const fs::path& root, const GuardOpt
 struct Guarded {
   ContainerInfo info;
   std::unique_ptr<ShmGuard> guard;
-  std::string profile;  // its metrics' label: what gpu-run recorded, read once
+  std::string profile;             // its metrics' label: what gpu-run recorded, read once
+  std::unique_ptr<ShmHandle> shm;  // its /dev/shm, held open while it is guarded
 };
 
 }  // namespace
@@ -394,11 +395,12 @@ void run_guard(const GuardOptions& o) {
                                                 "gpu-run-ctl: guard: container " + display_name(f.info));
         const std::string id = f.info.id;
         std::string profile = recorded_request(f.info.env, f.info.labels).profile.value_or("");
-        guarded.emplace(id, Guarded{std::move(f.info), std::move(guard), std::move(profile)});
+        auto shm = std::make_unique<ShmHandle>(f.info.pid);
+        guarded.emplace(id, Guarded{std::move(f.info), std::move(guard), std::move(profile), std::move(shm)});
       }
     }
     for (auto it = guarded.begin(); it != guarded.end();) {
-      const std::optional<ShmUsage> usage = shm_usage_of_pid(it->second.info.pid);
+      const std::optional<ShmUsage> usage = it->second.shm->sample();
       if (!usage) {
         it = stop_guarding(it, "its /dev/shm is gone");
         continue;
@@ -413,7 +415,7 @@ void run_guard(const GuardOptions& o) {
       }
       if (server) {
         // After a growth the sample is stale: the size is read again.
-        const ShmUsage now = guard.growths() != growths_before ? shm_usage_of_pid(c.pid).value_or(*usage) : *usage;
+        const ShmUsage now = guard.growths() != growths_before ? it->second.shm->sample().value_or(*usage) : *usage;
         metrics.update({c.id, c.name, it->second.profile, c.engine, label_of(c, kCriSandboxNamespace),
                         label_of(c, kCriSandboxName), now.size, now.used, std::max(now.used, usage->used),
                         guard.growths(), guard.refusals()});
