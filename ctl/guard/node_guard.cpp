@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -17,6 +18,8 @@
 #include "contract.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
+#include "fd.hpp"
+#include "file_io.hpp"
 #include "file_lock.hpp"
 #include "guard.hpp"
 #include "guard_metrics.hpp"
@@ -51,6 +54,8 @@ namespace {
 
 // Held by the running node guard (FileLock: the kernel drops it when the guard exits, however).
 constexpr const char* kNodeGuardLockPath = "/run/gpu-run/guard.lock";
+// What the running node guard guards, for the next one (guard_state).
+constexpr const char* kNodeGuardStatePath = "/run/gpu-run/guard.state";
 // How often the engine is asked which containers run.
 constexpr auto kPollEvery = std::chrono::milliseconds(2000);
 
@@ -66,6 +71,7 @@ struct Found {
   ContainerInfo info;
   GuardLimits limits;
   std::string note;
+  std::string profile;  // set when resumed from the state; else from what gpu-run recorded
 };
 
 // What the poller hands the sampler: the new containers, and every id the engine lists.
@@ -142,7 +148,7 @@ void poll_engine(const std::string& engine, const GuardOptions& o, const Config&
       for (const std::string& id : running) {
         if (known.count(id)) continue;
         try {
-          Found f{inspect_container(engine, id), {}, {}};
+          Found f{inspect_container(engine, id), {}, {}, {}};
           known.insert(id);
           const std::string skip = guard_skip_reason(f.info, o.all);
           if (!skip.empty()) {
@@ -216,7 +222,7 @@ void watch_containerd(TaskWatcher& watcher, const fs::path& root, const GuardOpt
                     << "\n";
         continue;
       }
-      Found f{std::move(*c), {}, {}};
+      Found f{std::move(*c), {}, {}, {}};
       const std::string skip = guard_skip_reason(f.info, o.all);
       if (!skip.empty()) {
         std::cerr << "gpu-run-ctl: guard: not guarding container " << display_name(f.info) << " (" << short_id(f.info)
@@ -241,7 +247,86 @@ struct Guarded {
   std::unique_ptr<ShmGuard> guard;
   std::string profile;             // its metrics' label: what gpu-run recorded, read once
   std::unique_ptr<ShmHandle> shm;  // its /dev/shm, held open while it is guarded
+  GuardLimits limits;
+  std::string note;
+  std::uint64_t start_time = 0;  // its process's, from /proc/<pid>/stat: the same process, not a reused pid
 };
+
+// Field 22 of /proc/<pid>/stat, the process's start time in clock ticks after boot; 0 when unread.
+std::uint64_t process_start_time(int pid) {
+  try {
+    const std::string stat = read_small_file("/proc/" + std::to_string(pid) + "/stat", 4096, "the process's stat");
+    std::istringstream rest(stat.substr(stat.rfind(')') + 2));  // after "(comm) "
+    std::string field;
+    for (int i = 3; i <= 22 && rest >> field; ++i)
+      if (i == 22) return std::stoull(field);
+  } catch (const std::exception&) {
+  }
+  return 0;
+}
+
+// What the guard guards, kept where a restarted guard reads it before its first look at the
+// engine (kNodeGuardStatePath), so a restart leaves no container unguarded while the new guard
+// asks the engine (a docker ps and an inspect took 70-105 ms on CI's machine). Each container's
+// id, name, engine, pid and its process's start time, the limits and the note.
+std::string guard_state(const std::map<std::string, Guarded>& guarded) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [id, g] : guarded) {
+    const GuardLimits& l = g.limits;
+    out.push_back({{"id", id},
+                   {"name", g.info.name},
+                   {"engine", g.info.engine},
+                   {"pid", g.info.pid},
+                   {"start_time", g.start_time},
+                   {"profile", g.profile},
+                   {"note", g.note},
+                   {"labels", g.info.labels},
+                   {"limits",
+                    {{"headroom", l.headroom},
+                     {"bound", l.bound},
+                     {"batch", l.batch},
+                     {"max_shm", l.max_shm},
+                     {"budget_bytes", l.budget_bytes ? nlohmann::json(*l.budget_bytes) : nlohmann::json()}}}});
+  }
+  return out.dump();
+}
+
+// The containers of the last guard's state whose process is still the one it guarded.
+std::vector<Found> resumed_from_state() {
+  std::vector<Found> out;
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(read_small_file(kNodeGuardStatePath, 4 << 20, "the guard's state"));
+  } catch (const std::exception&) {
+    return out;  // none yet, or unreadable: the first poll finds them
+  }
+  if (!doc.is_array()) return out;
+  for (const auto& e : doc) {
+    try {
+      Found f;
+      f.info.id = e.at("id").get<std::string>();
+      f.info.name = e.at("name").get<std::string>();
+      f.info.engine = e.at("engine").get<std::string>();
+      f.info.pid = e.at("pid").get<int>();
+      f.info.labels = e.at("labels").get<std::map<std::string, std::string>>();
+      f.info.running = true;
+      const auto start = e.at("start_time").get<std::uint64_t>();
+      if (f.info.id.empty() || f.info.pid <= 0 || start == 0 || process_start_time(f.info.pid) != start) continue;
+      const auto& l = e.at("limits");
+      f.limits.headroom = l.at("headroom").get<std::uint64_t>();
+      f.limits.bound = l.at("bound").get<std::uint64_t>();
+      f.limits.batch = l.at("batch").get<std::uint64_t>();
+      f.limits.max_shm = l.at("max_shm").get<std::uint64_t>();
+      if (!l.at("budget_bytes").is_null()) f.limits.budget_bytes = l.at("budget_bytes").get<std::uint64_t>();
+      f.note = e.at("note").get<std::string>() + "; resumed from the last guard";
+      f.profile = e.at("profile").get<std::string>();
+      out.push_back(std::move(f));
+    } catch (const std::exception&) {
+      continue;  // a malformed entry: that container is found by the first poll
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -376,27 +461,46 @@ void run_guard(const GuardOptions& o) {
   unsigned seen = 0;
   std::vector<Found> found;
   std::set<std::string> running;
+  bool changed = false;
   const auto stop_guarding = [&](std::map<std::string, Guarded>::iterator it, const char* why) {
     std::cerr << "gpu-run-ctl: guard: stopped guarding container " << display_name(it->second.info) << " ("
               << short_id(it->second.info) << "): " << why << ", " << it->second.guard->growths()
               << (it->second.guard->growths() == 1 ? " growth" : " growths") << "\n";
     metrics.remove(it->first);
+    changed = true;
     return guarded.erase(it);
   };
+  const auto start_guarding = [&](Found& f) {
+    if (guarded.count(f.info.id)) return;
+    std::cerr << "gpu-run-ctl: guard: guarding container " << display_name(f.info) << " (" << short_id(f.info)
+              << "): " << f.note << "\n";
+    auto guard = std::make_unique<ShmGuard>(config.guard, f.limits, config,
+                                            "gpu-run-ctl: guard: container " + display_name(f.info));
+    const std::string id = f.info.id;
+    std::string profile =
+        !f.profile.empty() ? f.profile : recorded_request(f.info.env, f.info.labels).profile.value_or("");
+    auto shm = std::make_unique<ShmHandle>(f.info.pid);
+    const std::uint64_t start = process_start_time(f.info.pid);
+    GuardLimits limits = f.limits;
+    std::string note = f.note;
+    guarded.emplace(id, Guarded{std::move(f.info), std::move(guard), std::move(profile), std::move(shm),
+                                std::move(limits), std::move(note), start});
+    changed = true;
+  };
+  // What the last guard guarded, at once: the first look at the engine comes after.
+  for (Found& f : resumed_from_state()) start_guarding(f);
   while (!stop_requested()) {
     if (roster.take(seen, found, running)) {
       for (auto it = guarded.begin(); it != guarded.end();)
         it = running.count(it->first) ? std::next(it) : stop_guarding(it, "exited");
-      for (Found& f : found) {
-        if (guarded.count(f.info.id)) continue;
-        std::cerr << "gpu-run-ctl: guard: guarding container " << display_name(f.info) << " (" << short_id(f.info)
-                  << "): " << f.note << "\n";
-        auto guard = std::make_unique<ShmGuard>(config.guard, f.limits, config,
-                                                "gpu-run-ctl: guard: container " + display_name(f.info));
-        const std::string id = f.info.id;
-        std::string profile = recorded_request(f.info.env, f.info.labels).profile.value_or("");
-        auto shm = std::make_unique<ShmHandle>(f.info.pid);
-        guarded.emplace(id, Guarded{std::move(f.info), std::move(guard), std::move(profile), std::move(shm)});
+      for (Found& f : found) start_guarding(f);
+    }
+    if (changed) {
+      changed = false;
+      try {
+        write_file_atomic(kNodeGuardStatePath, guard_state(guarded), 0600, Durability::kVolatile);
+      } catch (const std::exception& e) {
+        print_warning("gpu-run-ctl", std::string("guard: cannot keep its state for a restart: ") + e.what());
       }
     }
     for (auto it = guarded.begin(); it != guarded.end();) {
