@@ -22,11 +22,15 @@ std::vector<char*> c_argv(const std::vector<std::string>& argv) {
   return out;
 }
 
-[[noreturn]] void exec_or_die(const std::vector<std::string>& argv) {
-  auto args = c_argv(argv);
-  ::execvp(args[0], args.data());
-  const std::string msg = "cannot run " + argv[0] + ": " + std::strerror(errno) + "\n";
-  (void)!::write(STDERR_FILENO, msg.data(), msg.size());
+// In the child between fork and exec: nothing that allocates. The parent has other threads (the
+// guard's poller, its metrics server), and a lock one of them held at the fork stays locked in the
+// child: under ASan a run_capture child spun forever on its allocator's lock (and, inheriting the
+// guard's lock file, kept every later guard from starting). The arguments are made before the fork.
+[[noreturn]] void exec_or_die(char* const* args) {
+  ::execvp(args[0], args);
+  const char* why = std::strerror(errno);
+  const char* parts[] = {"cannot run ", args[0], ": ", why, "\n"};
+  for (const char* part : parts) (void)!::write(STDERR_FILENO, part, std::strlen(part));
   ::_exit(127);
 }
 
@@ -67,9 +71,10 @@ bool Child::poll(int& code) {
 
 Child spawn(const std::vector<std::string>& argv) {
   if (argv.empty()) throw Error("spawn: empty command");
+  const std::vector<char*> args = c_argv(argv);
   pid_t pid = ::fork();
   if (pid < 0) throw system_error("fork", errno);
-  if (pid == 0) exec_or_die(argv);
+  if (pid == 0) exec_or_die(args.data());
   return Child(pid);
 }
 
@@ -80,6 +85,7 @@ Captured run_capture(const std::vector<std::string>& argv) {
   UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]);
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw system_error("pipe", errno);
   UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
+  const std::vector<char*> args = c_argv(argv);
   pid_t pid = ::fork();
   if (pid < 0) throw system_error("fork", errno);
   if (pid == 0) {
@@ -87,7 +93,7 @@ Captured run_capture(const std::vector<std::string>& argv) {
     ::dup2(err_w.get(), STDERR_FILENO);
     int devnull = ::open("/dev/null", O_RDONLY);
     if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-    exec_or_die(argv);
+    exec_or_die(args.data());
   }
   Child child(pid);
   out_w = UniqueFd();

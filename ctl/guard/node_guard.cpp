@@ -1,5 +1,6 @@
 #include "node_guard.hpp"
 
+#include <fcntl.h>
 #include <time.h>
 
 #include <CLI/CLI.hpp>
@@ -172,6 +173,26 @@ void poll_engine(const std::string& engine, const GuardOptions& o, const Config&
     }
     if (roster.wait_stopped(kPollEvery)) return;
   }
+}
+
+// The node guard's lock: a POSIX record lock (fcntl F_SETLK) on kNodeGuardLockPath, held while
+// the returned descriptor is open; an empty one when another process holds it. A record lock,
+// not flock: a forked child (the sandboxed remount) does not inherit it, so a child left behind by
+// a killed guard cannot keep the next one from starting, as a flock inherited by a hung child did
+// under ASan.
+UniqueFd lock_node_guard() {
+  std::error_code ec;
+  fs::create_directories(fs::path(kNodeGuardLockPath).parent_path(), ec);
+  UniqueFd fd(::open(kNodeGuardLockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) throw Error(std::string("open ") + kNodeGuardLockPath, errno);
+  struct flock whole {};
+  whole.l_type = F_WRLCK;
+  whole.l_whence = SEEK_SET;
+  if (::fcntl(fd.get(), F_SETLK, &whole) != 0) {
+    if (errno == EAGAIN || errno == EACCES) return UniqueFd();
+    throw Error(std::string("lock ") + kNodeGuardLockPath, errno);
+  }
+  return fd;
 }
 
 std::string label_of(const ContainerInfo& c, const char* key) {
@@ -427,8 +448,8 @@ void run_guard(const GuardOptions& o) {
   // One node guard a host. Two would both guard every container; the container's lock keeps them
   // from growing it twice, but each would count only its own growths, so neither one's metrics
   // would be the host's (issue: two guards at once, each with partial counts).
-  const FileLock only_guard(kNodeGuardLockPath, /*wait=*/false);
-  if (!only_guard.locked())
+  const UniqueFd only_guard = lock_node_guard();
+  if (!only_guard)
     throw Error(std::string("another gpu-run-ctl guard runs on this host (it holds ") + kNodeGuardLockPath +
                 "): one guard a host, so its metrics count every growth; stop that one first "
                 "(systemctl stop gpu-run-guard)");
