@@ -74,13 +74,21 @@ ContainerInfo inspect_container(const std::string& engine, const std::string& na
   return parse_inspect(r.out, engine);
 }
 
-std::optional<ShmUsage> shm_usage_at(const fs::path& path) {
-  struct statvfs st {};
-  if (::statvfs(path.c_str(), &st) != 0) return std::nullopt;
+namespace {
+
+ShmUsage usage_of(const struct statvfs& st) {
   ShmUsage u;
   u.size = static_cast<std::uint64_t>(st.f_blocks) * st.f_frsize;
   u.used = static_cast<std::uint64_t>(st.f_blocks - st.f_bfree) * st.f_frsize;
   return u;
+}
+
+}  // namespace
+
+std::optional<ShmUsage> shm_usage_at(const fs::path& path) {
+  struct statvfs st {};
+  if (::statvfs(path.c_str(), &st) != 0) return std::nullopt;
+  return usage_of(st);
 }
 
 std::optional<ShmUsage> shm_usage_of_pid(int pid) {
@@ -114,10 +122,7 @@ std::optional<ShmUsage> ShmHandle::sample() const {
   if (::poll(&exited, 1, 0) != 0) return std::nullopt;  // it exited (or the poll failed)
   struct statvfs st {};
   if (::fstatvfs(shm_.get(), &st) != 0) return std::nullopt;
-  ShmUsage u;
-  u.size = static_cast<std::uint64_t>(st.f_blocks) * st.f_frsize;
-  u.used = static_cast<std::uint64_t>(st.f_blocks - st.f_bfree) * st.f_frsize;
-  return u;
+  return usage_of(st);
 }
 
 }  // namespace gpurun

@@ -21,7 +21,6 @@
 #include "error.hpp"
 #include "fd.hpp"
 #include "file_io.hpp"
-#include "file_lock.hpp"
 #include "guard.hpp"
 #include "guard_metrics.hpp"
 #include "metrics_server.hpp"
@@ -53,7 +52,7 @@ constexpr const char* kGuardFooter =
     "address only with --metrics-public (plain HTTP, no authentication). Needs gpu-run-metrics-http.so.";
 namespace {
 
-// Held by the running node guard (FileLock: the kernel drops it when the guard exits, however).
+// Held by the running node guard (lock_node_guard: the kernel drops it when the guard exits, however).
 constexpr const char* kNodeGuardLockPath = "/run/gpu-run/guard.lock";
 // What the running node guard guards, for the next one (guard_state).
 constexpr const char* kNodeGuardStatePath = "/run/gpu-run/guard.state";

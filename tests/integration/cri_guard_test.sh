@@ -76,22 +76,10 @@ if [[ -s $D/guard.prom ]] && promtool check metrics <"$D/guard.prom" >"$D/promto
 else
   it_fail "promtool check metrics: [$(cat "$D/promtool.out" 2>/dev/null)] on [$(head -c 300 "$D/guard.prom")]"
 fi
-pport=$(free_port)
-printf 'global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpu-run-guard\n    static_configs:\n      - targets: ["127.0.0.1:%s"]\n' \
-  "$gport" >"$D/prometheus.yml"
-prometheus --config.file="$D/prometheus.yml" --storage.tsdb.path="$D/tsdb" --web.listen-address="127.0.0.1:$pport" \
-  >"$D/prometheus.log" 2>&1 &
-pids+=($!)
+pport=$(it_prometheus_start "$D" "127.0.0.1:$gport")
+pids+=("$(cat "$D/prometheus.pid")")
 query='gpu_run_shm_used_bytes{namespace="gpu-run-test",pod="train",container="c0"}'
-value=
-for _ in $(seq 60); do
-  value=$(curl -s -G "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$query" 2>/dev/null |
-    python3 -c 'import json, sys
-r = json.load(sys.stdin)["data"]["result"]
-print(r[0]["value"][1] if r else "")' 2>/dev/null || true)
-  [[ -n $value ]] && break
-  sleep 0.5
-done
+value=$(it_prometheus_value "$pport" "$query")
 assert_eq $((240 << 20)) "${value:-none}" "Prometheus answers $query with the 240 MiB written"
 
 # ------------------------------------------------------------ the webhook's route: an emptyDir

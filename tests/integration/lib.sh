@@ -304,6 +304,36 @@ it__dockerd_launch() {
   it_die "isolated dockerd failed to start (state in $dir)"
 }
 
+# it_prometheus_start DIR TARGET: Debian's prometheus scraping TARGET (host:port) every second,
+# its config, data and log under DIR; prints its HTTP port. The caller stops it (its pid in
+# DIR/prometheus.pid).
+it_prometheus_start() {
+  local dir=$1 target=$2 port
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  printf 'global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: gpu-run-guard\n    static_configs:\n      - targets: ["%s"]\n' \
+    "$target" >"$dir/prometheus.yml"
+  promtool check config "$dir/prometheus.yml" >/dev/null 2>&1 || it_die "promtool check config rejected $dir/prometheus.yml"
+  prometheus --config.file="$dir/prometheus.yml" --storage.tsdb.path="$dir/tsdb" \
+    --web.listen-address="127.0.0.1:$port" >"$dir/prometheus.log" 2>&1 &
+  printf '%s\n' "$!" >"$dir/prometheus.pid"
+  printf '%s\n' "$port"
+}
+
+# it_prometheus_value PORT QUERY: the first value Prometheus on PORT answers for QUERY through
+# its HTTP API, asked every 0.5 s for up to 30 s; empty when it answers none.
+it_prometheus_value() {
+  local port=$1 query=$2 value= i
+  for ((i = 0; i < 60; i++)); do
+    value=$(curl -s -G "http://127.0.0.1:$port/api/v1/query" --data-urlencode "query=$query" 2>/dev/null |
+      python3 -c 'import json, sys
+r = json.load(sys.stdin)["data"]["result"]
+print(r[0]["value"][1] if r else "")' 2>/dev/null || true)
+    [[ -n $value ]] && break
+    sleep 0.5
+  done
+  printf '%s\n' "$value"
+}
+
 # it_dockerd_restart DIR: stops the dockerd of it_dockerd_start DIR (SIGTERM, as systemctl
 # restart does; its containers stop with it, there is no live-restore) and starts it again on the
 # same state.

@@ -86,29 +86,10 @@ else
 fi
 
 # ------------------------------------------------------------ Prometheus scrapes the guard
-pport=$(free_port)
-cat >"$work/prometheus.yml" <<EOF
-global:
-  scrape_interval: 1s
-scrape_configs:
-  - job_name: gpu-run-guard
-    static_configs:
-      - targets: ["127.0.0.1:$gport"]
-EOF
-promtool check config "$work/prometheus.yml" >/dev/null 2>&1 || it_fail "promtool check config rejected the scrape config"
-prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
-  --web.listen-address="127.0.0.1:$pport" >"$work/prometheus.log" 2>&1 &
-pids+=($!)
+pport=$(it_prometheus_start "$work" "127.0.0.1:$gport")
+pids+=("$(cat "$work/prometheus.pid")")
 query='gpu_run_shm_used_bytes{job="gpu-run-guard",container_name="scraped"}'
-value=
-for _ in $(seq 60); do
-  value=$(curl -s -G "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$query" 2>/dev/null |
-    python3 -c 'import json, sys
-r = json.load(sys.stdin)["data"]["result"]
-print(r[0]["value"][1] if r else "")' 2>/dev/null || true)
-  [[ -n $value ]] && break
-  sleep 0.5
-done
+value=$(it_prometheus_value "$pport" "$query")
 [[ -n $value ]] || it_fail "Prometheus answered no $query; its log: $(tail -n 5 "$work/prometheus.log")"
 df_used=$(docker exec scraped df -k /dev/shm | awk '$NF == "/dev/shm" { print $3 * 1024 }')
 it_log "Prometheus: $query = $value; df inside the container: $df_used bytes used"
