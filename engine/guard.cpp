@@ -31,8 +31,47 @@ void ShmGuard::warn_once(const std::string& who, const std::string& why) {
   std::cerr << warning() << why << "\n";
 }
 
+namespace {
+
+// A gpu-run-ctl resize of this /dev/shm in progress: false, and the next sample decides again.
+// No lock directory (not root): the remount decides alone.
+bool lock_shm(const std::string& container_id, std::optional<FileLock>& lock) {
+  try {
+    lock.emplace(shm_lock_path(container_id), false);
+    return lock->locked();
+  } catch (const Error&) {
+    lock.reset();
+    return true;
+  }
+}
+
+}  // namespace
+
+void ShmGuard::lower(int pid, const std::string& container_id, const ShmUsage& usage, std::uint64_t size) {
+  const std::string who = "container=" + log_quote(container_id.substr(0, 64));
+  std::optional<FileLock> lock;
+  if (!lock_shm(container_id, lock)) return;
+  try {
+    const ShmResult r = remount_shm_in_child(pid, size, /*allow_shrink=*/true, host_dev_);
+    if (r.outcome != ShmOutcome::kResized) throw Error(outcome_name(r.outcome));
+  } catch (const Error& e) {
+    // Left at the size found: larger than the plan, which is no harm.
+    log_.warn(who + " action=fail by=guard size=" + engine_size(size) + " error=" + log_quote(e.what()));
+    std::cerr << warning() << "/dev/shm left at " << format_size(usage.size) << ", not lowered to the plan's "
+              << format_size(size) << ": " << e.what() << "\n";
+    return;
+  }
+  log_.info(who + " action=lowered by=guard size=" + engine_size(size) + " before=" + engine_size(usage.size) +
+            " used=" + engine_size(round_up(usage.used, kMiB)));
+  std::cerr << speaker_ << ": /dev/shm " << format_size(usage.size) << " -> " << format_size(size)
+            << " (the plan; grown as it fills, up to "
+            << format_size(limits_.size_limit ? limits_.size_limit : usage.size) << ")\n";
+}
+
 void ShmGuard::on_sample(int pid, const std::string& container_id, const ShmUsage& usage) {
   if (failed_) return;
+  if (std::exchange(first_, false))
+    if (const auto size = lowered_size(policy_, limits_, usage.size, usage.used)) return lower(pid, container_id, usage, *size);
   const GuardStep step = decide_guard(policy_, limits_, usage.size, usage.used);
   const bool was_blocked = std::exchange(blocked_, step.action == GuardAction::kBlocked);
   if (step.action == GuardAction::kNone) return;
@@ -42,14 +81,8 @@ void ShmGuard::on_sample(int pid, const std::string& container_id, const ShmUsag
     warn_once(who, step.reason);
     return;
   }
-  // A gpu-run-ctl resize of this /dev/shm in progress: the next sample decides again.
   std::optional<FileLock> lock;
-  try {
-    lock.emplace(shm_lock_path(container_id), false);
-    if (!lock->locked()) return;
-  } catch (const Error&) {
-    lock.reset();  // no lock directory (not root): the remount decides alone
-  }
+  if (!lock_shm(container_id, lock)) return;
   ShmResult r;
   try {
     r = remount_shm_in_child(pid, step.size, false, host_dev_);

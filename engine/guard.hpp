@@ -34,6 +34,8 @@ class ShmGuard {
  private:
   std::string warning() const;
   void warn_once(const std::string& who, const std::string& why);
+  // The first sample of a /dev/shm larger than the plan (GuardLimits::start_size): down to `size`.
+  void lower(int pid, const std::string& container_id, const ShmUsage& usage, std::uint64_t size);
 
   GuardPolicy policy_;
   GuardLimits limits_;
@@ -45,6 +47,7 @@ class ShmGuard {
   bool blocked_ = false;  // the last sample wanted a growth it could not have
   bool warned_ = false;
   bool failed_ = false;  // a remount failed: no more tries
+  bool first_ = true;    // no sample seen yet
 };
 
 }  // namespace gpurun

@@ -8,7 +8,9 @@
 #include "error.hpp"
 #include "k8s_quantity.hpp"
 #include "pod_json.hpp"
+#include "shm_guard.hpp"
 #include "sizing.hpp"
+#include "units.hpp"
 
 namespace gpurun {
 namespace {
@@ -33,15 +35,18 @@ std::string volume_name(const json& spec) {
   return name;
 }
 
-void add_env(json& ops, const ShmTarget& t) {
+// The container's environment: what gpu-run planned, the /dev/shm it shares (`volume`: the
+// emptyDir's planned size, whatever its share) and the most the node guard may grow it to.
+void add_env(json& ops, const ShmTarget& t, std::uint64_t volume, std::uint64_t size_limit) {
   const ShmDecision& d = t.decision;
   NameValues env;
   if (d.planned) {
-    env = container_env(d.plan->profile, d.plan->gpus, d.plan->workers, d.plan->batch_size, d.size);
+    env = container_env(d.plan->profile, d.plan->gpus, d.plan->workers, d.plan->batch_size, volume);
   } else {
-    for (auto& nv : container_env("", 0, 0, 0, d.size))
+    for (auto& nv : container_env("", 0, 0, 0, volume))
       if (nv.first == kEnvShmSize) env.push_back(nv);
   }
+  env.emplace_back(kEnvShmLimit, engine_size(size_limit));
   const json* existing = member(*t.container, "env");
   const std::string path = pointer(t) + "/env";
   json fresh = json::array();
@@ -61,25 +66,42 @@ void add_env(json& ops, const ShmTarget& t) {
   if (!fresh.empty()) ops.push_back({{"op", "add"}, {"path", path}, {"value", fresh}});
 }
 
-// The memory limit and request, each raised by this container's shm (and the limit at
-// least to what the budget needs). A container without one keeps having none.
-void raise_memory(json& ops, const ShmTarget& t, double memory_fraction_max) {
-  const std::uint64_t shm = t.decision.size;
-  const std::string who = "container '" + k8s_shown(container_name(*t.container)) + "'";
+std::string who(const ShmTarget& t) { return "container '" + k8s_shown(container_name(*t.container)) + "'"; }
+
+// The container's memory `section` ("limits" or "requests") as the patch leaves it: under
+// "raise", the old one plus this container's shm (and the limit at least to what the budget
+// needs); else as it is. Empty for a container without one.
+std::optional<std::uint64_t> patched_memory(const ShmTarget& t, const char* section, const WebhookConfig& config) {
   try {
-    for (const char* section : {"limits", "requests"}) {
-      const std::optional<std::uint64_t> old = container_memory(*t.container, section);
-      if (!old) continue;
-      std::uint64_t raised = *old + shm;
-      const MemoryBudget budget{raised, memory_fraction_max};
-      if (std::string(section) == "limits" && !budget.holds(shm)) raised = budget.limit_for(shm);
-      ops.push_back({{"op", "replace"},
-                     {"path", pointer(t) + "/resources/" + section + "/memory"},
-                     {"value", k8s_quantity(raised)}});
-    }
+    const std::optional<std::uint64_t> old = container_memory(*t.container, section);
+    if (!old || config.policy != WebhookPolicy::kRaise) return old;
+    const std::uint64_t shm = t.decision.size;
+    std::uint64_t raised = *old + shm;
+    const MemoryBudget budget{raised, config.memory_fraction_max};
+    if (std::string(section) == "limits" && !budget.holds(shm)) raised = budget.limit_for(shm);
+    return raised;
   } catch (const Error& e) {
-    throw CannotMeet{who + ": " + e.what()};
+    throw CannotMeet{who(t) + ": " + e.what()};
   }
+}
+
+// The memory limit and request, each raised by this container's shm (patched_memory). A
+// container without one keeps having none.
+void raise_memory(json& ops, const ShmTarget& t, const WebhookConfig& config) {
+  for (const char* section : {"limits", "requests"})
+    if (const auto raised = patched_memory(t, section, config))
+      ops.push_back(
+          {{"op", "replace"}, {"path", pointer(t) + "/resources/" + section + "/memory"}, {"value", k8s_quantity(*raised)}});
+}
+
+// The most the node guard may grow this container's share to (growth_ceiling: the profile's
+// max_shm, the budget of its memory limit as patched); its planned size when neither is known.
+std::uint64_t share_ceiling(const ShmTarget& t, const WebhookConfig& config) {
+  GuardLimits limits;
+  if (t.decision.plan) limits.max_shm = t.decision.plan->max_shm;
+  if (const auto limit = patched_memory(t, "limits", config))
+    limits.budget_bytes = MemoryBudget{*limit, config.memory_fraction_max}.bytes();
+  return growth_ceiling(limits, t.decision.size);
 }
 
 }  // namespace
@@ -87,16 +109,25 @@ void raise_memory(json& ops, const ShmTarget& t, double memory_fraction_max) {
 json shm_patch(const json& spec, const std::vector<ShmTarget>& targets, std::uint64_t total,
                const WebhookConfig& config) {
   try {
+    // The kubelet mounts the emptyDir at its sizeLimit and evicts the pod when use passes it:
+    // the sizeLimit is the ceiling the node guard may grow /dev/shm to, and the guard lowers it
+    // to the plan (GPU_RUN_SHM_SIZE) when it first sees it (docs/ARCHITECTURE.md, "A pod's
+    // memory-backed emptyDir"). Without a guard, the pod has the ceiling from the start.
+    std::uint64_t size_limit = 0;
+    for (const ShmTarget& t : targets) {
+      const std::uint64_t ceiling = share_ceiling(t, config);
+      size_limit = size_limit + ceiling < size_limit ? UINT64_MAX : size_limit + ceiling;
+    }
     json ops = json::array();
     const std::string volume = volume_name(spec);
     append(ops, "/spec/volumes", member(spec, "volumes"),
-           {{"name", volume}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", k8s_quantity(total)}}}});
+           {{"name", volume}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", k8s_quantity(size_limit)}}}});
     for (const ShmTarget& t : targets) {
       const json& c = *t.container;
       const std::string base = pointer(t);
       append(ops, base + "/volumeMounts", member(c, "volumeMounts"), {{"name", volume}, {"mountPath", kShmMountPath}});
-      add_env(ops, t);
-      if (config.policy == WebhookPolicy::kRaise) raise_memory(ops, t, config.memory_fraction_max);
+      add_env(ops, t, total, size_limit);
+      if (config.policy == WebhookPolicy::kRaise) raise_memory(ops, t, config);
     }
     return ops;
   } catch (const Error& e) {

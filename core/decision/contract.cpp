@@ -60,7 +60,7 @@ NameValues container_labels(const std::string& profile, unsigned gpus, std::opti
 std::vector<std::string> contract_env_names() {
   std::vector<std::string> names;
   for (const RequestKeySpec& k : kRequestKeys) names.emplace_back(k.env);
-  for (const char* n : {kEnvNumWorkers, kEnvBatchSize, kEnvShmSize, kEnvProfile})
+  for (const char* n : {kEnvNumWorkers, kEnvBatchSize, kEnvShmSize, kEnvShmLimit, kEnvProfile})
     if (std::find(names.begin(), names.end(), n) == names.end()) names.emplace_back(n);
   return names;
 }

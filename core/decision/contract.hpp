@@ -76,6 +76,8 @@ inline constexpr const char* kEnvGpus = kRequestKeys[1].env;  // the request's o
 inline constexpr const char* kEnvNumWorkers = "GPU_RUN_NUM_WORKERS";
 inline constexpr const char* kEnvBatchSize = "GPU_RUN_BATCH_SIZE";
 inline constexpr const char* kEnvShmSize = "GPU_RUN_SHM_SIZE";
+// The most the node guard may grow a pod's emptyDir /dev/shm to: its sizeLimit (the webhook).
+inline constexpr const char* kEnvShmLimit = "GPU_RUN_SHM_LIMIT";
 // ...and the engine (labels on the container, read back by watch, doctor and the guard).
 inline constexpr const char* kLabelProfile = "gpu-run.profile";
 inline constexpr const char* kLabelGpus = kRequestKeys[1].annotation;

@@ -59,6 +59,10 @@ GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std
     cap = *limits.budget_bytes;
     cap_by = "the memory budget " + format_size(*limits.budget_bytes);
   }
+  if (limits.size_limit && limits.size_limit <= cap) {
+    cap = limits.size_limit;
+    cap_by = "its emptyDir's sizeLimit " + format_size(limits.size_limit) + " (the kubelet evicts a pod past it)";
+  }
   std::uint64_t want =
       round_up(std::max(used + 2 * step.headroom, size + fraction_of(size, policy.step_fraction)), kMiB);
   if (within_bound) want = std::min(want, round_up(std::max(limits.bound, used + step.headroom), kMiB));
@@ -78,6 +82,22 @@ GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std
     step.reason = "wanted " + format_size(want) + ", capped by " + cap_by;
   }
   return step;
+}
+
+std::uint64_t growth_ceiling(const GuardLimits& limits, std::uint64_t size) {
+  std::uint64_t cap = UINT64_MAX;
+  if (limits.max_shm) cap = limits.max_shm;
+  if (limits.budget_bytes) cap = std::min(cap, *limits.budget_bytes);
+  if (cap == UINT64_MAX) return size;
+  return std::max(size, cap / kMiB * kMiB);
+}
+
+std::optional<std::uint64_t> lowered_size(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size,
+                                          std::uint64_t used) {
+  if (!limits.start_size) return std::nullopt;
+  const std::uint64_t start = round_up(limits.start_size, kMiB);
+  if (start >= size || decide_guard(policy, limits, start, used).action != GuardAction::kNone) return std::nullopt;
+  return start;
 }
 
 std::string shm_exhaustion_report(const ShmEnding& e, std::uint64_t headroom, const std::string& profile) {

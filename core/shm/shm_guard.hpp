@@ -45,7 +45,26 @@ struct GuardLimits {
   std::uint64_t batch = 0;
   std::uint64_t max_shm = 0;                  // the profile's; 0: none
   std::optional<std::uint64_t> budget_bytes;  // MemoryBudget of the memory limit, when one is set
+  // A pod's memory-backed emptyDir (the webhook's route): its sizeLimit, which the guard never
+  // grows past (the kubelet evicts the pod when use passes it: docs/ARCHITECTURE.md, "A pod's
+  // memory-backed emptyDir"); 0: not one.
+  std::uint64_t size_limit = 0;
+  // The plan's size, to lower such an emptyDir to when first seen (the kubelet mounts it at its
+  // sizeLimit); 0: leave the size as found.
+  std::uint64_t start_size = 0;
 };
+
+// The most the guard may grow a container's /dev/shm of `size` to: the smaller of the
+// profile's max_shm and the memory budget, never below `size`; `size` when neither is known
+// (the guard keeps no ceiling of its own, but an emptyDir's sizeLimit must be one). The
+// sizeLimit the webhook and `gpu-run-ctl k8s` write.
+std::uint64_t growth_ceiling(const GuardLimits& limits, std::uint64_t size);
+
+// The size to lower a /dev/shm found at `size` with `used` in use to, when limits.start_size
+// asks for it: start_size rounded up to MiB, when that is smaller than `size` and the guard
+// would not grow it back at once (the next allocations fit). Empty: leave it.
+std::optional<std::uint64_t> lowered_size(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size,
+                                          std::uint64_t used);
 
 // The free space the next allocations need: every worker of every rank collates a whole batch
 // into /dev/shm at once, so workers x ranks x batch_bytes; 0 when the plan has no workers or

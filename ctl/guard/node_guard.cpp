@@ -199,6 +199,32 @@ std::string label_of(const ContainerInfo& c, const char* key) {
   return it == c.labels.end() ? "" : it->second;
 }
 
+// A pod's memory-backed emptyDir at /dev/shm (the webhook's route: docs/ARCHITECTURE.md, "A
+// pod's memory-backed emptyDir"). The kubelet mounted it at its sizeLimit and evicts the pod at
+// once when use passes that, so the guard never grows it past the sizeLimit the webhook wrote
+// in GPU_RUN_SHM_LIMIT, and lowers it to the plan (GPU_RUN_SHM_SIZE) when it first sees it.
+// Another emptyDir is never grown past the size it has. Returns the words for the note.
+std::string empty_dir_limits(const ContainerInfo& c, GuardLimits& limits) {
+  const auto env_size = [&c](const char* name) -> std::uint64_t {
+    const auto it = c.env.find(name);
+    if (it == c.env.end()) return 0;
+    try {
+      return parse_size(it->second.substr(0, 64), name);
+    } catch (const Error&) {
+      return 0;
+    }
+  };
+  limits.size_limit = env_size(kEnvShmLimit);
+  if (!limits.size_limit) {
+    if (const auto now = shm_usage_of_pid(c.pid)) limits.size_limit = now->size;
+    return "; a memory-backed emptyDir without " + std::string(kEnvShmLimit) + ", never grown past its " +
+           format_size(limits.size_limit) + " (the kubelet would evict the pod past its sizeLimit)";
+  }
+  limits.start_size = std::min(env_size(kEnvShmSize), limits.size_limit);
+  return "; a memory-backed emptyDir, from the plan's " + format_size(limits.start_size) + " up to its sizeLimit " +
+         format_size(limits.size_limit) + ", never past (the kubelet would evict the pod)";
+}
+
 // containerd's tasks, watched (task_watch.hpp): a container is published as soon as runc has
 // written its pid. Docker's tasks (namespace moby) have no name or labels in their spec: they are
 // asked of `docker inspect` once, when they start.
@@ -250,12 +276,7 @@ void watch_containerd(TaskWatcher& watcher, const fs::path& root, const GuardOpt
         continue;
       }
       f.limits = container_guard_limits(f.info, config, load, &f.note);
-      if (f.info.labels.count(kLabelEmptyDir)) {
-        // The kubelet mounted it at its sizeLimit and evicts the pod at once when use passes that
-        // (docs/ARCHITECTURE.md, "A pod's memory-backed emptyDir"): watched and reported, never grown.
-        if (const auto now = shm_usage_of_pid(f.info.pid)) f.limits.max_shm = now->size;
-        f.note += "; a memory-backed emptyDir, never grown past its sizeLimit (the kubelet would evict the pod)";
-      }
+      if (f.info.labels.count(kLabelEmptyDir)) f.note += empty_dir_limits(f.info, f.limits);
       found.push_back(std::move(f));
     }
     roster.publish(std::move(found), running);
@@ -306,6 +327,7 @@ std::string guard_state(const std::map<std::string, Guarded>& guarded) {
                      {"bound", l.bound},
                      {"batch", l.batch},
                      {"max_shm", l.max_shm},
+                     {"size_limit", l.size_limit},
                      {"budget_bytes", l.budget_bytes ? nlohmann::json(*l.budget_bytes) : nlohmann::json()}}}});
   }
   return out.dump();
@@ -337,6 +359,7 @@ std::vector<Found> resumed_from_state() {
       f.limits.bound = l.at("bound").get<std::uint64_t>();
       f.limits.batch = l.at("batch").get<std::uint64_t>();
       f.limits.max_shm = l.at("max_shm").get<std::uint64_t>();
+      f.limits.size_limit = l.value("size_limit", std::uint64_t{0});
       if (!l.at("budget_bytes").is_null()) f.limits.budget_bytes = l.at("budget_bytes").get<std::uint64_t>();
       f.note = e.at("note").get<std::string>() + "; resumed from the last guard";
       f.profile = e.at("profile").get<std::string>();

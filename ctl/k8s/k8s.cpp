@@ -13,6 +13,7 @@
 #include "plan.hpp"
 #include "profile.hpp"
 #include "run_options.hpp"
+#include "shm_guard.hpp"
 #include "units.hpp"
 #include "yaml.hpp"
 
@@ -45,10 +46,16 @@ ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
       o.memory ? parse_k8s_quantity(*o.memory, "--memory") : kK8sBaseMemoryPerRank * std::max(plan.ranks, 1u);
   if (base > (1ull << 62)) throw usage_error("--memory '" + k8s_shown(*o.memory) + "': too large");
   const std::string memory = k8s_quantity(base + plan.shm);
+  // The sizeLimit is the ceiling the node guard may grow /dev/shm to, as the webhook writes it.
+  GuardLimits ceiling;
+  ceiling.max_shm = plan.max_shm;
+  ceiling.budget_bytes = MemoryBudget{base + plan.shm, plan.memory_fraction_max}.bytes();
+  const std::uint64_t size_limit = growth_ceiling(ceiling, plan.shm);
 
   ordered_json env = ordered_json::array();
-  for (const auto& [name, value] : container_env(plan.profile, plan.gpus, plan.workers, plan.batch_size, plan.shm))
-    env.push_back({{"name", name}, {"value", value}});
+  NameValues vars = container_env(plan.profile, plan.gpus, plan.workers, plan.batch_size, plan.shm);
+  vars.emplace_back(kEnvShmLimit, engine_size(size_limit));
+  for (const auto& [name, value] : vars) env.push_back({{"name", name}, {"value", value}});
 
   ordered_json limits = {{"memory", memory}};
   if (plan.gpus > 0) limits["nvidia.com/gpu"] = std::to_string(plan.gpus);
@@ -63,7 +70,7 @@ ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
   if (o.runtime_class) spec["runtimeClassName"] = *o.runtime_class;
   spec["containers"] = ordered_json::array({container});
   spec["volumes"] = ordered_json::array(
-      {{{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", k8s_quantity(plan.shm)}}}}});
+      {{{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", k8s_quantity(size_limit)}}}}});
   return {{"spec", spec}};
 }
 
@@ -131,8 +138,12 @@ void add_k8s_command(CLI::App& app) {
       "sizeLimit mounted at /dev/shm. Its pages count against the container's memory limit, so\n"
       "requests.memory and limits.memory are raised by the shm size: they are --memory plus the\n"
       "shm size, or without --memory a stated base of 4Gi per GPU rank (at least one) plus the\n"
-      "shm size. The container gets GPU_RUN_PROFILE, GPU_RUN_GPUS (with GPUs), GPU_RUN_NUM_WORKERS,\n"
-      "GPU_RUN_BATCH_SIZE and GPU_RUN_SHM_SIZE. The patch is strategic-merge style for a Pod:\n"
+      "shm size. The sizeLimit is the ceiling gpu-run-ctl guard may grow /dev/shm to (the\n"
+      "smaller of the profile's max_shm and the memory budget); the guard lowers the volume to\n"
+      "the plan when the pod starts (the kubelet evicts a pod past its sizeLimit, so it is never\n"
+      "grown past it). The container gets GPU_RUN_PROFILE, GPU_RUN_GPUS (with GPUs),\n"
+      "GPU_RUN_NUM_WORKERS, GPU_RUN_BATCH_SIZE, GPU_RUN_SHM_SIZE (the plan) and GPU_RUN_SHM_LIMIT\n"
+      "(the sizeLimit). The patch is strategic-merge style for a Pod:\n"
       "  kubectl patch --local -f pod.yaml -o yaml \\\n"
       "    -p \"$(gpu-run-ctl k8s --profile imagenet --gpus 2 --container pytorch --format json)\"\n"
       "For a Deployment, Job or StatefulSet wrap it in the pod template:\n"

@@ -166,6 +166,49 @@ TEST(DecideGuard, TheBudgetWinsWhenSmaller) {
   EXPECT_EQ(decide_guard({}, l, 200 * kMiB, 150 * kMiB).action, GuardAction::kBlocked);
 }
 
+TEST(DecideGuard, AnEmptyDirNeverPastItsSizeLimitNamedAsSuch) {
+  // The kubelet evicts a pod whose emptyDir use passes its sizeLimit: the guard stops there,
+  // and says it is the sizeLimit (not max_shm) that stopped it.
+  GuardLimits l;
+  l.headroom = 2 * kBatch;
+  l.max_shm = 256 * kGiB;
+  l.budget_bytes = 1 * kGiB;
+  l.size_limit = 300 * kMiB;
+  const GuardStep s = decide_guard({}, l, 200 * kMiB, 150 * kMiB);
+  EXPECT_EQ(s.size, 300 * kMiB);
+  EXPECT_CONTAINS(s.reason, "its emptyDir's sizeLimit 300MiB (the kubelet evicts a pod past it)");
+  const GuardStep b = decide_guard({}, l, 300 * kMiB, 250 * kMiB);
+  EXPECT_EQ(b.action, GuardAction::kBlocked);
+  EXPECT_CONTAINS(b.reason, "it is at its emptyDir's sizeLimit 300MiB");
+  l.budget_bytes = 250 * kMiB;  // a smaller budget still wins
+  EXPECT_CONTAINS(decide_guard({}, l, 200 * kMiB, 150 * kMiB).reason, "the memory budget");
+}
+
+TEST(GrowthCeiling, TheSmallerOfMaxShmAndTheBudgetNeverBelowTheSize) {
+  GuardLimits l;
+  EXPECT_EQ(growth_ceiling(l, 64 * kMiB), 64 * kMiB) << "nothing known: no room";
+  l.max_shm = 1 * kGiB;
+  EXPECT_EQ(growth_ceiling(l, 64 * kMiB), 1 * kGiB);
+  l.budget_bytes = 300 * kMiB + 12345;
+  EXPECT_EQ(growth_ceiling(l, 64 * kMiB), 300 * kMiB) << "whole MiB below the budget";
+  EXPECT_EQ(growth_ceiling(l, 2 * kGiB), 2 * kGiB) << "a size above both is kept";
+  l.max_shm = 0;
+  EXPECT_EQ(growth_ceiling(l, 64 * kMiB), 300 * kMiB);
+}
+
+TEST(LoweredSize, ToThePlanWhenTheNextAllocationsFitThere) {
+  GuardLimits l;
+  l.headroom = 8 * kMiB;
+  l.size_limit = 1 * kGiB;
+  EXPECT_FALSE(lowered_size({}, l, 1 * kGiB, 0)) << "no start size: left alone";
+  l.start_size = 64 * kMiB - 5;
+  EXPECT_EQ(lowered_size({}, l, 1 * kGiB, 0), 64 * kMiB) << "rounded up to MiB";
+  EXPECT_EQ(lowered_size({}, l, 1 * kGiB, 50 * kMiB), 64 * kMiB);
+  EXPECT_FALSE(lowered_size({}, l, 1 * kGiB, 60 * kMiB)) << "the guard would grow it back at once";
+  EXPECT_FALSE(lowered_size({}, l, 64 * kMiB, 0)) << "already the plan";
+  EXPECT_FALSE(lowered_size({}, l, 32 * kMiB, 0)) << "smaller than the plan: never a growth";
+}
+
 TEST(ShmExhaustionReport, SilentWhenTheJobDidNotRunOut) {
   EXPECT_EQ(shm_exhaustion_report({0, 200 * kMiB, kGiB, 0}, 0, ""), "");
   EXPECT_EQ(shm_exhaustion_report({1, 200 * kMiB, kGiB, 10 * kMiB}, 0, ""), "") << "failed for another reason";

@@ -66,6 +66,7 @@ TEST(K8sPatch, HasExactKubernetesFieldsAndRaisesMemoryByTheShmSize) {
   o.memory = "16Gi";
   o.runtime_class = "nvidia";
   const json patch = json::parse(k8s_patch(o, sample_plan(2)).dump());
+  // The sizeLimit is the guard's ceiling, the memory budget: half of 16Gi + 1556Mi = 8970Mi.
   const json expected = json::parse(R"({
     "spec": {
       "runtimeClassName": "nvidia",
@@ -75,12 +76,13 @@ TEST(K8sPatch, HasExactKubernetesFieldsAndRaisesMemoryByTheShmSize) {
                 {"name": "GPU_RUN_GPUS", "value": "2"},
                 {"name": "GPU_RUN_NUM_WORKERS", "value": "4"},
                 {"name": "GPU_RUN_BATCH_SIZE", "value": "64"},
-                {"name": "GPU_RUN_SHM_SIZE", "value": "1556m"}],
+                {"name": "GPU_RUN_SHM_SIZE", "value": "1556m"},
+                {"name": "GPU_RUN_SHM_LIMIT", "value": "8970m"}],
         "resources": {"requests": {"memory": "17940Mi"},
                       "limits": {"memory": "17940Mi", "nvidia.com/gpu": "2"}},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}]
       }],
-      "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1556Mi"}}]
+      "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8970Mi"}}]
     }
   })");
   EXPECT_EQ(patch, expected);
@@ -147,7 +149,12 @@ TEST(K8sRender, PlansLikeGpuRunAndPrintsJsonOrYaml) {
   po.sizing.gpus = "2";
   po.sizing.workers = "4";
   const ShmPlan plan = make_plan(po, Config{}, host_with_cpus(8), builtin_only_env);
-  EXPECT_EQ(vol["emptyDir"]["sizeLimit"], k8s_quantity(plan.shm));
+  // The plan in GPU_RUN_SHM_SIZE; the sizeLimit, the guard's ceiling, in GPU_RUN_SHM_LIMIT too.
+  const json& env = patch["spec"]["containers"][0]["env"];
+  EXPECT_EQ(env[4], json({{"name", "GPU_RUN_SHM_SIZE"}, {"value", engine_size(plan.shm)}}));
+  EXPECT_EQ(env[5]["name"], "GPU_RUN_SHM_LIMIT");
+  EXPECT_EQ(vol["emptyDir"]["sizeLimit"], k8s_quantity(parse_size(env[5]["value"].get<std::string>())));
+  EXPECT_GT(parse_size(env[5]["value"].get<std::string>()), plan.shm);
   o.format = "yaml";
   const std::string yaml = render_k8s(o, Config{}, host_with_cpus(8), builtin_only_env);
   EXPECT_EQ(yaml.rfind("# gpu-run-ctl k8s:", 0), 0u);

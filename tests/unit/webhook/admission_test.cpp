@@ -2,10 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "k8s_quantity.hpp"
 #include "profile_store.hpp"
 #include "test_files.hpp"
 #include "test_fixtures.hpp"
 #include "test_util.hpp"
+#include "units.hpp"
 
 namespace gpurun {
 namespace {
@@ -89,11 +91,25 @@ class ReviewTest : public ::testing::Test {
     return "";
   }
 
-  static std::string shm_volume_size(const json& pod) {
+  // The emptyDir's sizeLimit: the ceiling the node guard may grow /dev/shm to.
+  static std::string size_limit(const json& pod) {
     for (const json& v : pod["spec"].value("volumes", json::array()))
       if (v.contains("emptyDir") && v["emptyDir"].value("medium", "") == "Memory")
         return v["emptyDir"].value("sizeLimit", "");
     return "";
+  }
+
+  // The plan: the /dev/shm size every container that mounts it is told (GPU_RUN_SHM_SIZE), as a
+  // Kubernetes quantity; "" when they disagree or none mounts it.
+  static std::string shm_volume_size(const json& pod) {
+    std::string size;
+    for (const json& c : pod["spec"].value("containers", json::array())) {
+      if (!mounts_shm(c)) continue;
+      const std::string mine = k8s_quantity(parse_size(env_of(c, "GPU_RUN_SHM_SIZE")));
+      if (!size.empty() && mine != size) return "";
+      size = mine;
+    }
+    return size;
   }
 
   static bool mounts_shm(const json& c) {
@@ -152,6 +168,37 @@ TEST_F(ReviewTest, PyTorchJobDdpWorkerWithEightGpus) {
   EXPECT_CONTAINS(r.fields, "size=193Mi");
 }
 
+TEST_F(ReviewTest, SizeLimitIsTheCeilingTheGuardMayGrowTo) {
+  // The kubelet mounts the emptyDir at its sizeLimit and evicts a pod past it: the webhook writes
+  // the guard's ceiling there (growth_ceiling), and the plan in GPU_RUN_SHM_SIZE for the guard
+  // to lower it to. DDP (above): max_shm 1 GiB is below half the raised 65729Mi.
+  json p = pod({{"gpu-run.profile", "webtest"}}, {container("pytorch", {{"nvidia.com/gpu", "8"}, {"memory", "64Gi"}})});
+  json out = patched(p, run(review_of(p)));
+  EXPECT_EQ(size_limit(out), "1Gi");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_LIMIT"), "1024m");
+  // A limit of 256Mi raised to 256 + 17 = 273Mi: half of it, 136.5 MiB, is below max_shm;
+  // whole MiB down: 136Mi.
+  p = pod({{"gpu-run.profile", "webtest"}}, {container("small", {{"nvidia.com/gpu", "1"}, {"memory", "256Mi"}})});
+  out = patched(p, run(review_of(p)));
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "273Mi");
+  EXPECT_EQ(size_limit(out), "136Mi");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "17m");
+  // A size asked for: the built-in default profile's max_shm (256 GiB) or the budget of the
+  // raised limit, half of 10Gi + 3Gi.
+  p = pod({{"gpu-run.shm-size", "3g"}}, {container("main", {{"memory", "10Gi"}})});
+  out = patched(p, run(review_of(p)));
+  EXPECT_EQ(size_limit(out), "6656Mi");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_LIMIT"), "6656m");
+  p = pod({{"gpu-run.shm-size", "3g"}}, {container("main")});
+  EXPECT_EQ(size_limit(patched(p, run(review_of(p)))), "256Gi");
+  // A pod's own GPU_RUN_SHM_LIMIT is replaced by the webhook's.
+  p = pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "1"}})});
+  p["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_RUN_SHM_LIMIT"}, {"value", "900g"}}});
+  out = patched(p, run(review_of(p)));
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_LIMIT"), "1024m");
+  EXPECT_EQ(out["spec"]["containers"][0]["env"].size(), 6u);
+}
+
 TEST_F(ReviewTest, BuiltInImagenetWithEightGpusMatchesCtlPlan) {
   // imagenet: batch 64 of 3x224x224 float32 (38535168 B) + 64 int64 (512 B -> 4096) =
   // 38539264 B; workers auto on 16 CPUs / 8 ranks = 2 (bound 64/8+4 = 12); per_rank =
@@ -193,8 +240,9 @@ TEST_F(ReviewTest, NotebookWithoutGpus) {
 
 TEST_F(ReviewTest, TwoGpuContainersAndASidecar) {
   // trainer-a 2 GPUs: 2 * (16 MiB + 72 KiB) + 64 MiB -> 97 MiB; trainer-b 1 GPU: 17 MiB. One
-  // shared volume of 97 + 17 = 114 MiB; each container's limit raised by its own plan; the sidecar
-  // untouched.
+  // shared volume of 97 + 17 = 114 MiB, the size each is told; each container's limit raised by
+  // its own plan; the sidecar untouched. The sizeLimit: each one's ceiling, the profile's max_shm
+  // 1 GiB (below half of 16 GiB), summed.
   const json p = pod({{"gpu-run.profile", "webtest"}},
                      {container("trainer-a", {{"nvidia.com/gpu", "2"}, {"memory", "16Gi"}}), container("log-shipper"),
                       container("trainer-b", {{"nvidia.com/gpu", "1"}, {"memory", "16Gi"}})});
@@ -203,12 +251,15 @@ TEST_F(ReviewTest, TwoGpuContainersAndASidecar) {
   const json out = patched(p, r);
   EXPECT_EQ(shm_volume_size(out), "114Mi");
   const json& cs = out["spec"]["containers"];
+  EXPECT_EQ(size_limit(out), "2Gi");
   EXPECT_EQ(cs[0]["resources"]["limits"]["memory"], "16481Mi");
-  EXPECT_EQ(env_of(cs[0], "GPU_RUN_SHM_SIZE"), "97m");
+  EXPECT_EQ(env_of(cs[0], "GPU_RUN_SHM_SIZE"), "114m");
+  EXPECT_EQ(env_of(cs[0], "GPU_RUN_SHM_LIMIT"), "2048m");
   EXPECT_FALSE(mounts_shm(cs[1]));
   EXPECT_FALSE(cs[1].contains("env"));
   EXPECT_EQ(cs[2]["resources"]["limits"]["memory"], "16401Mi");
-  EXPECT_EQ(env_of(cs[2], "GPU_RUN_SHM_SIZE"), "17m");
+  EXPECT_EQ(env_of(cs[2], "GPU_RUN_SHM_SIZE"), "114m");
+  EXPECT_EQ(env_of(cs[2], "GPU_RUN_SHM_LIMIT"), "2048m");
   EXPECT_CONTAINS(r.fields, "containers=trainer-a,trainer-b");
 }
 
@@ -290,7 +341,7 @@ TEST_F(ReviewTest, ExistingGpuRunEnvIsReplacedNotDuplicated) {
   p["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_RUN_NUM_WORKERS"}, {"value", "9"}}});
   const json out = patched(p, run(review_of(p)));
   const json& env = out["spec"]["containers"][0]["env"];
-  EXPECT_EQ(env.size(), 5u);  // profile, GPUs, workers, batch size, shm size: each once
+  EXPECT_EQ(env.size(), 6u);  // profile, GPUs, workers, batch size, shm size, its limit: each once
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_GPUS"), "1");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "2");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "17m");
@@ -302,7 +353,8 @@ TEST_F(ReviewTest, ContainerEnvIsARequestAsTheContractSays) {
   p["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_RUN_SHM_SIZE"}, {"value", "2g"}}});
   const json out = patched(p, run(review_of(p)));
   EXPECT_EQ(shm_volume_size(out), "2Gi");
-  EXPECT_EQ(out["spec"]["containers"][0]["env"].size(), 1u);
+  EXPECT_EQ(size_limit(out), "2Gi");  // above max_shm, asked for: no room to grow
+  EXPECT_EQ(out["spec"]["containers"][0]["env"].size(), 2u);
 }
 
 TEST_F(ReviewTest, GpusAnnotationAndExplicitShmSize) {
