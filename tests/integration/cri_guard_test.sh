@@ -6,8 +6,8 @@
 # and finishes; its series carry namespace, pod and container (promtool checks them, a real
 # Prometheus answers a query by them); N pods started one after another are each guarded
 # within 100 ms of StartContainer (p99 reported); a pod removed in the middle of its writes
-# leaves the guard running without a warning. A pod whose /dev/shm is a kubelet emptyDir (the
-# webhook's route) is watched and never grown past its sizeLimit.
+# leaves the guard running without a warning. A pod whose /dev/shm is a kubelet emptyDir as the
+# real webhook writes it is lowered to the plan, grown as it writes 240 MiB, never past its sizeLimit.
 # Usage: cri_guard_test.sh [PATH/TO/gpu-run]   (gpu-run-ctl next to it, or in $GPU_RUN_BIN_DIR)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -17,11 +17,13 @@ source "$HERE/lib.sh"
 source "$HERE/cri/cri_lib.sh"
 
 it_require_root
-it_require_cmd containerd ctr runc jq curl python3
+it_require_cmd containerd ctr runc jq curl python3 openssl
 command -v prometheus >/dev/null && command -v promtool >/dev/null ||
   it_skip "prometheus and promtool are needed (scripts/install-deps installs them)"
-it_binaries "${1:-}" gpu-run-ctl
+it_binaries "${1:-}" gpu-run-ctl gpu-run-webhook
 CTL=$IT_BIN/gpu-run-ctl
+PY=/usr/bin/python3
+"$PY" -c 'import jsonpatch' 2>/dev/null || it_skip "python3-jsonpatch is needed (scripts/install-deps installs it)"
 N=${GPU_RUN_CRI_GUARD_PODS:-20}
 
 D=$(it_tmpdir)
@@ -83,21 +85,67 @@ value=$(it_prometheus_value "$pport" "$query")
 assert_eq $((240 << 20)) "${value:-none}" "Prometheus answers $query with the 240 MiB written"
 
 # ------------------------------------------------------------ the webhook's route: an emptyDir
-# The kubelet mounts a memory-backed emptyDir as a tmpfs of its sizeLimit and evicts the pod at once
-# when use passes it: the guard watches it and never grows it (docs/ARCHITECTURE.md). The tmpfs is
-# mounted here where and as the kubelet mounts it (no kubelet runs here).
-ed=$D/kubelet/pods/$(cat /proc/sys/kernel/random/uuid)/volumes/kubernetes.io~empty-dir/dshm
-mkdir -p "$ed" && mount -t tmpfs -o size=64m tmpfs "$ed" || it_die "cannot mount the emptyDir tmpfs"
-it_cri pod --name webhooked --env GPU_RUN_SHM_SIZE=64m --mount "$ed:/dev/shm" >"$D/e.json" 2>"$D/e.err" ||
+# The real webhook reviews a pod asking for a 64 MiB /dev/shm with a 1Gi memory limit; its patch
+# (applied with jsonpatch) is the pod started here. The kubelet mounts a memory-backed emptyDir as
+# a tmpfs of its sizeLimit and evicts the pod at once when use passes it (docs/ARCHITECTURE.md):
+# the webhook writes the guard's ceiling as the sizeLimit and the plan in GPU_RUN_SHM_SIZE; the
+# guard lowers the tmpfs to the plan, grows it as the pod writes 240 MiB, and never past the
+# sizeLimit. The tmpfs is mounted here where and as the kubelet mounts it (no kubelet runs here).
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$D/tls.key" -out "$D/tls.crt" -days 1 -subj /CN=127.0.0.1 \
+  -addext "subjectAltName=IP:127.0.0.1" >/dev/null 2>&1 || it_die "openssl req failed"
+"$IT_BIN/gpu-run-webhook" --listen 127.0.0.1:0 --tls-cert "$D/tls.crt" --tls-key "$D/tls.key" 2>"$D/webhook.err" &
+pids+=("$!")
+wport=$(it_webhook_port "$D/webhook.err") || it_die "the webhook did not start: $(cat "$D/webhook.err")"
+"$PY" - "$wport" "$D/tls.crt" >"$D/patched.json" 2>"$D/review.err" <<'PY' || it_die "the review failed: $(cat "$D/review.err")"
+import base64, json, ssl, sys, urllib.request
+import jsonpatch
+pod = {"apiVersion": "v1", "kind": "Pod",
+       "metadata": {"name": "webhooked", "namespace": "gpu-run-test", "annotations": {"gpu-run.shm-size": "64m"}},
+       "spec": {"containers": [{"name": "c0", "image": "busybox", "resources": {"limits": {"memory": "1Gi"}}}]}}
+review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+          "request": {"uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                      "resource": {"group": "", "version": "v1", "resource": "pods"},
+                      "namespace": "gpu-run-test", "operation": "CREATE", "object": pod}}
+ctx = ssl.create_default_context(cafile=sys.argv[2])
+req = urllib.request.Request("https://127.0.0.1:%s/mutate" % sys.argv[1], json.dumps(review).encode(),
+                             {"Content-Type": "application/json"})
+resp = json.load(urllib.request.urlopen(req, context=ctx, timeout=10))["response"]
+print(json.dumps(jsonpatch.apply_patch(pod, json.loads(base64.b64decode(resp["patch"])))))
+PY
+limit=$(jq -r '.spec.volumes[0].emptyDir.sizeLimit' "$D/patched.json")
+memory=$(jq -r '.spec.containers[0].resources.limits.memory' "$D/patched.json")
+envs=()
+while IFS= read -r kv; do envs+=(--env "$kv"); done < <(jq -r '.spec.containers[0].env[] | "\(.name)=\(.value)"' "$D/patched.json")
+it_log "the webhook's patch: sizeLimit $limit, limits.memory $memory, env ${envs[*]}"
+assert_eq 1088Mi "$memory" "the webhook raised the memory limit by the 64 MiB"
+assert_eq 544Mi "$limit" "...and wrote the guard's ceiling, the budget of 1088Mi, as the sizeLimit"
+ed=$D/kubelet/pods/$(cat /proc/sys/kernel/random/uuid)/volumes/kubernetes.io~empty-dir/gpu-run-shm
+mkdir -p "$ed" && mount -t tmpfs -o size=544m tmpfs "$ed" || it_die "cannot mount the emptyDir tmpfs"
+it_cri pod --name webhooked --memory $((1088 << 20)) "${envs[@]}" --mount "$ed:/dev/shm" >"$D/e.json" 2>"$D/e.err" ||
   it_die "the emptyDir pod did not start: $(cat "$D/e.err")"
 e=$(jq -r '.containers[0]' "$D/e.json")
-for _ in $(seq 100); do grep -q "guard: guarding container c0 (${e:0:12})" "$D/guard.err" && break; sleep 0.02; done
-assert_contains "$(grep "(${e:0:12})" "$D/guard.err")" "never grown past its sizeLimit" \
-  "the emptyDir pod is guarded, and said never to grow"
-it_cri exec "$e" sh -c 'i=0; while [ $i -lt 12 ]; do head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1;
+for _ in $(seq 100); do grep -q "guard: container c0: /dev/shm 544MiB -> 64MiB" "$D/guard.err" && break; sleep 0.02; done
+assert_contains "$(grep "(${e:0:12})" "$D/guard.err")" "from the plan's 64MiB up to its sizeLimit 544MiB, never past" \
+  "the emptyDir pod is guarded between the plan and its sizeLimit"
+assert_contains "$(cat "$D/guard.err")" "guard: container c0: /dev/shm 544MiB -> 64MiB (the plan" \
+  "the guard lowered the kubelet's 544 MiB tmpfs to the plan"
+assert_eq 65536 "$(it_cri exec "$e" df -k /dev/shm | awk 'NR == 2 { print $2 }')" "df in the container: 64 MiB"
+out=$(it_cri exec "$e" sh -c 'i=0; while [ $i -lt 30 ]; do head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1;
+  i=$((i+1)); sleep 0.15; done; df -k /dev/shm | tail -n 1')
+assert_eq 0 "$?" "the emptyDir pod wrote 240 MiB into its 64 MiB /dev/shm (exit 0)"
+kb=$(printf '%s\n' "$out" | awk '{ print $2 }')
+[[ ${kb:-0} -ge $((240 * 1024)) && ${kb:-0} -le $((544 * 1024)) ]] &&
+  it_pass "df in the container: grown to $kb KiB, within the sizeLimit" || it_fail "df in the container: [$out]"
+# On past the sizeLimit: the guard stops there, so the write fails and the use never passes it.
+it_cri exec "$e" sh -c 'i=30; while [ $i -lt 80 ]; do head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1;
   i=$((i+1)); sleep 0.1; done' >/dev/null 2>&1
-assert_eq 1 "$?" "96 MiB do not fit its 64 MiB emptyDir: the write fails, no growth"
-assert_eq 65536 "$(it_cri exec "$e" df -k /dev/shm | awk 'NR == 2 { print $2 }')" "the emptyDir is still 64 MiB"
+assert_eq 1 "$?" "writing 640 MiB fails at the sizeLimit"
+df=$(it_cri exec "$e" df -k /dev/shm | awk 'NR == 2 { print $2, $3 }')
+assert_eq "$((544 * 1024))" "${df% *}" "df in the container: 544 MiB, the sizeLimit, not more"
+[[ ${df#* } -le $((544 * 1024)) ]] && it_pass "its use (${df#* } KiB) never passes the sizeLimit: no eviction" ||
+  it_fail "use past the sizeLimit: $df"
+assert_contains "$(grep "container c0" "$D/guard.err")" "it is at its emptyDir's sizeLimit 544MiB" \
+  "the guard says the sizeLimit stopped it"
 sleep 0.3
 curl -s "http://127.0.0.1:$gport/metrics" >"$D/e.prom"
 refused=$(awk -v id="$e" 'index($0, "gpu_run_shm_growths_refused_total{") == 1 && index($0, id) { print $NF }' "$D/e.prom")
