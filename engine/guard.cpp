@@ -71,7 +71,8 @@ void ShmGuard::lower(int pid, const std::string& container_id, const ShmUsage& u
 void ShmGuard::on_sample(int pid, const std::string& container_id, const ShmUsage& usage) {
   if (failed_) return;
   if (std::exchange(first_, false))
-    if (const auto size = lowered_size(policy_, limits_, usage.size, usage.used)) return lower(pid, container_id, usage, *size);
+    if (const auto size = lowered_size(policy_, limits_, usage.size, usage.used))
+      return lower(pid, container_id, usage, *size);
   const GuardStep step = decide_guard(policy_, limits_, usage.size, usage.used);
   const bool was_blocked = std::exchange(blocked_, step.action == GuardAction::kBlocked);
   if (step.action == GuardAction::kNone) return;

@@ -90,8 +90,9 @@ std::optional<std::uint64_t> patched_memory(const ShmTarget& t, const char* sect
 void raise_memory(json& ops, const ShmTarget& t, const WebhookConfig& config) {
   for (const char* section : {"limits", "requests"})
     if (const auto raised = patched_memory(t, section, config))
-      ops.push_back(
-          {{"op", "replace"}, {"path", pointer(t) + "/resources/" + section + "/memory"}, {"value", k8s_quantity(*raised)}});
+      ops.push_back({{"op", "replace"},
+                     {"path", pointer(t) + "/resources/" + section + "/memory"},
+                     {"value", k8s_quantity(*raised)}});
 }
 
 // The most the node guard may grow this container's share to (growth_ceiling: the profile's

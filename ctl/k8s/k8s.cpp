@@ -91,7 +91,9 @@ std::string render_k8s(const K8sOptions& o, const Config& config, const HostInfo
   if (o.format == "json") return patch.dump(2) + "\n";
   return "# gpu-run-ctl k8s: profile " + plan.profile + ", " + std::to_string(plan.gpus) + " GPU(s), " +
          std::to_string(plan.workers) + " workers x batch " + std::to_string(plan.batch_size) + " per rank: /dev/shm " +
-         k8s_quantity(plan.shm) + "\n" + to_yaml(patch);
+         k8s_quantity(plan.shm) + ", sizeLimit " +
+         patch["spec"]["volumes"][0]["emptyDir"]["sizeLimit"].get<std::string>() +
+         " (the most gpu-run-ctl guard grows it to)\n" + to_yaml(patch);
 }
 
 void run_k8s(const K8sOptions& o) { std::cout << render_k8s(o, load_ctl_config(), probe_host()); }

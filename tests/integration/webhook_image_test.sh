@@ -95,9 +95,12 @@ resp = json.loads(data)["response"]
 ops = json.loads(base64.b64decode(resp["patch"])) if "patch" in resp else []
 vols = [op["value"] for op in ops if op["path"] == "/spec/volumes"]
 ok = (status == 200 and resp["uid"] == "uid-image" and resp["allowed"] is True and len(vols) == 1
-      and vols[0][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "1545Mi"})
+      and vols[0][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "33540Mi"}
+      and {"name": "GPU_RUN_SHM_SIZE", "value": "1545m"} in [e for op in ops if op["path"].endswith("/env")
+                                                            for e in op["value"]])
 # imagenet, 8 GPUs, workers auto on 16 CPUs = 2: 1.25 * (8 * 4 * 38539264 + 1 GiB) -> 2751 MiB.
-print(("ok - " if ok else "FAIL - ") + "an AdmissionReview is answered with a 1545Mi /dev/shm: %s" % json.dumps(vols))
+print(("ok - " if ok else "FAIL - ") + "an AdmissionReview is answered with a 1545Mi /dev/shm, sizeLimit the guard's "
+      "ceiling, half of 64Gi + 1545Mi = 67081Mi: %s" % json.dumps(vols))
 PYEOF
 cat "$d/client.out"
 IT_PASSED=$((IT_PASSED + $(grep -c '^ok - ' "$d/client.out")))

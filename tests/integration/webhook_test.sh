@@ -156,16 +156,17 @@ if phase == "main":
     pod = api.deserialize(Response(patched), "V1Pod")
     check(isinstance(pod, k.V1Pod), "the patched pod deserializes as a V1Pod")
     vols = [v for v in pod.spec.volumes or [] if v.empty_dir and v.empty_dir.medium == "Memory"]
-    check(len(vols) == 1 and vols[0].empty_dir.size_limit == "193Mi",
-          "emptyDir medium Memory sizeLimit 193Mi (8 * (16 MiB + 72 KiB) + 64 MiB)")
+    check(len(vols) == 1 and vols[0].empty_dir.size_limit == "1Gi",
+          "emptyDir medium Memory, sizeLimit 1Gi: the guard's ceiling, webtest's max_shm")
     main = pod.spec.containers[0]
     mounts = [m for m in main.volume_mounts or [] if m.mount_path == "/dev/shm"]
     check(len(mounts) == 1 and mounts[0].name == vols[0].name, "the GPU container mounts it at /dev/shm")
     check(not pod.spec.containers[1].volume_mounts, "the sidecar is left alone")
     env = {e.name: e.value for e in main.env}
     check(env.get("MASTER_ADDR") == "ddp-master-0" and env.get("GPU_RUN_SHM_SIZE") == "193m"
+          and env.get("GPU_RUN_SHM_LIMIT") == "1024m"
           and env.get("GPU_RUN_NUM_WORKERS") == "2" and env.get("GPU_RUN_PROFILE") == "webtest",
-          "GPU_RUN_* env added, the pod's env kept")
+          "GPU_RUN_* env added (the plan 193m: 8 * (16 MiB + 72 KiB) + 64 MiB), the pod's env kept")
     check(main.resources.limits["memory"] == "65729Mi" and main.resources.requests["memory"] == "32961Mi",
           "memory limit and request raised by 193Mi: " + str(main.resources.limits["memory"]))
 
@@ -184,7 +185,7 @@ if phase == "main":
     pod = api.deserialize(Response(apply(obj, out["response"])), "V1Pod")
     vols = [v for v in pod.spec.volumes or [] if v.empty_dir and v.empty_dir.medium == "Memory"]
     env = {e.name: e.value for e in pod.spec.containers[0].env or []}
-    check(len(vols) == 1 and vols[0].empty_dir.size_limit == "97Mi" and env.get("GPU_RUN_PROFILE") == "webtest"
+    check(len(vols) == 1 and env.get("GPU_RUN_SHM_SIZE") == "97m" and env.get("GPU_RUN_PROFILE") == "webtest"
           and pod.spec.containers[0].resources.limits["memory"] == "16481Mi",
           "namespace ml's default profile: a pod naming none gets 97Mi, limit 16481Mi")
     plain.metadata.namespace = "web"
@@ -208,7 +209,15 @@ if phase == "main":
         pod = api.deserialize(Response(patched), "V1Pod")
         check(isinstance(pod, k.V1Pod), what + ": the patched pod deserializes as a V1Pod")
         vols = [v for v in pod.spec.volumes or [] if v.empty_dir and v.empty_dir.medium == "Memory"]
-        return pod, (vols[0].empty_dir.size_limit if len(vols) == 1 else None)
+        if len(vols) != 1:
+            return pod, None
+        # The plan, GPU_RUN_SHM_SIZE of the containers that mount the volume, as a quantity (the
+        # sizeLimit is the guard's ceiling, webtest's max_shm 1Gi here).
+        plans = {e.value for c in pod.spec.containers if any(m.mount_path == "/dev/shm" for m in c.volume_mounts or [])
+                 for e in c.env or [] if e.name == "GPU_RUN_SHM_SIZE"}
+        check(vols[0].empty_dir.size_limit == "%dGi" % len([c for c in pod.spec.containers if c.volume_mounts]),
+              what + ": sizeLimit 1Gi a container (%s)" % vols[0].empty_dir.size_limit)
+        return pod, (plans.pop().replace("m", "Mi") if len(plans) == 1 else None)
 
     # A Ray worker: 1 GPU, pin thread: 2*2 * 4 MiB + 72 KiB -> 17 MiB; memory 12Gi -> 12305Mi.
     ray = k.V1Pod(api_version="v1", kind="Pod",
@@ -343,7 +352,8 @@ elif phase == "reload":
     obj, status, out = review(ddp_pod(), "uid-reload")
     patched = apply(obj, out["response"])
     vols = [v for v in patched["spec"].get("volumes", []) if v.get("emptyDir", {}).get("medium") == "Memory"]
-    print(vols[0]["emptyDir"]["sizeLimit"] if vols else "none")
+    env = {e["name"]: e["value"] for e in patched["spec"]["containers"][0].get("env", [])}
+    print(env.get("GPU_RUN_SHM_SIZE", "none").replace("m", "Mi") if vols else "none")
     sys.exit(0)
 
 elif phase == "cert":
