@@ -29,17 +29,8 @@ d=$(it_tmpdir)
 it_on_exit rm -rf --one-file-system "$d"
 it_on_exit it_dockerd_stop "$d/docker"
 
-tested_build=${GPU_RUN_BIN_DIR:+$(dirname "$GPU_RUN_BIN_DIR")}
-if [[ -n $tested_build && -f $tested_build/CPackMetricsConfig.cmake ]] &&
-  grep -qx 'CMAKE_INSTALL_PREFIX:PATH=/usr' "$tested_build/CMakeCache.txt" &&
-  grep -qx 'CMAKE_BUILD_TYPE:STRING=Release' "$tested_build/CMakeCache.txt"; then
-  build=$tested_build
-else
-  build=${GPU_RUN_PACKAGE_BUILD_DIR:-$src/build/pkg}
-  it_log "building the packages (scripts/package $build)"
-  GPU_RUN_PACKAGE_GENERATORS=DEB "$src/scripts/package" "$build" >/dev/null || it_die "scripts/package failed"
-fi
-it_log "packages from $build"
+it_package_build CPackMetricsConfig.cmake
+build=$IT_PACKAGE_BUILD
 
 # The private containerd's state is a shared mount of its own, so that the DaemonSet's
 # HostToContainer (docker's rslave) can be given as it is: this machine's / is a private mount.
@@ -165,7 +156,7 @@ wait_log gr-guard-$$ "guarding container c0"
 assert_eq 0 "$?" "the guard in the DaemonSet's container guards the pod ($(docker logs gr-guard-$$ 2>&1 | tail -n 2 | tr '\n' ' '))"
 dd if=/dev/zero of="/proc/$pid/root/dev/shm/fill" bs=1M count=56 2>/dev/null
 wait_log gr-guard-$$ "/dev/shm 64MiB -> "
-assert_eq 0 "$?" "...and grows its /dev/shm once 56 of 64 MiB are used ($(docker logs gr-guard-$$ 2>&1 | tail -n 1))"
+assert_eq 0 "$?" "...and grows its /dev/shm as 56 MiB are written into its 64 ($(docker logs gr-guard-$$ 2>&1 | tail -n 1))"
 size=$(shm_size "$pid")
 assert_eq 1 "$((size > 67108864))" "the container sees the larger /dev/shm ($size bytes)"
 metrics=$(curl -sf "http://127.0.0.1:$port/metrics")

@@ -47,39 +47,15 @@ for f in default custom; do
 done
 
 cat >"$work/check.py" <<'PYEOF'
-import json, re, subprocess, sys
+import json, re, sys
 import yaml
-from kubernetes import client as k
-
-api = k.ApiClient()
-failed = 0
-
-
-def check(ok, what):
-    global failed
-    print(("ok - " if ok else "FAIL - ") + what)
-    failed += 0 if ok else 1
-
-
-class Response:
-    def __init__(self, data):
-        self.data = json.dumps(data)
-
+from k8s_models import check, done, read_objects
 
 MODELS = {"Namespace": "V1Namespace", "DaemonSet": "V1DaemonSet", "Service": "V1Service", "ConfigMap": "V1ConfigMap"}
 path, variant, work = sys.argv[1], sys.argv[2], sys.argv[3]
 ns, port, state = {"default": ("gpu-run-guard", 9477, "/run/containerd"),
                    "custom": ("shm-guard", 9555, "/run/k3s/containerd")}[variant]
-objs = {}
-for doc in yaml.safe_load_all(open(path)):
-    kind = doc["kind"]
-    if kind in MODELS:
-        obj = api.deserialize(Response(doc), MODELS[kind])
-        check(api.sanitize_for_serialization(obj) == doc,
-              "%s: the %s round-trips through %s unchanged" % (variant, kind, MODELS[kind]))
-        objs[kind] = obj
-    else:
-        objs[kind] = doc
+objs = read_objects(path, MODELS, variant)
 
 # The DaemonSet: only what the guard needs.
 d = objs["DaemonSet"]
@@ -154,14 +130,12 @@ for g in groups:
     for r in g["rules"]:
         r.pop("annotations", None)
 yaml.safe_dump({"groups": groups}, open(work + "/" + variant + "-rules-bare.yml", "w"))
-sys.exit(1 if failed else 0)
+done()
 PYEOF
 for f in default custom; do
-  "$PY" "$work/check.py" "$work/$f.yaml" "$f" "$work" >"$work/$f.out" 2>&1
+  PYTHONPATH=$here "$PY" "$work/check.py" "$work/$f.yaml" "$f" "$work" >"$work/$f.out" 2>&1
   rc=$?
-  cat "$work/$f.out"
-  IT_PASSED=$((IT_PASSED + $(grep -c '^ok - ' "$work/$f.out")))
-  IT_FAILED=$((IT_FAILED + $(grep -c '^FAIL - ' "$work/$f.out")))
+  it_count_checks "$work/$f.out"
   assert_eq 0 "$rc" "$f: the model checks pass"
   out=$(promtool check rules "$work/$f-rules.yml" 2>&1)
   assert_eq 0 "$?" "$f: promtool check rules passes on the PrometheusRule's groups ($(tail -n 2 <<<"$out" | tr '\n' ' '))"
