@@ -30,6 +30,9 @@ class ShmGuard {
   // Times it had to grow and could not (blocked by max_shm or the budget, or a failed
   // remount): once per episode, until the free space suffices again.
   unsigned refusals() const { return refusals_; }
+  // True while it cannot grow /dev/shm when it should: the last sample wanted a growth that
+  // max_shm or the budget blocks, or a remount failed (it tries no more).
+  bool blocked() const { return blocked_ || failed_; }
 
  private:
   std::string warning() const;

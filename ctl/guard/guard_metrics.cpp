@@ -26,6 +26,12 @@ std::string render_guard_metrics(const std::vector<GuardedShm>& containers) {
       {"gpu_run_shm_growths_refused_total", "counter",
        "Times the container's /dev/shm had to grow and could not (max_shm, the memory budget, or a failed remount).",
        &GuardedShm::refusals},
+      // The state the refusals count episodes of: a full /dev/shm whose growth was refused once
+      // keeps its counter flat, so only this says it still cannot grow (the alert's condition).
+      {"gpu_run_shm_growth_blocked", "gauge",
+       "1 while the container's /dev/shm needs to grow and cannot (at max_shm, the memory budget or an emptyDir's "
+       "sizeLimit, or after a failed remount); else 0.",
+       &GuardedShm::blocked},
   };
   for (const Metric& m : kMetrics) {
     out.family(m.name, m.type, m.help);

@@ -1,7 +1,8 @@
 #pragma once
 
 // What gpu-run-ctl guard --metrics serves: each guarded container's /dev/shm (size, used,
-// peak) and the guard's growths and refused growths, in Prometheus' text format.
+// peak), the guard's growths and refused growths, and whether it is blocked now, in Prometheus'
+// text format.
 
 #include <cstdint>
 #include <map>
@@ -27,6 +28,7 @@ struct GuardedShm {
   std::uint64_t peak = 0;  // the highest use sampled since it was guarded
   std::uint64_t growths = 0;
   std::uint64_t refusals = 0;
+  std::uint64_t blocked = 0;  // 1 while the guard cannot grow it when it should (ShmGuard::blocked)
 };
 
 // The exposition of `containers` (in that order): HELP and TYPE once per metric, then a line

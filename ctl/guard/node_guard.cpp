@@ -565,7 +565,7 @@ void run_guard(const GuardOptions& o) {
         const ShmUsage now = guard.growths() != growths_before ? it->second.shm->sample().value_or(*usage) : *usage;
         metrics.update({c.id, c.name, it->second.profile, c.engine, label_of(c, kCriSandboxNamespace),
                         label_of(c, kCriSandboxName), now.size, now.used, std::max(now.used, usage->used),
-                        guard.growths(), guard.refusals()});
+                        guard.growths(), guard.refusals(), guard.blocked() ? 1u : 0u});
       }
       ++it;
     }

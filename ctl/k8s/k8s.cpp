@@ -8,6 +8,7 @@
 #include "contract.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
+#include "k8s_guard.hpp"
 #include "k8s_quantity.hpp"
 #include "k8s_webhook.hpp"
 #include "plan.hpp"
@@ -162,6 +163,7 @@ void add_k8s_command(CLI::App& app) {
       "`gpu-run-ctl configure containerd` on each node; pods then set `runtimeClassName: gpu-run`.");
   rc->callback([handler] { std::cout << runtime_class_manifest(*handler); });
   add_k8s_webhook_command(*cmd);
+  add_k8s_guard_command(*cmd);
   cmd->callback([o, cmd] {
     if (!cmd->get_subcommands().empty()) return;
     for (const auto& [flag, value] : {std::pair{"--profile", &o->sizing.profile}, std::pair{"--gpus", &o->sizing.gpus}})

@@ -7,8 +7,7 @@
 #include <memory>
 
 #include "error.hpp"
-#include "k8s_quantity.hpp"
-#include "yaml.hpp"
+#include "manifest.hpp"
 
 namespace gpurun {
 namespace {
@@ -17,7 +16,6 @@ using nlohmann::ordered_json;
 
 constexpr const char* kName = "gpu-run-webhook";
 constexpr const char* kTlsSecret = "gpu-run-webhook-tls";
-constexpr const char* kProfilesConfigMap = "gpu-run-profiles";
 constexpr const char* kWebhookName = "shm.gpu-run.io";
 constexpr int kPort = 8443;
 
@@ -33,18 +31,9 @@ std::string base64(const std::string& data) {
   return out;
 }
 
-ordered_json labels() { return {{"app.kubernetes.io/name", kName}}; }
+ordered_json labels() { return app_labels(kName); }
 
-ordered_json metadata(const std::string& name, const std::string& ns) {
-  ordered_json m = {{"name", name}};
-  if (!ns.empty()) m["namespace"] = ns;
-  m["labels"] = labels();
-  return m;
-}
-
-ordered_json object(const char* api_version, const char* kind, ordered_json meta) {
-  return {{"apiVersion", api_version}, {"kind", kind}, {"metadata", std::move(meta)}};
-}
+ordered_json metadata(const std::string& name, const std::string& ns) { return manifest_metadata(name, ns, kName); }
 
 ordered_json deployment(const std::string& ns, const std::string& image) {
   const ordered_json probe_https = {{"path", "/healthz"}, {"port", "https"}, {"scheme", "HTTPS"}};
@@ -91,7 +80,7 @@ ordered_json deployment(const std::string& ns, const std::string& image) {
         {{"name", "config"}, {"configMap", {{"name", kName}}}},
         // Teams' profiles: kubectl create configmap gpu-run-profiles --from-file=DIR (optional).
         {{"name", "profiles"}, {"configMap", {{"name", kProfilesConfigMap}, {"optional", true}}}}}}};
-  ordered_json d = object("apps/v1", "Deployment", metadata(kName, ns));
+  ordered_json d = manifest_object("apps/v1", "Deployment", metadata(kName, ns));
   d["spec"] = {{"replicas", 2},
                {"selector", {{"matchLabels", labels()}}},
                {"template", {{"metadata", {{"labels", labels()}}}, {"spec", pod_spec}}}};
@@ -123,7 +112,7 @@ ordered_json webhook_configuration(const std::string& ns, const std::optional<We
       {"namespaceSelector",
        {{"matchLabels", {{kWebhookOptInLabel, "enabled"}}},
         {"matchExpressions", {{{"key", "kubernetes.io/metadata.name"}, {"operator", "NotIn"}, {"values", {ns}}}}}}}};
-  ordered_json c = object("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", meta);
+  ordered_json c = manifest_object("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration", meta);
   c["webhooks"] = {hook};
   return c;
 }
@@ -137,30 +126,24 @@ std::vector<std::string> webhook_dns_names(const std::string& ns) {
 
 std::vector<ordered_json> webhook_manifests(const WebhookManifestOptions& o, const std::optional<WebhookTlsPair>& tls) {
   const std::string& ns = o.namespace_name;
-  if (!is_k8s_dns_label(ns))
-    throw usage_error("--namespace '" + k8s_shown(ns) +
-                      "': expected a namespace name (lowercase letters, digits and '-', at most 63)");
-  const std::string image = o.image.empty() ? kDefaultWebhookImage : o.image;
-  for (const char ch : image)
-    if (static_cast<unsigned char>(ch) <= ' ' || ch == 0x7f)
-      throw usage_error("--image '" + k8s_shown(image) + "': expected an image reference without spaces");
-  if (image.empty() || image.size() > 512) throw usage_error("--image: expected an image reference");
+  check_manifest_namespace(ns);
+  const std::string image = manifest_image(o.image, kDefaultWebhookImage);
 
   std::vector<ordered_json> out;
-  out.push_back(object("v1", "Namespace", {{"name", ns}, {"labels", labels()}}));
-  ordered_json config = object("v1", "ConfigMap", metadata(kName, ns));
+  out.push_back(manifest_object("v1", "Namespace", {{"name", ns}, {"labels", labels()}}));
+  ordered_json config = manifest_object("v1", "ConfigMap", metadata(kName, ns));
   config["data"] = {{"webhook.json", std::string(kDefaultConfig) + "\n"}};
   out.push_back(config);
   if (tls) {
-    ordered_json secret = object("v1", "Secret", metadata(kTlsSecret, ns));
+    ordered_json secret = manifest_object("v1", "Secret", metadata(kTlsSecret, ns));
     secret["type"] = "kubernetes.io/tls";
     secret["data"] = {{"tls.crt", base64(tls->cert)}, {"tls.key", base64(tls->key)}, {"ca.crt", base64(tls->ca_cert)}};
     out.push_back(secret);
   } else {
-    ordered_json issuer = object("cert-manager.io/v1", "Issuer", metadata(kName, ns));
+    ordered_json issuer = manifest_object("cert-manager.io/v1", "Issuer", metadata(kName, ns));
     issuer["spec"] = {{"selfSigned", ordered_json::object()}};
     out.push_back(issuer);
-    ordered_json cert = object("cert-manager.io/v1", "Certificate", metadata(kName, ns));
+    ordered_json cert = manifest_object("cert-manager.io/v1", "Certificate", metadata(kName, ns));
     cert["spec"] = {{"secretName", kTlsSecret},
                     {"dnsNames", webhook_dns_names(ns)},
                     {"privateKey", {{"algorithm", "ECDSA"}, {"size", 256}, {"rotationPolicy", "Always"}}},
@@ -168,11 +151,11 @@ std::vector<ordered_json> webhook_manifests(const WebhookManifestOptions& o, con
     out.push_back(cert);
   }
   out.push_back(deployment(ns, image));
-  ordered_json service = object("v1", "Service", metadata(kName, ns));
+  ordered_json service = manifest_object("v1", "Service", metadata(kName, ns));
   service["spec"] = {{"selector", labels()},
                      {"ports", {{{"name", "https"}, {"port", 443}, {"targetPort", "https"}, {"protocol", "TCP"}}}}};
   out.push_back(service);
-  ordered_json pdb = object("policy/v1", "PodDisruptionBudget", metadata(kName, ns));
+  ordered_json pdb = manifest_object("policy/v1", "PodDisruptionBudget", metadata(kName, ns));
   pdb["spec"] = {{"minAvailable", 1}, {"selector", {{"matchLabels", labels()}}}};
   out.push_back(pdb);
   out.push_back(webhook_configuration(ns, tls));
@@ -181,18 +164,17 @@ std::vector<ordered_json> webhook_manifests(const WebhookManifestOptions& o, con
 
 std::string render_webhook_manifests(const WebhookManifestOptions& o, const std::optional<WebhookTlsPair>& tls) {
   const std::vector<ordered_json> objects = webhook_manifests(o, tls);
-  std::string out = "# gpu-run-webhook in namespace " + o.namespace_name + " (gpu-run-ctl k8s webhook-manifests" +
-                    (tls ? " --self-signed" : " --cert-manager") +
-                    ").\n"
-                    "# Pods are sent to it from namespaces labelled " +
-                    kWebhookOptInLabel +
-                    "=enabled:\n"
-                    "#   kubectl label namespace NS " +
-                    kWebhookOptInLabel + "=enabled\n" +
-                    (tls ? "# The Secret holds the serving key: keep this output private.\n"
-                         : "# Needs cert-manager (the Issuer and Certificate; the caBundle is injected).\n");
-  for (const ordered_json& object : objects) out += "---\n" + to_yaml(object);
-  return out;
+  const std::string header = "# gpu-run-webhook in namespace " + o.namespace_name +
+                             " (gpu-run-ctl k8s webhook-manifests" + (tls ? " --self-signed" : " --cert-manager") +
+                             ").\n"
+                             "# Pods are sent to it from namespaces labelled " +
+                             kWebhookOptInLabel +
+                             "=enabled:\n"
+                             "#   kubectl label namespace NS " +
+                             kWebhookOptInLabel + "=enabled\n" +
+                             (tls ? "# The Secret holds the serving key: keep this output private.\n"
+                                  : "# Needs cert-manager (the Issuer and Certificate; the caBundle is injected).\n");
+  return render_manifest_stream(header, objects);
 }
 
 void run_webhook_manifests(const WebhookManifestOptions& o) {

@@ -137,6 +137,13 @@ it_isolate_config() {
 # Assertions: each prints "ok - MSG" or "FAIL - MSG: details" and counts; none exits.
 
 it_pass() { IT_PASSED=$((IT_PASSED + 1)); printf 'ok - %s\n' "$1"; }
+# it_count_checks FILE: prints FILE, the output of checks made elsewhere (a Python script's
+# "ok - " and "FAIL - " lines, as k8s_models.check prints them), and counts them.
+it_count_checks() {
+  cat "$1"
+  IT_PASSED=$((IT_PASSED + $(grep -c '^ok - ' "$1")))
+  IT_FAILED=$((IT_FAILED + $(grep -c '^FAIL - ' "$1")))
+}
 it_fail() { IT_FAILED=$((IT_FAILED + 1)); printf 'FAIL - %s\n' "$1"; }
 
 # assert_eq EXPECTED ACTUAL MSG
@@ -332,6 +339,26 @@ print(r[0]["value"][1] if r else "")' 2>/dev/null || true)
     sleep 0.5
   done
   printf '%s\n' "$value"
+}
+
+# it_package_build CPACK_CONFIG: sets IT_PACKAGE_BUILD, the build the image tests take their .debs
+# from: the build under test ($GPU_RUN_BIN_DIR/..) when it is a Release build for /usr with
+# CPACK_CONFIG (CPackWebhookConfig.cmake, ...), else scripts/package into
+# $GPU_RUN_PACKAGE_BUILD_DIR (default build/pkg).
+it_package_build() {
+  local src tested
+  src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  tested=${GPU_RUN_BIN_DIR:+$(dirname "$GPU_RUN_BIN_DIR")}
+  if [[ -n $tested && -f $tested/$1 ]] &&
+    grep -qx 'CMAKE_INSTALL_PREFIX:PATH=/usr' "$tested/CMakeCache.txt" &&
+    grep -qx 'CMAKE_BUILD_TYPE:STRING=Release' "$tested/CMakeCache.txt"; then
+    IT_PACKAGE_BUILD=$tested
+  else
+    IT_PACKAGE_BUILD=${GPU_RUN_PACKAGE_BUILD_DIR:-$src/build/pkg}
+    it_log "building the packages (scripts/package $IT_PACKAGE_BUILD)"
+    GPU_RUN_PACKAGE_GENERATORS=DEB "$src/scripts/package" "$IT_PACKAGE_BUILD" >/dev/null || it_die "scripts/package failed"
+  fi
+  it_log "packages from $IT_PACKAGE_BUILD"
 }
 
 # it_dockerd_restart DIR: stops the dockerd of it_dockerd_start DIR (SIGTERM, as systemctl

@@ -19,17 +19,8 @@ d=$(it_tmpdir)
 it_on_exit rm -rf --one-file-system "$d"
 it_on_exit it_dockerd_stop "$d/docker"
 
-tested_build=${GPU_RUN_BIN_DIR:+$(dirname "$GPU_RUN_BIN_DIR")}
-if [[ -n $tested_build && -f $tested_build/CPackWebhookConfig.cmake ]] &&
-  grep -qx 'CMAKE_INSTALL_PREFIX:PATH=/usr' "$tested_build/CMakeCache.txt" &&
-  grep -qx 'CMAKE_BUILD_TYPE:STRING=Release' "$tested_build/CMakeCache.txt"; then
-  build=$tested_build
-else
-  build=${GPU_RUN_PACKAGE_BUILD_DIR:-$src/build/pkg}
-  it_log "building the packages (scripts/package $build)"
-  GPU_RUN_PACKAGE_GENERATORS=DEB "$src/scripts/package" "$build" >/dev/null || it_die "scripts/package failed"
-fi
-it_log "packages from $build"
+it_package_build CPackWebhookConfig.cmake
+build=$IT_PACKAGE_BUILD
 
 it_dockerd_start "$d/docker"
 tag=gpu-run-webhook-it:$$

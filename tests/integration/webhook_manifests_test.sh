@@ -60,38 +60,13 @@ done
 
 cat >"$work/models.py" <<'PYEOF'
 import base64, json, sys
-import yaml
-from kubernetes import client as k
-
-api = k.ApiClient()
-failed = 0
-
-
-def check(ok, what):
-    global failed
-    print(("ok - " if ok else "FAIL - ") + what)
-    failed += 0 if ok else 1
-
-
-class Response:
-    def __init__(self, data):
-        self.data = json.dumps(data)
-
+from k8s_models import check, done, read_objects
 
 MODELS = {"Namespace": "V1Namespace", "ConfigMap": "V1ConfigMap", "Secret": "V1Secret", "Deployment": "V1Deployment",
           "Service": "V1Service", "PodDisruptionBudget": "V1PodDisruptionBudget",
           "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration"}
 path, variant, tls_dir = sys.argv[1], sys.argv[2], sys.argv[3]
-objs = {}
-for doc in yaml.safe_load_all(open(path)):
-    kind = doc["kind"]
-    if kind in MODELS:
-        obj = api.deserialize(Response(doc), MODELS[kind])
-        check(api.sanitize_for_serialization(obj) == doc, "%s: the %s round-trips through %s unchanged"
-              % (variant, kind, MODELS[kind]))
-        objs[kind] = obj
-    else:
-        objs[kind] = doc
+objs = read_objects(path, MODELS, variant)
 ns = "gpu-run" if variant == "cm" else "shm-test"
 d = objs["Deployment"]
 pod = d.spec.template.spec
@@ -126,14 +101,12 @@ else:
           and base64.b64decode(s.data["tls.key"]) == open(tls_dir + "/tls.key", "rb").read(),
           "ss: the Secret holds DIR/tls.crt and DIR/tls.key")
     check(c.image == "example.test/webhook:1", "ss: --image")
-sys.exit(1 if failed else 0)
+done()
 PYEOF
 for f in cm ss; do
-  "$PY" "$work/models.py" "$work/$f.yaml" "$f" "$work/tls" >"$work/$f.out" 2>&1
+  PYTHONPATH=$here "$PY" "$work/models.py" "$work/$f.yaml" "$f" "$work/tls" >"$work/$f.out" 2>&1
   rc=$?
-  cat "$work/$f.out"
-  IT_PASSED=$((IT_PASSED + $(grep -c '^ok - ' "$work/$f.out")))
-  IT_FAILED=$((IT_FAILED + $(grep -c '^FAIL - ' "$work/$f.out")))
+  it_count_checks "$work/$f.out"
   assert_eq 0 "$rc" "$f: the model checks pass"
 done
 

@@ -15,8 +15,9 @@ namespace {
 TEST(Cli, UsageErrorsExitTwo) {
   for (const char* args :
        {"", "plan --bogus", "plan --profile", "k8s --profile imagenet", "k8s --gpus 1", "k8s webhook-manifests --bogus",
-        "profiles", "profiles show", "configure", "configure docker --set-default=maybe", "nope",
-        "k8s runtimeclass --handler", "configure containerd --print=maybe", "configure docker --print=maybe"}) {
+        "k8s guard-manifests --bogus", "k8s guard-manifests --port", "profiles", "profiles show", "configure",
+        "configure docker --set-default=maybe", "nope", "k8s runtimeclass --handler",
+        "configure containerd --print=maybe", "configure docker --print=maybe"}) {
     CLI::App app;
     add_ctl_commands(app);
     try {

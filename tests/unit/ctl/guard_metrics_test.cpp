@@ -23,6 +23,7 @@ TEST(GuardMetricsTest, RendersEveryMetricOncePerContainerWithHelpAndType) {
   a.peak = 20 * kMiB;
   a.growths = 3;
   a.refusals = 1;
+  a.blocked = 1;
   const std::string text = render_guard_metrics({a});
   const std::string labels = "{container_id=\"aaa\",container_name=\"train\",profile=\"imagenet\",engine=\"docker\"}";
   EXPECT_NE(text.find("# TYPE gpu_run_guard_containers gauge\ngpu_run_guard_containers 1\n"), std::string::npos);
@@ -37,6 +38,8 @@ TEST(GuardMetricsTest, RendersEveryMetricOncePerContainerWithHelpAndType) {
   EXPECT_NE(text.find("# TYPE gpu_run_shm_growths_refused_total counter\n"
                       "gpu_run_shm_growths_refused_total" +
                       labels + " 1\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("# TYPE gpu_run_shm_growth_blocked gauge\ngpu_run_shm_growth_blocked" + labels + " 1\n"),
             std::string::npos);
 }
 

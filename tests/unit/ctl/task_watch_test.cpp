@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "contract.hpp"
+#include "error.hpp"
 #include "test_files.hpp"
 
 namespace gpurun {

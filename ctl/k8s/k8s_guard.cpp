@@ -1,0 +1,336 @@
+#include "k8s_guard.hpp"
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <memory>
+
+#include "error.hpp"
+#include "k8s_quantity.hpp"
+#include "manifest.hpp"
+#include "task_watch.hpp"
+
+namespace gpurun {
+namespace {
+
+using nlohmann::ordered_json;
+
+constexpr const char* kGuardName = "gpu-run-guard";
+// The guard's config (gpu-run-config(5): the "guard" knobs, memory_fraction_max), an optional
+// ConfigMap the command does not print, so that applying a new output keeps one's edits.
+constexpr const char* kGuardConfigMap = "gpu-run-guard-config";
+constexpr const char* kGuardConfigDir = "/etc/gpu-run/guard";
+constexpr const char* kGuardDashboardConfigMap = "gpu-run-guard-dashboard";
+// Where the guard keeps guard.lock (one guard a host), guard.state (what a restarted guard
+// resumes) and resize/ (the locks gpu-run-ctl resize takes turns on): node_guard.cpp, file_lock.hpp.
+constexpr const char* kGuardRunDir = "/run/gpu-run";
+
+// The port of the metrics server, 1 to 65535.
+int guard_port(const std::string& text) {
+  const bool digits = !text.empty() && text.size() <= 5 && text.find_first_not_of("0123456789") == std::string::npos;
+  const int port = digits ? std::stoi(text) : 0;
+  if (port < 1 || port > 65535)
+    throw usage_error("--port '" + k8s_shown(text) + "': expected the metrics port, 1 to 65535");
+  return port;
+}
+
+// containerd's state directory on the nodes (k3s: /run/k3s/containerd), where the guard watches
+// the tasks: an absolute path of printable characters, without "." or ".." components.
+void check_containerd_state(const std::string& dir) {
+  bool ok = dir.size() >= 2 && dir.size() <= 256 && dir[0] == '/' && dir.back() != '/';
+  for (const char ch : dir) ok = ok && static_cast<unsigned char>(ch) > ' ' && ch != 0x7f;
+  ok = ok && dir.find("//") == std::string::npos && (dir + "/").find("/./") == std::string::npos &&
+       (dir + "/").find("/../") == std::string::npos;
+  if (!ok)
+    throw usage_error("--containerd-state '" + k8s_shown(dir) +
+                      "': expected containerd's state directory on the nodes, an absolute path (default "
+                      "/run/containerd)");
+}
+
+ordered_json guard_metadata(const std::string& name, const std::string& ns) {
+  return manifest_metadata(name, ns, kGuardName);
+}
+
+ordered_json host_path_volume(const char* name, const std::string& path, const char* type) {
+  return {{"name", name}, {"hostPath", {{"path", path}, {"type", type}}}};
+}
+
+ordered_json daemon_set(const std::string& ns, const std::string& image, int port, const std::string& state) {
+  const std::string tasks = state + "/" + kContainerdTaskDir;
+  const ordered_json probe = {{"httpGet", {{"path", "/metrics"}, {"port", "metrics"}}}, {"timeoutSeconds", 2}};
+  ordered_json liveness = probe;
+  liveness["periodSeconds"] = 20;
+  liveness["failureThreshold"] = 3;
+  ordered_json readiness = probe;
+  readiness["periodSeconds"] = 10;
+  ordered_json container = {
+      {"name", "guard"},
+      {"image", image},
+      {"args",
+       {"guard", "--engine", "containerd", "--containerd-state", state, "--metrics", "0.0.0.0:" + std::to_string(port),
+        "--metrics-public"}},
+      {"env", {{{"name", "GPU_RUN_CONFIG"}, {"value", std::string(kGuardConfigDir) + "/config.json"}}}},
+      {"ports", {{{"name", "metrics"}, {"containerPort", port}, {"protocol", "TCP"}}}},
+      {"livenessProbe", liveness},
+      {"readinessProbe", readiness},
+      // bench/GUARD.md: 1.5% of a core for 50 pods sampled at 100 Hz; bench/RELIABILITY.md: 11 MiB
+      // resident, flat over 500 containers. No tight CPU limit: a throttled guard grows late.
+      {"resources",
+       {{"requests", {{"cpu", "20m"}, {"memory", "32Mi"}}}, {"limits", {{"cpu", "1"}, {"memory", "64Mi"}}}}},
+      // Why each: the header of render_guard_manifests, and docs/kubernetes.md.
+      {"securityContext",
+       {{"privileged", false},
+        {"readOnlyRootFilesystem", true},
+        {"runAsUser", 0},
+        {"capabilities", {{"drop", {"ALL"}}, {"add", {"SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE", "DAC_OVERRIDE"}}}},
+        {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
+      {"volumeMounts",
+       {{{"name", "containerd-tasks"},
+         {"mountPath", tasks},
+         {"readOnly", true},
+         {"mountPropagation", "HostToContainer"}},
+        {{"name", "state"}, {"mountPath", kGuardRunDir}},
+        {{"name", "host-shm"}, {"mountPath", "/dev/shm"}, {"readOnly", true}},
+        {{"name", "config"}, {"mountPath", kGuardConfigDir}, {"readOnly", true}},
+        {{"name", "profiles"}, {"mountPath", "/etc/gpu-run/profiles.d"}, {"readOnly", true}}}}};
+  ordered_json pod_spec = {
+      {"hostPID", true},
+      {"automountServiceAccountToken", false},
+      {"priorityClassName", "system-node-critical"},
+      {"terminationGracePeriodSeconds", 10},
+      {"tolerations", {{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}}},
+      {"containers", ordered_json::array({container})},
+      {"volumes",
+       {host_path_volume("containerd-tasks", tasks, "Directory"),
+        host_path_volume("state", kGuardRunDir, "DirectoryOrCreate"),
+        host_path_volume("host-shm", "/dev/shm", "Directory"),
+        {{"name", "config"}, {"configMap", {{"name", kGuardConfigMap}, {"optional", true}}}},
+        {{"name", "profiles"}, {"configMap", {{"name", kProfilesConfigMap}, {"optional", true}}}}}}};
+  ordered_json d = manifest_object("apps/v1", "DaemonSet", guard_metadata(kGuardName, ns));
+  d["spec"] = {{"selector", {{"matchLabels", app_labels(kGuardName)}}},
+               {"updateStrategy", {{"type", "RollingUpdate"}, {"rollingUpdate", {{"maxUnavailable", 1}}}}},
+               {"template",
+                {{"metadata",
+                  {{"labels", app_labels(kGuardName)},
+                   // The runtime's AppArmor profile denies mount and ptrace of other profiles' processes.
+                   {"annotations", {{"container.apparmor.security.beta.kubernetes.io/guard", "unconfined"}}}}},
+                 {"spec", pod_spec}}}};
+  return d;
+}
+
+// What the alert's labels name: a pod's container, or (an engine's container) its name.
+constexpr const char* kWhichContainer =
+    "{{ if $labels.pod }}pod {{ $labels.namespace }}/{{ $labels.pod }} container {{ $labels.container }}"
+    "{{ else }}container {{ $labels.container_name }}{{ end }} on {{ $labels.node }}";
+
+ordered_json prometheus_rule(const std::string& ns) {
+  ordered_json full = {
+      {"alert", "GpuRunShmFullCannotGrow"},
+      // gpu_run_shm_growth_blocked, not the refused counter: the counter moves once an episode,
+      // and a /dev/shm that stays full after one refusal keeps it flat.
+      {"expr", "(gpu_run_shm_used_bytes / gpu_run_shm_size_bytes > 0.9) and (gpu_run_shm_growth_blocked == 1)"},
+      {"labels", {{"severity", "warning"}}},
+      {"annotations",
+       {{"summary", "/dev/shm above 90% and the guard cannot grow it"},
+        {"description",
+         std::string(kWhichContainer) +
+             ": /dev/shm is {{ $value | humanizePercentage }} full and gpu-run's guard may not grow it (at the "
+             "profile's max_shm, the memory budget or an emptyDir's sizeLimit, or a remount failed: its log "
+             "says which). DataLoader workers fail with a bus error once it is full; raise the limit or "
+             "lower workers or batch size."}}}};
+  ordered_json down = {{"alert", "GpuRunGuardDown"},
+                       {"expr", "up{job=\"" + std::string(kGuardName) + "\", namespace=\"" + ns + "\"} == 0"},
+                       {"for", "5m"},
+                       {"labels", {{"severity", "warning"}}},
+                       {"annotations",
+                        {{"summary", "gpu-run's node guard is not answering"},
+                         {"description",
+                          "The guard on {{ $labels.node }} ({{ $labels.pod }}) has not answered scrapes for 5 minutes: "
+                          "/dev/shm of that node's pods is not grown."}}}};
+  ordered_json rule = manifest_object("monitoring.coreos.com/v1", "PrometheusRule", guard_metadata(kGuardName, ns));
+  rule["spec"] = {{"groups", {{{"name", kGuardName}, {"rules", {full, down}}}}}};
+  return rule;
+}
+
+// The dashboard's selection, in every panel's queries.
+constexpr const char* kPodSelector = "{namespace=~\"$namespace\", pod=~\"$pod\"}";
+
+ordered_json dashboard_target(const std::string& ref, const std::string& expr, const std::string& legend) {
+  return {{"refId", ref},
+          {"datasource", {{"type", "prometheus"}, {"uid", "${datasource}"}}},
+          {"expr", expr},
+          {"legendFormat", legend}};
+}
+
+ordered_json dashboard_panel(int id, const char* type, const char* title, const char* unit, int x, int y,
+                             ordered_json targets) {
+  return {{"id", id},
+          {"type", type},
+          {"title", title},
+          {"datasource", {{"type", "prometheus"}, {"uid", "${datasource}"}}},
+          {"gridPos", {{"h", 8}, {"w", 12}, {"x", x}, {"y", y}}},
+          {"fieldConfig", {{"defaults", {{"unit", unit}}}, {"overrides", ordered_json::array()}}},
+          {"targets", std::move(targets)}};
+}
+
+ordered_json dashboard_variable(const char* name, const char* label, const std::string& query) {
+  return {{"name", name},    {"label", label},
+          {"type", "query"}, {"datasource", {{"type", "prometheus"}, {"uid", "${datasource}"}}},
+          {"query", query},  {"definition", query},
+          {"refresh", 2},    {"includeAll", true},
+          {"multi", true},   {"allValue", ".*"},
+          {"sort", 1}};
+}
+
+}  // namespace
+
+ordered_json guard_dashboard() {
+  const std::string sel = kPodSelector;
+  const std::string who = "{{namespace}}/{{pod}} {{container}}";
+  ordered_json panels = ordered_json::array();
+  panels.push_back(
+      dashboard_panel(1, "timeseries", "/dev/shm used and size", "bytes", 0, 0,
+                      ordered_json::array({dashboard_target("A", "gpu_run_shm_used_bytes" + sel, who + " used"),
+                                           dashboard_target("B", "gpu_run_shm_size_bytes" + sel, who + " size")})));
+  ordered_json full = dashboard_panel(
+      2, "timeseries", "/dev/shm used / size", "percentunit", 12, 0,
+      ordered_json::array(
+          {dashboard_target("A", "gpu_run_shm_used_bytes" + sel + " / gpu_run_shm_size_bytes" + sel, who)}));
+  full["fieldConfig"]["defaults"]["max"] = 1;
+  full["fieldConfig"]["defaults"]["thresholds"] = {
+      {"mode", "absolute"}, {"steps", {{{"color", "green"}, {"value", nullptr}}, {{"color", "red"}, {"value", 0.9}}}}};
+  panels.push_back(full);
+  panels.push_back(dashboard_panel(3, "timeseries", "Peak use since guarded", "bytes", 0, 8,
+                                   ordered_json::array({dashboard_target("A", "gpu_run_shm_peak_bytes" + sel, who)})));
+  panels.push_back(dashboard_panel(
+      4, "timeseries", "Growths and refused growths", "short", 12, 8,
+      ordered_json::array(
+          {dashboard_target("A", "increase(gpu_run_shm_growths_total" + sel + "[$__rate_interval])", who + " grown"),
+           dashboard_target("B", "increase(gpu_run_shm_growths_refused_total" + sel + "[$__rate_interval])",
+                            who + " refused")})));
+  panels.push_back(dashboard_panel(
+      5, "stat", "Containers whose /dev/shm cannot grow now", "short", 0, 16,
+      ordered_json::array(
+          {dashboard_target("A", "sum(gpu_run_shm_growth_blocked" + sel + ") or vector(0)", "cannot grow")})));
+  panels.push_back(
+      dashboard_panel(6, "timeseries", "Containers each guard samples", "short", 12, 16,
+                      ordered_json::array({dashboard_target("A", "gpu_run_guard_containers", "{{node}}")})));
+  ordered_json datasource = {
+      {"name", "datasource"}, {"label", "Data source"}, {"type", "datasource"}, {"query", "prometheus"}};
+  return {
+      {"uid", kGuardName},
+      {"title", "gpu-run: /dev/shm guard"},
+      {"tags", {"gpu-run"}},
+      {"timezone", "browser"},
+      {"schemaVersion", 36},
+      {"version", 1},
+      {"editable", true},
+      {"refresh", "30s"},
+      {"time", {{"from", "now-6h"}, {"to", "now"}}},
+      {"templating",
+       {{"list",
+         {datasource, dashboard_variable("namespace", "Namespace", "label_values(gpu_run_shm_size_bytes, namespace)"),
+          dashboard_variable("pod", "Pod", "label_values(gpu_run_shm_size_bytes{namespace=~\"$namespace\"}, pod)")}}}},
+      {"annotations", {{"list", ordered_json::array()}}},
+      {"panels", panels}};
+}
+
+std::vector<ordered_json> guard_manifests(const GuardManifestOptions& o) {
+  const std::string& ns = o.namespace_name;
+  check_manifest_namespace(ns);
+  const std::string image = manifest_image(o.image, kDefaultGuardImage);
+  const int port = guard_port(o.port);
+  check_containerd_state(o.containerd_state);
+
+  std::vector<ordered_json> out;
+  ordered_json ns_labels = app_labels(kGuardName);
+  // The pod needs hostPID, hostPath volumes and added capabilities: Pod Security's "privileged".
+  ns_labels["pod-security.kubernetes.io/enforce"] = "privileged";
+  out.push_back(manifest_object("v1", "Namespace", {{"name", ns}, {"labels", ns_labels}}));
+  out.push_back(daemon_set(ns, image, port, o.containerd_state));
+  ordered_json service = manifest_object("v1", "Service", guard_metadata(kGuardName, ns));
+  // Headless: each node's guard is a target of its own, never a balanced one.
+  service["spec"] = {
+      {"clusterIP", "None"},
+      {"selector", app_labels(kGuardName)},
+      {"ports", {{{"name", "metrics"}, {"port", port}, {"targetPort", "metrics"}, {"protocol", "TCP"}}}}};
+  out.push_back(service);
+  ordered_json monitor = manifest_object("monitoring.coreos.com/v1", "ServiceMonitor", guard_metadata(kGuardName, ns));
+  monitor["spec"] = {{"selector", {{"matchLabels", app_labels(kGuardName)}}},
+                     {"endpoints",
+                      {{{"port", "metrics"},
+                        {"path", "/metrics"},
+                        {"interval", "15s"},
+                        // The series' namespace, pod and container are the guarded pod's, not the guard's.
+                        {"honorLabels", true},
+                        {"relabelings",
+                         {{{"sourceLabels", {"__meta_kubernetes_pod_node_name"}},
+                           {"targetLabel", "node"},
+                           {"action", "replace"}}}}}}}};
+  out.push_back(monitor);
+  out.push_back(prometheus_rule(ns));
+  ordered_json dashboard = manifest_object("v1", "ConfigMap", guard_metadata(kGuardDashboardConfigMap, ns));
+  dashboard["metadata"]["labels"]["grafana_dashboard"] = "1";
+  dashboard["data"] = {{"gpu-run-guard.json", guard_dashboard().dump() + "\n"}};
+  out.push_back(dashboard);
+  return out;
+}
+
+std::string render_guard_manifests(const GuardManifestOptions& o) {
+  const std::vector<ordered_json> objects = guard_manifests(o);
+  const std::string tasks = o.containerd_state + "/" + kContainerdTaskDir;
+  const std::string header =
+      "# gpu-run's node guard in namespace " + o.namespace_name +
+      " (gpu-run-ctl k8s guard-manifests): a DaemonSet running\n"
+      "# `gpu-run-ctl guard --engine containerd` on every node (the nvidia.com/gpu taint tolerated), its\n"
+      "# metrics Service (port " +
+      std::to_string(guard_port(o.port)) +
+      "), a ServiceMonitor and a PrometheusRule (prometheus-operator's CRDs), and a\n"
+      "# Grafana dashboard (a ConfigMap labelled grafana_dashboard: \"1\").\n"
+      "# Optional: ConfigMaps gpu-run-guard-config (config.json: gpu-run-config(5)) and gpu-run-profiles.\n"
+      "# What the guard's pod may do, and why:\n"
+      "#   hostPID: containerd's init.pid holds host pids; the guard samples /proc/PID/root/dev/shm and\n"
+      "#     joins /proc/PID/ns/mnt to grow it.\n"
+      "#   SYS_PTRACE: to open another process's /proc/PID/root and ns/mnt.\n"
+      "#   SYS_ADMIN, SYS_CHROOT: setns into the pod's mount namespace; the tmpfs resize (fspick, fsconfig).\n"
+      "#   DAC_OVERRIDE: the remount child keeps exactly the hook's four capabilities and fails without it.\n"
+      "#   runAsUser 0: a non-root process does not hold the capabilities. Not privileged.\n"
+      "#   " +
+      tasks +
+      ", read-only: the tasks, watched with inotify. Not all of\n"
+      "#     " +
+      o.containerd_state +
+      ": its containerd.sock is reachable through a read-only mount.\n"
+      "#   " +
+      kGuardRunDir +
+      ", read-write: guard.lock (one guard a host), guard.state (a restarted guard resumes),\n"
+      "#     resize/ (turns with gpu-run-ctl resize).\n"
+      "#   /dev/shm, read-only: the host's, which the remount compares with and never touches.\n"
+      "#   seccomp RuntimeDefault (containerd 1.6 allows setns, fspick and fsconfig with SYS_ADMIN); AppArmor\n"
+      "#     unconfined (the runtime's profile denies mount).\n";
+  return render_manifest_stream(header, objects);
+}
+
+void add_k8s_guard_command(CLI::App& k8s) {
+  auto o = std::make_shared<GuardManifestOptions>();
+  CLI::App* cmd = k8s.add_subcommand(
+      "guard-manifests",
+      "Print the Kubernetes objects that run the node guard on every node: DaemonSet, Service, ServiceMonitor, "
+      "PrometheusRule, Grafana dashboard");
+  cmd->add_option("--namespace", o->namespace_name, "Namespace to run the guard in")
+      ->type_name("NS")
+      ->capture_default_str();
+  cmd->add_option("--image", o->image, "The guard's image (default: " + kDefaultGuardImage + ")")->type_name("IMAGE");
+  cmd->add_option("--port", o->port, "The metrics port of each node's guard")->type_name("N")->capture_default_str();
+  cmd->add_option("--containerd-state", o->containerd_state,
+                  "containerd's state directory on the nodes, whose tasks the guard watches")
+      ->type_name("DIR")
+      ->capture_default_str();
+  cmd->footer(
+      "Apply with: gpu-run-ctl k8s guard-manifests ... | kubectl apply -f -\n"
+      "The ServiceMonitor and PrometheusRule need prometheus-operator; give them the label your Prometheus selects.\n"
+      "Teams' profiles: kubectl -n NS create configmap gpu-run-profiles --from-file=DIR (mounted at "
+      "/etc/gpu-run/profiles.d).");
+  cmd->callback([o] { std::cout << render_guard_manifests(*o); });
+}
+
+}  // namespace gpurun

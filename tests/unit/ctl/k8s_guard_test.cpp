@@ -1,0 +1,174 @@
+#include "k8s_guard.hpp"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "error.hpp"
+#include "test_util.hpp"
+
+namespace gpurun {
+namespace {
+
+using nlohmann::ordered_json;
+
+const ordered_json& guard_object(const std::vector<ordered_json>& objects, const std::string& kind) {
+  for (const ordered_json& o : objects)
+    if (o["kind"] == kind) return o;
+  static const ordered_json none;
+  ADD_FAILURE() << "no " << kind;
+  return none;
+}
+
+std::vector<std::string> guard_kinds(const std::vector<ordered_json>& objects) {
+  std::vector<std::string> out;
+  for (const ordered_json& o : objects) out.push_back(o["kind"]);
+  return out;
+}
+
+TEST(GuardManifestsTest, TheObjectsInApplyOrder) {
+  const auto objects = guard_manifests(GuardManifestOptions{});
+  EXPECT_EQ(guard_kinds(objects), (std::vector<std::string>{"Namespace", "DaemonSet", "Service", "ServiceMonitor",
+                                                            "PrometheusRule", "ConfigMap"}));
+  const ordered_json& ns = guard_object(objects, "Namespace");
+  EXPECT_EQ(ns["metadata"]["name"], "gpu-run-guard");
+  EXPECT_EQ(ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "privileged");
+  for (const ordered_json& o : objects) {
+    if (o["kind"] != "Namespace") {
+      EXPECT_EQ(o["metadata"]["namespace"], "gpu-run-guard") << o["kind"];
+    }
+  }
+}
+
+TEST(GuardManifestsTest, TheDaemonSetHasOnlyWhatTheGuardNeeds) {
+  GuardManifestOptions o;
+  o.image = "registry.example/gpu-run-guard:1";
+  o.port = "9555";
+  const auto objects = guard_manifests(o);
+  const ordered_json& d = guard_object(objects, "DaemonSet");
+  const ordered_json& pod = d["spec"]["template"]["spec"];
+  EXPECT_EQ(pod["hostPID"], true);
+  EXPECT_FALSE(pod.contains("hostNetwork"));
+  EXPECT_FALSE(pod.contains("hostIPC"));
+  EXPECT_EQ(pod["automountServiceAccountToken"], false);
+  EXPECT_EQ(pod["priorityClassName"], "system-node-critical");
+  EXPECT_EQ(pod["tolerations"][0]["key"], "nvidia.com/gpu");
+  EXPECT_EQ(pod["tolerations"][0]["effect"], "NoSchedule");
+  const ordered_json& c = pod["containers"][0];
+  EXPECT_EQ(c["image"], "registry.example/gpu-run-guard:1");
+  EXPECT_EQ(c["args"], ordered_json::array({"guard", "--engine", "containerd", "--containerd-state", "/run/containerd",
+                                            "--metrics", "0.0.0.0:9555", "--metrics-public"}));
+  EXPECT_EQ(c["ports"][0]["containerPort"], 9555);
+  EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"], "/metrics");
+  EXPECT_EQ(c["readinessProbe"]["httpGet"]["port"], "metrics");
+  const ordered_json& sc = c["securityContext"];
+  EXPECT_EQ(sc["privileged"], false);
+  EXPECT_EQ(sc["readOnlyRootFilesystem"], true);
+  EXPECT_EQ(sc["capabilities"]["drop"], ordered_json::array({"ALL"}));
+  EXPECT_EQ(sc["capabilities"]["add"], ordered_json::array({"SYS_ADMIN", "SYS_CHROOT", "SYS_PTRACE", "DAC_OVERRIDE"}));
+  EXPECT_EQ(sc["seccompProfile"]["type"], "RuntimeDefault");
+  EXPECT_EQ(d["spec"]["template"]["metadata"]["annotations"]["container.apparmor.security.beta.kubernetes.io/guard"],
+            "unconfined");
+  EXPECT_EQ(c["resources"]["requests"]["memory"], "32Mi");
+  EXPECT_EQ(c["resources"]["limits"]["memory"], "64Mi");
+  // Each host path, and read-only unless the guard writes there.
+  std::map<std::string, std::string> host_paths;
+  for (const ordered_json& v : pod["volumes"])
+    if (v.contains("hostPath")) host_paths[v["name"]] = v["hostPath"]["path"];
+  EXPECT_EQ(host_paths,
+            (std::map<std::string, std::string>{{"containerd-tasks", "/run/containerd/io.containerd.runtime.v2.task"},
+                                                {"state", "/run/gpu-run"},
+                                                {"host-shm", "/dev/shm"}}));
+  for (const ordered_json& m : c["volumeMounts"]) {
+    const std::string name = m["name"];
+    EXPECT_EQ(m.value("readOnly", false), name != "state") << name;
+    if (host_paths.count(name)) {
+      EXPECT_EQ(m["mountPath"], host_paths[name]) << name;
+    }
+  }
+}
+
+TEST(GuardManifestsTest, ContainerdStateMovesTheWatchedPathAndTheArgument) {
+  GuardManifestOptions o;
+  o.containerd_state = "/run/k3s/containerd";
+  const auto objects = guard_manifests(o);
+  const ordered_json& pod = guard_object(objects, "DaemonSet")["spec"]["template"]["spec"];
+  EXPECT_EQ(pod["volumes"][0]["hostPath"]["path"], "/run/k3s/containerd/io.containerd.runtime.v2.task");
+  EXPECT_EQ(pod["containers"][0]["volumeMounts"][0]["mountPath"], "/run/k3s/containerd/io.containerd.runtime.v2.task");
+  EXPECT_EQ(pod["containers"][0]["args"][4], "/run/k3s/containerd");
+}
+
+TEST(GuardManifestsTest, ScrapedAndAlerted) {
+  const auto objects = guard_manifests(GuardManifestOptions{});
+  const ordered_json& svc = guard_object(objects, "Service");
+  EXPECT_EQ(svc["spec"]["clusterIP"], "None");
+  EXPECT_EQ(svc["spec"]["ports"][0]["port"], 9477);
+  const ordered_json& endpoint = guard_object(objects, "ServiceMonitor")["spec"]["endpoints"][0];
+  EXPECT_EQ(endpoint["port"], "metrics");
+  EXPECT_EQ(endpoint["honorLabels"], true);
+  const ordered_json& rules = guard_object(objects, "PrometheusRule")["spec"]["groups"][0]["rules"];
+  ASSERT_EQ(rules.size(), 2u);
+  EXPECT_EQ(rules[0]["alert"], "GpuRunShmFullCannotGrow");
+  EXPECT_CONTAINS(rules[0]["expr"].get<std::string>(), "gpu_run_shm_growth_blocked == 1");
+  EXPECT_CONTAINS(rules[0]["expr"].get<std::string>(), "> 0.9");
+  EXPECT_EQ(rules[1]["alert"], "GpuRunGuardDown");
+  EXPECT_EQ(rules[1]["expr"], "up{job=\"gpu-run-guard\", namespace=\"gpu-run-guard\"} == 0");
+}
+
+TEST(GuardManifestsTest, TheDashboardIsAConfigMapOfItsJson) {
+  const auto objects = guard_manifests(GuardManifestOptions{});
+  const ordered_json& cm = guard_object(objects, "ConfigMap");
+  EXPECT_EQ(cm["metadata"]["labels"]["grafana_dashboard"], "1");
+  const ordered_json model = ordered_json::parse(cm["data"]["gpu-run-guard.json"].get<std::string>());
+  EXPECT_EQ(model, guard_dashboard());
+  ASSERT_FALSE(model["panels"].empty());
+  std::string exprs;
+  for (const ordered_json& panel : model["panels"])
+    for (const ordered_json& target : panel["targets"]) {
+      EXPECT_FALSE(target["expr"].get<std::string>().empty()) << panel["title"];
+      exprs += target["expr"].get<std::string>() + "\n";
+    }
+  for (const char* metric :
+       {"gpu_run_shm_used_bytes", "gpu_run_shm_size_bytes", "gpu_run_shm_peak_bytes", "gpu_run_shm_growths_total",
+        "gpu_run_shm_growths_refused_total", "gpu_run_shm_growth_blocked", "gpu_run_guard_containers"})
+    EXPECT_CONTAINS(exprs, metric);
+}
+
+TEST(GuardManifestsTest, RenderedAsOneYamlStreamThatSaysWhy) {
+  const std::string text = render_guard_manifests(GuardManifestOptions{});
+  EXPECT_EQ(text.rfind("# gpu-run's node guard in namespace gpu-run-guard", 0), 0u);
+  std::size_t documents = 0;
+  for (std::size_t at = text.find("\n---\n"); at != std::string::npos; at = text.find("\n---\n", at + 1)) ++documents;
+  EXPECT_EQ(documents, 6u);
+  for (const char* why : {"hostPID:", "SYS_PTRACE:", "SYS_ADMIN, SYS_CHROOT:", "DAC_OVERRIDE:",
+                          "/run/gpu-run, read-write", "/dev/shm, read-only", "seccomp RuntimeDefault"})
+    EXPECT_CONTAINS(text, why);
+}
+
+TEST(GuardManifestsTest, BadInputIsAUsageErrorNamingTheFlag) {
+  const auto error_of = [](GuardManifestOptions o) { return expect_error([&] { guard_manifests(o); }); };
+  GuardManifestOptions o;
+  o.namespace_name = "Bad_NS";
+  Error e = error_of(o);
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "--namespace 'Bad_NS'");
+  o = GuardManifestOptions{};
+  o.image = "two words";
+  EXPECT_CONTAINS(error_of(o).what(), "--image 'two words'");
+  for (const char* port : {"0", "65536", "x", "", "-1", "123456"}) {
+    o = GuardManifestOptions{};
+    o.port = port;
+    const Error pe = error_of(o);
+    EXPECT_EQ(pe.exit_code(), kExitUsage) << port;
+    EXPECT_CONTAINS(pe.what(), "--port '" + std::string(port) + "'");
+  }
+  for (const char* dir : {"run/containerd", "/run/containerd/", "/run/../etc", "/a b", "/", "//x", "/x/./y"}) {
+    o = GuardManifestOptions{};
+    o.containerd_state = dir;
+    EXPECT_CONTAINS(error_of(o).what(), "--containerd-state '" + std::string(dir) + "'");
+  }
+}
+
+}  // namespace
+}  // namespace gpurun
