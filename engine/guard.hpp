@@ -27,11 +27,11 @@ class ShmGuard {
   void on_sample(int pid, const std::string& container_id, const ShmUsage& usage);
 
   unsigned growths() const { return growths_; }
-  // Times it had to grow and could not (blocked by max_shm or the budget, or a failed
+  // Times it had to grow and could not (blocked by max_shm, the budget or an emptyDir's sizeLimit, or a failed
   // remount): once per episode, until the free space suffices again.
   unsigned refusals() const { return refusals_; }
   // True while it cannot grow /dev/shm when it should: the last sample wanted a growth that
-  // max_shm or the budget blocks, or a remount failed (it tries no more).
+  // max_shm, the budget or an emptyDir's sizeLimit blocks, or a remount failed (it tries no more).
   bool blocked() const { return blocked_ || failed_; }
 
  private:
