@@ -8,8 +8,7 @@
 # (a k8s.io task with the CRI annotations, run by ctr) fills its 64 MiB /dev/shm: the guard grows
 # it, serves the growth on the metrics port, and leaves the host's /dev/shm alone. Then the same
 # run without each of the four capabilities in turn: the /dev/shm is not grown, so each is needed.
-# The guards run under flock /tmp/gpu-run-guard.testlock, with a /run/gpu-run of their own (the
-# host's guard.lock is never taken).
+# The guards run with a /run/gpu-run of their own (the host's guard.lock is never taken).
 # Packages: the build under test ($GPU_RUN_BIN_DIR/..) when it is a Release build for /usr, else
 # scripts/package into $GPU_RUN_PACKAGE_BUILD_DIR (default build/pkg), as webhook_image does.
 source "$(dirname "$0")/lib.sh"
@@ -17,7 +16,7 @@ set -uo pipefail
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
 it_require_root
-it_require_cmd dpkg-deb cpack readelf ctr curl flock
+it_require_cmd dpkg-deb cpack readelf ctr curl
 PY=/usr/bin/python3
 [[ -x $PY ]] || it_skip "/usr/bin/python3 not found (apt-get install python3)"
 "$PY" -c 'import yaml' 2>/dev/null || it_skip "python3-yaml is needed (scripts/install-deps installs it)"
@@ -145,8 +144,6 @@ shm_size() { stat -f -c '%b %S' "/proc/$1/root/dev/shm" | awk '{print $1 * $2}';
 
 it_rootfs
 host_shm_before=$(stat -f -c '%b %S' /dev/shm)
-exec {lock}>/tmp/gpu-run-guard.testlock
-flock -w 600 "$lock" || it_die "another guard test holds /tmp/gpu-run-guard.testlock"
 
 start_pod train
 pid=$POD_PID
@@ -196,7 +193,6 @@ for cap in SYS_ADMIN SYS_CHROOT SYS_PTRACE DAC_OVERRIDE; do
     "without $cap the /dev/shm is not grown: $(docker logs gr-guard-$id-$$ 2>&1 | grep -v ': guarding \|metrics at' | tail -n 1 | cut -c1-160)"
   docker rm -f gr-guard-$id-$$ >/dev/null
 done
-flock -u "$lock"
 
 docker rmi -f "$tag" >/dev/null
 assert_eq "" "$(docker image ls -q "$tag")" "the image is removed"
