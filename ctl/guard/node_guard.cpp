@@ -18,6 +18,8 @@
 #include "config.hpp"
 #include "contract.hpp"
 #include "ctl_common.hpp"
+#include "engine_layout.hpp"
+#include "env.hpp"
 #include "error.hpp"
 #include "fd.hpp"
 #include "file_io.hpp"
@@ -38,14 +40,16 @@ namespace gpurun {
 // What guard watches and the policy it applies.
 constexpr const char* kGuardFooter =
     "The node-wide gpu-run --guard (the same policy, the config's \"guard\" knobs, and the same host log\n"
-    "lines): lists the engine's running containers with a gpu-run.profile or gpu-run.shm-size label\n"
-    "(every one with --all) every 2 s, and samples each one's /dev/shm. --engine containerd polls nothing: it\n"
-    "watches containerd's task directories (--containerd-state) with inotify, Kubernetes' pods and Docker's\n"
-    "containers, and labels a pod's series with namespace, pod and container. One guard a host (a second\n"
-    "one exits 1). A container whose GPU_RUN_PROFILE,\n"
-    "GPU_RUN_NUM_WORKERS and GPU_RUN_BATCH_SIZE are set keeps one batch per worker free (per GPU with\n"
-    "GPU_RUN_GPUS or the gpu-run.gpus label); any other keeps\n"
-    "the config's min_free_fraction. Never beyond the profile's max_shm nor the memory budget of --memory.\n"
+    "lines): guards the engine's running containers with a gpu-run.profile or gpu-run.shm-size label (every\n"
+    "one with --all) as they start, and samples each one's /dev/shm. It polls nothing: it watches with inotify\n"
+    "the directories where the runtime writes each container's pid. --engine docker: dockerd's containerd\n"
+    "tasks (found from dockerd's and containerd's flags and configs); podman: its store's run root (podman\n"
+    "info); containerd: its task directories (--containerd-state), Kubernetes' pods and Docker's containers,\n"
+    "a pod's series labelled with namespace, pod and container. Where docker's or podman's cannot be found,\n"
+    "it says so and lists `<engine> ps` every 2 s instead. One guard a host (a second one exits 1). A container\n"
+    "whose GPU_RUN_PROFILE, GPU_RUN_NUM_WORKERS and GPU_RUN_BATCH_SIZE are set keeps one batch per worker free\n"
+    "(per GPU with GPU_RUN_GPUS or the gpu-run.gpus label); any other keeps the config's min_free_fraction.\n"
+    "Never beyond the profile's max_shm nor the memory budget of --memory.\n"
     "Runs until SIGTERM or SIGINT (exit 0). Needs root. Packaged as gpu-run-guard.service (not enabled).\n"
     "--metrics ADDR serves GET /metrics (Prometheus text): each guarded container's /dev/shm size, used and\n"
     "peak bytes, growths and refused growths. ADDR: 127.0.0.1:PORT, [::1]:PORT or unix:/PATH; another\n"
@@ -199,11 +203,34 @@ std::string label_of(const ContainerInfo& c, const char* key) {
   return it == c.labels.end() ? "" : it->second;
 }
 
-// containerd's tasks, watched (task_watch.hpp): a container is published as soon as runc has
-// written its pid. Docker's tasks (namespace moby) have no name or labels in their spec: they are
-// asked of `docker inspect` once, when they start.
-void watch_containerd(TaskWatcher& watcher, const fs::path& root, const GuardOptions& o, const Config& config,
-                      Roster& roster) {
+// Docker's and podman's containers are asked of their engine once, when their pid is known: a
+// Docker task's spec has no name or labels, and podman's pid file is not where its bundle is. The
+// engine may not have recorded the start yet (the container is "created" until runc's start
+// returns): the pid is then the task's. nullopt, quietly, when the engine no longer knows it
+// (removed since it started, most often) or, without --all, for one gpu-run did not size (their
+// polled `ps --filter label=` never listed those either).
+std::optional<ContainerInfo> inspected_task(const std::string& engine, const TaskEvent& ev, bool all) {
+  ContainerInfo c;
+  try {
+    c = inspect_container(engine, ev.id);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  c.engine = engine;
+  if (!c.running && c.status == "created" && ev.pid > 0) {
+    c.pid = ev.pid;
+    c.running = true;
+  }
+  if (!all && !c.labels.count(kLabelProfile) && !c.labels.count(kLabelShmSize)) return std::nullopt;
+  return c;
+}
+
+// An engine's containers, watched (task_watch.hpp): a container is published as soon as its
+// runtime has written its pid. containerd's own (pods) are read from their spec; Docker's (the
+// moby namespace) and podman's are inspected once.
+void watch_tasks(TaskWatcher& watcher, const GuardOptions& o, const Config& config, Roster& roster) {
+  const fs::path& root = watcher.layout().root;
+  const std::string& engine = watcher.layout().engine;
   ProfileStore store(profile_search_path({}, config, /*include_user=*/false));
   const auto load = [&store](const std::string& name) { return store.load(name, /*allow_path=*/false); };
   std::set<std::string> running;
@@ -225,19 +252,15 @@ void watch_containerd(TaskWatcher& watcher, const fs::path& root, const GuardOpt
       }
       running.insert(ev.id);
       std::string why;
-      std::optional<ContainerInfo> c = task_container(root, ev, why);
-      if (c && ev.ns == "moby") {
-        try {
-          ContainerInfo d = inspect_container("docker", ev.id);
-          d.engine = "docker";
-          c = std::move(d);
-        } catch (const std::exception& e) {
-          // Removed since it started, most often: no news.
-          continue;
-        }
-      }
+      std::optional<ContainerInfo> c;
+      if (engine == "podman")
+        c = inspected_task("podman", ev, o.all);
+      else if (engine == "docker" || ev.ns == "moby")
+        c = inspected_task("docker", ev, o.all);
+      else
+        c = task_container(root, ev, why);
       if (!c) {
-        if (why != "a pod's sandbox container")
+        if (!why.empty() && why != "a pod's sandbox container")
           std::cerr << "gpu-run-ctl: guard: not guarding task " << ev.ns << "/" << ev.id.substr(0, 12) << ": " << why
                     << "\n";
         continue;
@@ -260,6 +283,28 @@ void watch_containerd(TaskWatcher& watcher, const fs::path& root, const GuardOpt
     }
     roster.publish(std::move(found), running);
   }
+}
+
+// Docker's or podman's container directories, watched; nullptr, after a warning, when they cannot
+// be found or watched: the guard polls the engine's CLI then.
+std::unique_ptr<TaskWatcher> engine_watcher(const std::string& engine) {
+  std::string why;
+  try {
+    const std::optional<TaskLayout> layout =
+        engine == "docker" ? docker_layout(process_env("DOCKER_HOST").value_or(""), why) : podman_layout(why);
+    if (layout) {
+      auto watcher = std::make_unique<TaskWatcher>(*layout);
+      std::string where = layout->root.string();
+      for (const std::string& ns : layout->namespaces) where += ", containerd namespace " + ns;
+      std::cerr << "gpu-run-ctl: guard: watching " + engine + "'s containers as they start (" + where + ")\n";
+      return watcher;
+    }
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  print_warning("gpu-run-ctl", "guard: cannot watch " + engine + "'s containers as they start (" + why +
+                                   "): polling `" + engine + " ps` every 2 s instead, which misses shorter-lived ones");
+  return nullptr;
 }
 
 struct Guarded {
@@ -468,11 +513,15 @@ void run_guard(const GuardOptions& o) {
   Roster roster;
   // containerd's task directory is checked before the guard says it runs: a wrong
   // --containerd-state is an error at start, not a guard that never sees a container.
-  const fs::path task_root = fs::path(o.containerd_state) / kContainerdTaskDir;
-  std::unique_ptr<TaskWatcher> watcher = engine == "containerd" ? std::make_unique<TaskWatcher>(task_root) : nullptr;
+  std::unique_ptr<TaskWatcher> watcher =
+      engine == "containerd" ? std::make_unique<TaskWatcher>(fs::path(o.containerd_state) / kContainerdTaskDir)
+                             : nullptr;
   std::thread poller([&] {
+    // Docker's and podman's directories are looked for here, while the containers the last guard
+    // guarded are resumed (podman info alone takes 50-100 ms).
+    if (!watcher) watcher = engine_watcher(engine);
     if (watcher)
-      watch_containerd(*watcher, task_root, o, config, roster);
+      watch_tasks(*watcher, o, config, roster);
     else
       poll_engine(engine, o, config, roster);
   });
@@ -491,7 +540,10 @@ void run_guard(const GuardOptions& o) {
     return guarded.erase(it);
   };
   const auto start_guarding = [&](Found& f) {
-    if (guarded.count(f.info.id)) return;
+    if (auto it = guarded.find(f.info.id); it != guarded.end()) {
+      if (it->second.info.pid == f.info.pid) return;
+      stop_guarding(it, "started again");  // its old process is gone: the new one is guarded
+    }
     std::cerr << "gpu-run-ctl: guard: guarding container " << display_name(f.info) << " (" << short_id(f.info)
               << "): " << f.note << "\n";
     auto guard = std::make_unique<ShmGuard>(config.guard, f.limits, config,
@@ -561,8 +613,9 @@ void add_guard_command(CLI::App& app) {
       "guard", "Grow the /dev/shm of every running container gpu-run sized before it fills, until SIGTERM");
   cmd->footer(kGuardFooter);
   cmd->add_option("--engine", o->engine,
-                  "docker, podman or containerd (its tasks watched: Kubernetes' pods and Docker's containers; "
-                  "default: the config's engine)")
+                  "docker, podman or containerd (default: the config's engine); each one's containers are seen "
+                  "as they start, in the directories its runtime writes their pids into (containerd's: "
+                  "Kubernetes' pods and Docker's containers)")
       ->type_name("ENGINE");
   cmd->add_option("--containerd-state", o->containerd_state,
                   "containerd's state directory, where --engine containerd watches its tasks (default /run/containerd)")
