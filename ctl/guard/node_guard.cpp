@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "config.hpp"
@@ -118,8 +119,10 @@ class Roster {
   unsigned generation_ = 0;
 };
 
-// Lists the candidates every kPollEvery, inspects the new ones (once each) and publishes them.
-void poll_engine(const std::string& engine, const GuardOptions& o, const Config& config, Roster& roster) {
+// Lists the candidates every kPollEvery, inspects the new ones (once each) and publishes them;
+// returns when stopped, or when `can_watch` says the engine's directories can be watched now.
+void poll_engine(const std::string& engine, const GuardOptions& o, const Config& config, Roster& roster,
+                 const std::function<bool()>& can_watch) {
   const auto commands = guard_ps_commands(engine, o.all);
   ProfileStore store(profile_search_path({}, config, /*include_user=*/false));
   const auto load = [&store](const std::string& name) { return store.load(name, /*allow_path=*/false); };
@@ -174,7 +177,7 @@ void poll_engine(const std::string& engine, const GuardOptions& o, const Config&
         it = running.count(*it) && !known.count(*it) ? std::next(it) : uninspectable.erase(it);
       roster.publish(std::move(found), running);
     }
-    if (roster.wait_stopped(kPollEvery)) return;
+    if (roster.wait_stopped(kPollEvery) || can_watch()) return;
   }
 }
 
@@ -285,9 +288,9 @@ void watch_tasks(TaskWatcher& watcher, const GuardOptions& o, const Config& conf
   }
 }
 
-// Docker's or podman's container directories, watched; nullptr, after a warning, when they cannot
-// be found or watched: the guard polls the engine's CLI then.
-std::unique_ptr<TaskWatcher> engine_watcher(const std::string& engine) {
+// Docker's or podman's container directories, watched; nullptr, after a warning unless `quiet`,
+// when they cannot be found or watched: the guard polls the engine's CLI then.
+std::unique_ptr<TaskWatcher> engine_watcher(const std::string& engine, bool quiet) {
   std::string why;
   try {
     const std::optional<TaskLayout> layout =
@@ -302,8 +305,10 @@ std::unique_ptr<TaskWatcher> engine_watcher(const std::string& engine) {
   } catch (const Error& e) {
     why = e.what();
   }
-  print_warning("gpu-run-ctl", "guard: cannot watch " + engine + "'s containers as they start (" + why +
-                                   "): polling `" + engine + " ps` every 2 s instead, which misses shorter-lived ones");
+  if (!quiet)
+    print_warning("gpu-run-ctl", "guard: cannot watch " + engine + "'s containers as they start (" + why +
+                                     "): polling `" + engine +
+                                     " ps` every 2 s until it can, which misses shorter-lived ones");
   return nullptr;
 }
 
@@ -383,7 +388,10 @@ std::vector<Found> resumed_from_state() {
       f.limits.batch = l.at("batch").get<std::uint64_t>();
       f.limits.max_shm = l.at("max_shm").get<std::uint64_t>();
       if (!l.at("budget_bytes").is_null()) f.limits.budget_bytes = l.at("budget_bytes").get<std::uint64_t>();
-      f.note = e.at("note").get<std::string>() + "; resumed from the last guard";
+      constexpr std::string_view kResumed = "; resumed from the last guard";
+      f.note = e.at("note").get<std::string>();
+      if (f.note.size() < kResumed.size() || f.note.compare(f.note.size() - kResumed.size(), kResumed.size(), kResumed))
+        f.note += kResumed;
       f.profile = e.at("profile").get<std::string>();
       out.push_back(std::move(f));
     } catch (const std::exception&) {
@@ -518,12 +526,13 @@ void run_guard(const GuardOptions& o) {
                              : nullptr;
   std::thread poller([&] {
     // Docker's and podman's directories are looked for here, while the containers the last guard
-    // guarded are resumed (podman info alone takes 50-100 ms).
-    if (!watcher) watcher = engine_watcher(engine);
-    if (watcher)
-      watch_tasks(*watcher, o, config, roster);
-    else
-      poll_engine(engine, o, config, roster);
+    // guarded are resumed (a `podman info`, or a look through /proc, takes tens of ms).
+    if (!watcher) watcher = engine_watcher(engine, /*quiet=*/false);
+    // The CLI until they can be found (the engine started after the guard, most often).
+    if (!watcher)
+      poll_engine(engine, o, config, roster,
+                  [&] { return (watcher = engine_watcher(engine, /*quiet=*/true)) != nullptr; });
+    if (watcher) watch_tasks(*watcher, o, config, roster);
   });
 
   std::map<std::string, Guarded> guarded;
