@@ -1,7 +1,9 @@
 #include "node_guard.hpp"
 
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -108,9 +110,14 @@ class Roster {
     std::lock_guard<std::mutex> lock(mutex_);
     stopped_ = true;
     stopped_cv_.notify_all();
+    const std::uint64_t one = 1;
+    (void)!::write(stopped_fd_.get(), &one, sizeof one);
   }
+  // Readable once stopped: a watcher waiting in poll() wakes at once.
+  int stopped_fd() const { return stopped_fd_.get(); }
 
  private:
+  UniqueFd stopped_fd_{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
   std::mutex mutex_;
   std::condition_variable stopped_cv_;
   bool stopped_ = false;
@@ -240,7 +247,7 @@ void watch_tasks(TaskWatcher& watcher, const GuardOptions& o, const Config& conf
   for (bool first = true; !roster.wait_stopped(std::chrono::milliseconds(0)); first = false) {
     std::vector<TaskEvent> events;
     try {
-      events = watcher.wait(std::chrono::milliseconds(100));
+      events = watcher.wait(std::chrono::milliseconds(100), roster.stopped_fd());
     } catch (const Error& e) {
       print_warning("gpu-run-ctl", std::string("guard: ") + e.what());
       roster.wait_stopped(std::chrono::milliseconds(1000));

@@ -140,8 +140,8 @@ void TaskWatcher::gone(const std::string& ns, const std::string& id) {
   if (started_.erase({ns, id})) pending_.push_back(TaskEvent{false, ns, id});
 }
 
-void TaskWatcher::check_exits(int timeout_ms) {
-  std::vector<pollfd> fds{pollfd{fd_.get(), POLLIN, 0}};
+void TaskWatcher::check_exits(int timeout_ms, int wake_fd) {
+  std::vector<pollfd> fds{pollfd{fd_.get(), POLLIN, 0}, pollfd{wake_fd, POLLIN, 0}};  // a negative fd: ignored
   std::vector<Key> keys;
   for (const auto& [key, s] : started_)
     if (s.exited) {
@@ -150,13 +150,13 @@ void TaskWatcher::check_exits(int timeout_ms) {
     }
   const int n = ::poll(fds.data(), fds.size(), timeout_ms);
   if (n < 0 && errno != EINTR) throw Error("poll on inotify", errno);
-  for (std::size_t i = 1; n > 0 && i < fds.size(); ++i)
-    if (fds[i].revents) gone(keys[i - 1].first, keys[i - 1].second);
+  for (std::size_t i = 2; n > 0 && i < fds.size(); ++i)
+    if (fds[i].revents) gone(keys[i - 2].first, keys[i - 2].second);
 }
 
-std::vector<TaskEvent> TaskWatcher::wait(std::chrono::milliseconds timeout) {
+std::vector<TaskEvent> TaskWatcher::wait(std::chrono::milliseconds timeout, int wake_fd) {
   // Exits before the directories' events: a container started again is then seen started anew.
-  check_exits(pending_.empty() ? static_cast<int>(timeout.count()) : 0);
+  check_exits(pending_.empty() ? static_cast<int>(timeout.count()) : 0, wake_fd);
   alignas(inotify_event) char buf[64 * 1024];
   for (;;) {
     const ssize_t n = ::read(fd_.get(), buf, sizeof buf);

@@ -67,9 +67,10 @@ class TaskWatcher {
   // The first wait() reports every container already running.
   explicit TaskWatcher(TaskLayout layout);
 
-  // Events since the last call, waiting up to `timeout` for the first one. A container started
-  // again (a new pid in its pid file) is reported gone, then started.
-  std::vector<TaskEvent> wait(std::chrono::milliseconds timeout);
+  // Events since the last call, waiting up to `timeout` for the first one, or until `wake_fd`
+  // (when given) is readable. A container started again (a new pid in its pid file) is reported
+  // gone, then started.
+  std::vector<TaskEvent> wait(std::chrono::milliseconds timeout, int wake_fd = -1);
 
   const TaskLayout& layout() const { return layout_; }
 
@@ -94,7 +95,7 @@ class TaskWatcher {
   void watch_task(const std::string& ns, const std::string& id);
   void check_task(const std::string& ns, const std::string& id);
   void gone(const std::string& ns, const std::string& id);
-  void check_exits(int timeout_ms);
+  void check_exits(int timeout_ms, int wake_fd);
 
   TaskLayout layout_;
   UniqueFd fd_;
