@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "contract.hpp"
+#include "engine_layout.hpp"
 #include "process.hpp"
 #include "test_files.hpp"
 
@@ -84,32 +85,25 @@ TEST(TaskWatcher, AMissingRootIsAnErrorThatSaysWhatToDo) {
   }
 }
 
-// podman's way (engine_layout.hpp, podman_layout_at): <runroot>/overlay-containers/<id>/userdata/
+// podman's way (engine_layout.hpp, podman_layout_at): <runroot>/<driver>-containers/<id>/userdata/
 // pidfile, written by rename, kept after the container stops. Real processes stand for the
 // containers' init processes, so that their exit is seen.
 const std::string kIdA(64, 'a');
 const std::string kIdB(64, 'b');
 
+// Under a run root of storage driver "t": <d>/t-containers/<id>/userdata/pidfile.
 void write_podman_pid(const test::TempDir& d, const std::string& id, int pid) {
-  const fs::path tmp = d.write(id + "/userdata/.pidfile", std::to_string(pid));
+  const fs::path tmp = d.write("t-containers/" + id + "/userdata/.pidfile", std::to_string(pid));
   fs::rename(tmp, tmp.parent_path() / "pidfile");
 }
 
-TaskLayout podman_test_layout(const test::TempDir& d) {
-  TaskLayout layout(d.path());
-  layout.engine = "podman";
-  layout.namespaced = false;
-  layout.pid_path = {"userdata", "pidfile"};
-  layout.gone_on_exit = true;
-  layout.is_id = is_hex_id;
-  return layout;
-}
+TaskLayout podman_test_layout(const test::TempDir& d) { return podman_layout_at(d.path(), "t"); }
 
 TEST(TaskWatcher, PodmansContainersStartWithTheirPidAndGoWhenItExits) {
   test::TempDir d;
   Child running = spawn({"sleep", "30"});
   write_podman_pid(d, kIdA, running.pid());
-  fs::create_directories(d.path() / kIdB);  // made, its userdata not yet
+  fs::create_directories(d / ("t-containers/" + kIdB));  // made, its userdata not yet
   TaskWatcher w(podman_test_layout(d));
   std::vector<TaskEvent> first = events(w, 1);
   ASSERT_EQ(first.size(), 1u);
@@ -141,7 +135,7 @@ TEST(TaskWatcher, PodmansContainersStartWithTheirPidAndGoWhenItExits) {
   EXPECT_EQ(restarted[0].pid, again.pid());
 
   // Removed while running (podman rm -f): gone.
-  fs::remove_all(d.path() / kIdA);
+  fs::remove_all(d / ("t-containers/" + kIdA));
   std::vector<TaskEvent> removed = events(w, 1);
   ASSERT_EQ(removed.size(), 1u);
   EXPECT_FALSE(removed[0].started);
@@ -177,20 +171,19 @@ TEST(TaskWatcher, HostileNamesLinksAndPidFilesAreLeftAlone) {
   test::TempDir d;
   Child c = spawn({"sleep", "30"});
   const std::string pid = std::to_string(c.pid());
+  const std::string root = "t-containers/";
   d.write("elsewhere/userdata/pidfile", pid);
-  d.write("runroot/" + std::string(63, 'c') + "/userdata/pidfile", pid);                   // not an id: too short
-  d.write("runroot/" + std::string(64, 'C') + "/userdata/pidfile", pid);                   // not an id: upper case
-  fs::create_directory_symlink(d / "elsewhere", d / ("runroot/" + std::string(64, 'd')));  // a linked container
-  fs::create_directories(d / ("runroot/" + std::string(64, 'e')));
-  fs::create_directory_symlink(d / "elsewhere/userdata", d / ("runroot/" + std::string(64, 'e') + "/userdata"));
-  d.write("runroot/" + std::string(64, 'f') + "/userdata/pidfile", std::string(100, '1'));  // too long
-  d.write("runroot/" + std::string(64, '0') + "/userdata/pidfile", "-1");
-  fs::create_directories(d / ("runroot/" + std::string(64, '1') + "/userdata"));
-  fs::create_symlink(d / "elsewhere/userdata/pidfile", d / ("runroot/" + std::string(64, '1') + "/userdata/pidfile"));
-  write_podman_pid(d, "runroot/" + kIdA, c.pid());
-  TaskLayout layout = podman_test_layout(d);
-  layout.root = d / "runroot";
-  TaskWatcher w(layout);
+  d.write(root + std::string(63, 'c') + "/userdata/pidfile", pid);                   // not an id: too short
+  d.write(root + std::string(64, 'C') + "/userdata/pidfile", pid);                   // not an id: upper case
+  fs::create_directory_symlink(d / "elsewhere", d / (root + std::string(64, 'd')));  // a linked container
+  fs::create_directories(d / (root + std::string(64, 'e')));
+  fs::create_directory_symlink(d / "elsewhere/userdata", d / (root + std::string(64, 'e') + "/userdata"));
+  d.write(root + std::string(64, 'f') + "/userdata/pidfile", std::string(100, '1'));  // too long
+  d.write(root + std::string(64, '0') + "/userdata/pidfile", "-1");
+  fs::create_directories(d / (root + std::string(64, '1') + "/userdata"));
+  fs::create_symlink(d / "elsewhere/userdata/pidfile", d / (root + std::string(64, '1') + "/userdata/pidfile"));
+  write_podman_pid(d, kIdA, c.pid());
+  TaskWatcher w(podman_test_layout(d));
   std::vector<TaskEvent> all = events(w, 1);
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].id, kIdA);
