@@ -215,8 +215,9 @@ std::string label_of(const ContainerInfo& c, const char* key) {
 
 // Docker's and podman's containers are asked of their engine once, when their pid is known: a
 // Docker task's spec has no name or labels, and podman's pid file is not where its bundle is. The
-// engine may not have recorded the start yet (the container is "created" until runc's start
-// returns): the pid is then the task's. nullopt, quietly, when the engine no longer knows it
+// pid file comes before the start: should the engine still say "created" (both answered "running",
+// their inspect waiting for the start, on this machine), the pid is the task's. nullopt, quietly,
+// when the engine no longer knows it
 // (removed since it started, most often) or, without --all, for one gpu-run did not size (their
 // polled `ps --filter label=` never listed those either).
 std::optional<ContainerInfo> inspected_task(const std::string& engine, const TaskEvent& ev, bool all) {
