@@ -44,15 +44,15 @@ namespace gpurun {
 constexpr const char* kGuardFooter =
     "The node-wide gpu-run --guard (the same policy, the config's \"guard\" knobs, and the same host log\n"
     "lines): guards the engine's running containers with a gpu-run.profile or gpu-run.shm-size label (every\n"
-    "one with --all) as they start, and samples each one's /dev/shm. It polls nothing: it watches with inotify\n"
-    "the directories where the runtime writes each container's pid. --engine docker: dockerd's containerd\n"
-    "tasks (found from dockerd's and containerd's flags and configs); podman: its store's run root (podman\n"
-    "info); containerd: its task directories (--containerd-state), Kubernetes' pods and Docker's containers,\n"
-    "a pod's series labelled with namespace, pod and container. Where docker's or podman's cannot be found,\n"
-    "it says so and lists `<engine> ps` every 2 s instead. One guard a host (a second one exits 1). A container\n"
-    "whose GPU_RUN_PROFILE, GPU_RUN_NUM_WORKERS and GPU_RUN_BATCH_SIZE are set keeps one batch per worker free\n"
-    "(per GPU with GPU_RUN_GPUS or the gpu-run.gpus label); any other keeps the config's min_free_fraction.\n"
-    "Never beyond the profile's max_shm nor the memory budget of --memory.\n"
+    "one with --all) as they start, and samples each one's /dev/shm. Instead of polling, it watches with\n"
+    "inotify the directories where the runtime writes each container's pid. --engine docker: the tasks of\n"
+    "dockerd's containerd (found from dockerd's and containerd's flags and configs); podman: its store's run\n"
+    "root (podman info); containerd: its task directories (--containerd-state), Kubernetes' pods and Docker's\n"
+    "containers, a pod's series labelled with namespace, pod and container. Where docker's or podman's cannot\n"
+    "be found, it says so and lists `<engine> ps` every 2 s instead. One guard a host (a second one exits 1).\n"
+    "A container whose GPU_RUN_PROFILE, GPU_RUN_NUM_WORKERS and GPU_RUN_BATCH_SIZE are set keeps one batch per\n"
+    "worker free (per GPU with GPU_RUN_GPUS or the gpu-run.gpus label); any other keeps the config's\n"
+    "min_free_fraction. Never beyond the profile's max_shm nor the memory budget of --memory.\n"
     "Runs until SIGTERM or SIGINT (exit 0). Needs root. Packaged as gpu-run-guard.service (not enabled).\n"
     "--metrics ADDR serves GET /metrics (Prometheus text): each guarded container's /dev/shm size, used and\n"
     "peak bytes, growths and refused growths. ADDR: 127.0.0.1:PORT, [::1]:PORT or unix:/PATH; another\n"
@@ -217,9 +217,8 @@ std::string label_of(const ContainerInfo& c, const char* key) {
 // Docker task's spec has no name or labels, and podman's pid file is not where its bundle is. The
 // pid file comes before the start: should the engine still say "created" (both answered "running",
 // their inspect waiting for the start, on this machine), the pid is the task's. nullopt, quietly,
-// when the engine no longer knows it
-// (removed since it started, most often) or, without --all, for one gpu-run did not size (their
-// polled `ps --filter label=` never listed those either).
+// when the engine no longer knows it (removed since it started, most often) or, without --all, for
+// one gpu-run did not size (their polled `ps --filter label=` never listed those either).
 std::optional<ContainerInfo> inspected_task(const std::string& engine, const TaskEvent& ev, bool all) {
   ContainerInfo c;
   try {
