@@ -166,8 +166,8 @@ void poll_engine(const std::string& engine, const GuardOptions& o, const Config&
           known.insert(id);
           const std::string skip = guard_skip_reason(f.info, o.all);
           if (!skip.empty()) {
-            std::cerr << "gpu-run-ctl: guard: not guarding container " << display_name(f.info) << " ("
-                      << short_id(f.info) << "): " << skip << "\n";
+            print_line("gpu-run-ctl: guard: not guarding container " + display_name(f.info) + " (" + short_id(f.info) +
+                       "): " + skip);
             continue;
           }
           f.limits = container_guard_limits(f.info, config, load, &f.note);
@@ -271,15 +271,14 @@ void watch_tasks(TaskWatcher& watcher, const GuardOptions& o, const Config& conf
         c = task_container(root, ev, why);
       if (!c) {
         if (!why.empty() && why != "a pod's sandbox container")
-          std::cerr << "gpu-run-ctl: guard: not guarding task " << ev.ns << "/" << ev.id.substr(0, 12) << ": " << why
-                    << "\n";
+          print_line("gpu-run-ctl: guard: not guarding task " + ev.ns + "/" + ev.id.substr(0, 12) + ": " + why);
         continue;
       }
       Found f{std::move(*c), {}, {}, {}};
       const std::string skip = guard_skip_reason(f.info, o.all);
       if (!skip.empty()) {
-        std::cerr << "gpu-run-ctl: guard: not guarding container " << display_name(f.info) << " (" << short_id(f.info)
-                  << "): " << skip << "\n";
+        print_line("gpu-run-ctl: guard: not guarding container " + display_name(f.info) + " (" + short_id(f.info) +
+                   "): " + skip);
         continue;
       }
       f.limits = container_guard_limits(f.info, config, load, &f.note);
@@ -306,7 +305,7 @@ std::unique_ptr<TaskWatcher> engine_watcher(const std::string& engine, bool quie
       auto watcher = std::make_unique<TaskWatcher>(*layout);
       std::string where = layout->root.string();
       for (const std::string& ns : layout->namespaces) where += ", containerd namespace " + ns;
-      std::cerr << "gpu-run-ctl: guard: watching " + engine + "'s containers as they start (" + where + ")\n";
+      print_line("gpu-run-ctl: guard: watching " + engine + "'s containers as they start (" + where + ")");
       return watcher;
     }
   } catch (const Error& e) {
@@ -548,9 +547,9 @@ void run_guard(const GuardOptions& o) {
   std::set<std::string> running;
   bool changed = false;
   const auto stop_guarding = [&](std::map<std::string, Guarded>::iterator it, const char* why) {
-    std::cerr << "gpu-run-ctl: guard: stopped guarding container " << display_name(it->second.info) << " ("
-              << short_id(it->second.info) << "): " << why << ", " << it->second.guard->growths()
-              << (it->second.guard->growths() == 1 ? " growth" : " growths") << "\n";
+    print_line("gpu-run-ctl: guard: stopped guarding container " + display_name(it->second.info) + " (" +
+               short_id(it->second.info) + "): " + why + ", " + std::to_string(it->second.guard->growths()) +
+               (it->second.guard->growths() == 1 ? " growth" : " growths"));
     metrics.remove(it->first);
     changed = true;
     return guarded.erase(it);
@@ -560,8 +559,8 @@ void run_guard(const GuardOptions& o) {
       if (it->second.info.pid == f.info.pid) return;
       stop_guarding(it, "started again");  // its old process is gone: the new one is guarded
     }
-    std::cerr << "gpu-run-ctl: guard: guarding container " << display_name(f.info) << " (" << short_id(f.info)
-              << "): " << f.note << "\n";
+    print_line("gpu-run-ctl: guard: guarding container " + display_name(f.info) + " (" + short_id(f.info) +
+               "): " + f.note);
     auto guard = std::make_unique<ShmGuard>(config.guard, f.limits, config,
                                             "gpu-run-ctl: guard: container " + display_name(f.info));
     const std::string id = f.info.id;
