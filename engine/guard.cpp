@@ -1,10 +1,10 @@
 #include "guard.hpp"
 
-#include <iostream>
 #include <utility>
 
 #include "error.hpp"
 #include "file_lock.hpp"
+#include "program.hpp"
 #include "shm_remount.hpp"
 #include "units.hpp"
 
@@ -28,7 +28,7 @@ void ShmGuard::warn_once(const std::string& who, const std::string& why) {
   if (warned_) return;
   warned_ = true;
   log_.warn(who + " action=guard-blocked reason=" + log_quote(why));
-  std::cerr << warning() << why << "\n";
+  print_line(warning() + why);
 }
 
 namespace {
@@ -57,15 +57,15 @@ void ShmGuard::lower(int pid, const std::string& container_id, const ShmUsage& u
   } catch (const Error& e) {
     // Left at the size found: larger than the plan, which is no harm.
     log_.warn(who + " action=fail by=guard size=" + engine_size(size) + " error=" + log_quote(e.what()));
-    std::cerr << warning() << "/dev/shm left at " << format_size(usage.size) << ", not lowered to the plan's "
-              << format_size(size) << ": " << e.what() << "\n";
+    print_line(warning() + "/dev/shm left at " + format_size(usage.size) + ", not lowered to the plan's " +
+               format_size(size) + ": " + e.what());
     return;
   }
   log_.info(who + " action=lowered by=guard size=" + engine_size(size) + " before=" + engine_size(usage.size) +
             " used=" + engine_size(round_up(usage.used, kMiB)));
-  std::cerr << speaker_ << ": /dev/shm " << format_size(usage.size) << " -> " << format_size(size)
-            << " (the plan; grown as it fills, up to "
-            << format_size(limits_.size_limit ? limits_.size_limit : usage.size) << ")\n";
+  print_line(speaker_ + ": /dev/shm " + format_size(usage.size) + " -> " + format_size(size) +
+             " (the plan; grown as it fills, up to " +
+             format_size(limits_.size_limit ? limits_.size_limit : usage.size) + ")");
 }
 
 void ShmGuard::on_sample(int pid, const std::string& container_id, const ShmUsage& usage) {
@@ -92,23 +92,23 @@ void ShmGuard::on_sample(int pid, const std::string& container_id, const ShmUsag
     failed_ = true;
     ++refusals_;
     log_.error(who + " action=fail by=guard size=" + engine_size(step.size) + " error=" + log_quote(e.what()));
-    std::cerr << warning() << "cannot grow /dev/shm to " << format_size(step.size) << ": " << e.what() << "\n";
+    print_line(warning() + "cannot grow /dev/shm to " + format_size(step.size) + ": " + e.what());
     return;
   }
   if (r.outcome != ShmOutcome::kResized) {
     failed_ = true;
     ++refusals_;
     log_.warn(who + " action=" + outcome_name(r.outcome) + " by=guard size=" + engine_size(step.size));
-    std::cerr << warning() << "/dev/shm not grown (" << outcome_name(r.outcome) << ")\n";
+    print_line(warning() + "/dev/shm not grown (" + outcome_name(r.outcome) + ")");
     return;
   }
   ++growths_;
   log_.info(who + " action=resized by=guard size=" + engine_size(step.size) + " before=" + engine_size(r.before) +
             " after=" + engine_size(r.after) + " used=" + engine_size(round_up(usage.used, kMiB)) +
             " headroom=" + engine_size(round_up(step.headroom, kMiB)) + (step.capped ? " capped=1" : ""));
-  std::cerr << speaker_ << ": /dev/shm " << format_size(r.before) << " -> " << format_size(r.after) << " ("
-            << format_size(usage.used) << " used, the next allocations need " << format_size(step.headroom)
-            << (step.capped ? "; " + step.reason : std::string()) << ")\n";
+  print_line(speaker_ + ": /dev/shm " + format_size(r.before) + " -> " + format_size(r.after) + " (" +
+             format_size(usage.used) + " used, the next allocations need " + format_size(step.headroom) +
+             (step.capped ? "; " + step.reason : std::string()) + ")");
 }
 
 }  // namespace gpurun

@@ -33,4 +33,23 @@ std::string read_small_file(const fs::path& path, std::size_t max_bytes, const s
   return read_bounded(fd.get(), max_bytes, what + " " + path.string());
 }
 
+std::optional<std::string> read_below(const fs::path& root, const fs::path& relative, std::size_t max_bytes) {
+  if (relative.empty() || relative.has_root_path()) return std::nullopt;
+  UniqueFd at(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  const fs::path file = relative.filename();
+  for (const fs::path& part : relative.parent_path()) {
+    if (!at || part == "." || part == "..") return std::nullopt;
+    at = UniqueFd(::openat(at.get(), part.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  }
+  if (!at || file.empty() || file == "." || file == "..") return std::nullopt;
+  UniqueFd fd(::openat(at.get(), file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  struct stat st {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  try {
+    return read_bounded(fd.get(), max_bytes, (root / relative).string());
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace gpurun

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -123,6 +124,19 @@ Captured run_capture(const std::vector<std::string>& argv) {
   }
   c.exit_code = child.wait();
   return c;
+}
+
+UniqueFd open_pidfd(int pid) {
+  if (pid <= 0) {
+    errno = ESRCH;
+    return UniqueFd();
+  }
+#ifdef SYS_pidfd_open
+  return UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+#else
+  errno = ENOSYS;
+  return UniqueFd();
+#endif
 }
 
 }  // namespace gpurun

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "fd.hpp"
 #include "unique_handle.hpp"
 
 namespace gpurun {
@@ -42,5 +43,9 @@ Captured run_capture(const std::vector<std::string>& argv);
 
 // 128+signal for signalled children, the exit code otherwise.
 int exit_code_of(int wait_status);
+
+// A pidfd of `pid` (pidfd_open(2)), readable once the process has exited; empty with errno set
+// when there is none (ESRCH: it is gone; ENOSYS: Linux before 5.3).
+UniqueFd open_pidfd(int pid);
 
 }  // namespace gpurun

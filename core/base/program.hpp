@@ -7,8 +7,12 @@
 
 namespace gpurun {
 
-// Writes "<program>: <message>\n" to stderr in one write(2) (no iostreams: the hook and the
-// runtime start on every container start). Never throws.
+// Writes `line` and a newline to stderr in one write(2) (no iostreams: the hook and the runtime
+// start on every container start; and the lines of threads writing at once stay whole). Never
+// throws.
+void print_line(const std::string& line);
+
+// "<program>: <message>\n", the same way.
 void print_error(const char* program, const std::string& message);
 
 // "<program>: warning: <message>\n", the same way: every warning a person reads on stderr.

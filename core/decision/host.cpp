@@ -11,6 +11,7 @@
 
 #include "error.hpp"
 #include "fd.hpp"
+#include "file_io.hpp"
 
 namespace gpurun {
 namespace {
@@ -204,25 +205,14 @@ std::optional<std::uint64_t> probe_parent_memory_limit(const std::string& cgroup
   UniqueFd at(::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!at) return std::nullopt;
   const bool v2 = ::faccessat(at.get(), "cgroup.controllers", F_OK, AT_SYMLINK_NOFOLLOW) == 0;
-  std::string walk = v2 ? *dir : "memory/" + *dir;
+  const fs::path walk = v2 ? *dir : "memory/" + *dir;
   // One component at a time with O_NOFOLLOW: the path comes from a spec, and no symlink on
   // the way may lead out of the cgroup mount.
-  bool ok = true;
-  for_each_piece(walk, '/', [&](std::string_view piece) {
-    const std::string name(piece);
-    UniqueFd next(::openat(at.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-    ok = static_cast<bool>(next);
-    if (ok) at = std::move(next);
-    return ok;
-  });
-  if (!ok) return std::nullopt;
-  const char* file = v2 ? "memory.max" : "memory.limit_in_bytes";
-  UniqueFd fd(::openat(at.get(), file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (!fd) return std::nullopt;
+  std::optional<std::string> text = read_below(root, walk / (v2 ? "memory.max" : "memory.limit_in_bytes"), 64);
+  if (!text) return std::nullopt;
+  while (!text->empty() && is_space(text->back())) text->pop_back();
   try {
-    std::string text = read_bounded(fd.get(), 64, (root / walk / file).string());
-    while (!text.empty() && is_space(text.back())) text.pop_back();
-    return parse_memory_limit(text);
+    return parse_memory_limit(*text);
   } catch (const Error&) {
     return std::nullopt;
   }

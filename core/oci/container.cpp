@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/statvfs.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -95,19 +94,6 @@ std::optional<ShmUsage> shm_usage_of_pid(int pid) {
   if (pid <= 0) return std::nullopt;
   return shm_usage_at("/proc/" + std::to_string(pid) + "/root/dev/shm");
 }
-
-namespace {
-
-int open_pidfd(int pid) {
-#ifdef SYS_pidfd_open
-  return pid > 0 ? static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)) : -1;
-#else
-  (void)pid;
-  return -1;
-#endif
-}
-
-}  // namespace
 
 ShmHandle::ShmHandle(int pid) : pid_(pid), pidfd_(open_pidfd(pid)) {
   // The pidfd first: a descriptor opened after the process was gone would read another's files.

@@ -1,7 +1,9 @@
 #include "node_guard.hpp"
 
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -13,11 +15,14 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "config.hpp"
 #include "contract.hpp"
 #include "ctl_common.hpp"
+#include "engine_layout.hpp"
+#include "env.hpp"
 #include "error.hpp"
 #include "fd.hpp"
 #include "file_io.hpp"
@@ -38,14 +43,16 @@ namespace gpurun {
 // What guard watches and the policy it applies.
 constexpr const char* kGuardFooter =
     "The node-wide gpu-run --guard (the same policy, the config's \"guard\" knobs, and the same host log\n"
-    "lines): lists the engine's running containers with a gpu-run.profile or gpu-run.shm-size label\n"
-    "(every one with --all) every 2 s, and samples each one's /dev/shm. --engine containerd polls nothing: it\n"
-    "watches containerd's task directories (--containerd-state) with inotify, Kubernetes' pods and Docker's\n"
-    "containers, and labels a pod's series with namespace, pod and container. One guard a host (a second\n"
-    "one exits 1). A container whose GPU_RUN_PROFILE,\n"
-    "GPU_RUN_NUM_WORKERS and GPU_RUN_BATCH_SIZE are set keeps one batch per worker free (per GPU with\n"
-    "GPU_RUN_GPUS or the gpu-run.gpus label); any other keeps\n"
-    "the config's min_free_fraction. Never beyond the profile's max_shm nor the memory budget of --memory.\n"
+    "lines): guards the engine's running containers with a gpu-run.profile or gpu-run.shm-size label (every\n"
+    "one with --all) as they start, and samples each one's /dev/shm. Instead of polling, it watches with\n"
+    "inotify the directories where the runtime writes each container's pid. --engine docker: the tasks of\n"
+    "dockerd's containerd (found from dockerd's and containerd's flags and configs); podman: its store's run\n"
+    "root (podman info); containerd: its task directories (--containerd-state), Kubernetes' pods and Docker's\n"
+    "containers, a pod's series labelled with namespace, pod and container. Where docker's or podman's cannot\n"
+    "be found, it says so and lists `<engine> ps` every 2 s instead. One guard a host (a second one exits 1).\n"
+    "A container whose GPU_RUN_PROFILE, GPU_RUN_NUM_WORKERS and GPU_RUN_BATCH_SIZE are set keeps one batch per\n"
+    "worker free (per GPU with GPU_RUN_GPUS or the gpu-run.gpus label); any other keeps the config's\n"
+    "min_free_fraction. Never beyond the profile's max_shm nor the memory budget of --memory.\n"
     "Runs until SIGTERM or SIGINT (exit 0). Needs root. Packaged as gpu-run-guard.service (not enabled).\n"
     "--metrics ADDR serves GET /metrics (Prometheus text): each guarded container's /dev/shm size, used and\n"
     "peak bytes, growths and refused growths. ADDR: 127.0.0.1:PORT, [::1]:PORT or unix:/PATH; another\n"
@@ -103,9 +110,14 @@ class Roster {
     std::lock_guard<std::mutex> lock(mutex_);
     stopped_ = true;
     stopped_cv_.notify_all();
+    const std::uint64_t one = 1;
+    (void)!::write(stopped_fd_.get(), &one, sizeof one);
   }
+  // Readable once stopped: a watcher waiting in poll() wakes at once.
+  int stopped_fd() const { return stopped_fd_.get(); }
 
  private:
+  UniqueFd stopped_fd_{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
   std::mutex mutex_;
   std::condition_variable stopped_cv_;
   bool stopped_ = false;
@@ -114,8 +126,10 @@ class Roster {
   unsigned generation_ = 0;
 };
 
-// Lists the candidates every kPollEvery, inspects the new ones (once each) and publishes them.
-void poll_engine(const std::string& engine, const GuardOptions& o, const Config& config, Roster& roster) {
+// Lists the candidates every kPollEvery, inspects the new ones (once each) and publishes them;
+// returns when stopped, or when `can_watch` says the engine's directories can be watched now.
+void poll_engine(const std::string& engine, const GuardOptions& o, const Config& config, Roster& roster,
+                 const std::function<bool()>& can_watch) {
   const auto commands = guard_ps_commands(engine, o.all);
   ProfileStore store(profile_search_path({}, config, /*include_user=*/false));
   const auto load = [&store](const std::string& name) { return store.load(name, /*allow_path=*/false); };
@@ -152,8 +166,8 @@ void poll_engine(const std::string& engine, const GuardOptions& o, const Config&
           known.insert(id);
           const std::string skip = guard_skip_reason(f.info, o.all);
           if (!skip.empty()) {
-            std::cerr << "gpu-run-ctl: guard: not guarding container " << display_name(f.info) << " ("
-                      << short_id(f.info) << "): " << skip << "\n";
+            print_line("gpu-run-ctl: guard: not guarding container " + display_name(f.info) + " (" + short_id(f.info) +
+                       "): " + skip);
             continue;
           }
           f.limits = container_guard_limits(f.info, config, load, &f.note);
@@ -170,7 +184,7 @@ void poll_engine(const std::string& engine, const GuardOptions& o, const Config&
         it = running.count(*it) && !known.count(*it) ? std::next(it) : uninspectable.erase(it);
       roster.publish(std::move(found), running);
     }
-    if (roster.wait_stopped(kPollEvery)) return;
+    if (roster.wait_stopped(kPollEvery) || can_watch()) return;
   }
 }
 
@@ -225,18 +239,41 @@ std::string empty_dir_limits(const ContainerInfo& c, GuardLimits& limits) {
          format_size(limits.size_limit) + ", never past (the kubelet would evict the pod)";
 }
 
-// containerd's tasks, watched (task_watch.hpp): a container is published as soon as runc has
-// written its pid. Docker's tasks (namespace moby) have no name or labels in their spec: they are
-// asked of `docker inspect` once, when they start.
-void watch_containerd(TaskWatcher& watcher, const fs::path& root, const GuardOptions& o, const Config& config,
-                      Roster& roster) {
+// Docker's and podman's containers are asked of their engine once, when their pid is known: a
+// Docker task's spec has no name or labels, and podman's pid file is not where its bundle is. The
+// pid file comes before the start: should the engine still say "created" (both answered "running",
+// their inspect waiting for the start, on this machine), the pid is the task's. nullopt, quietly,
+// when the engine no longer knows it (removed since it started, most often) or, without --all, for
+// one gpu-run did not size (their polled `ps --filter label=` never listed those either).
+std::optional<ContainerInfo> inspected_task(const std::string& engine, const TaskEvent& ev, bool all) {
+  ContainerInfo c;
+  try {
+    c = inspect_container(engine, ev.id);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  c.engine = engine;
+  if (!c.running && c.status == "created" && ev.pid > 0) {
+    c.pid = ev.pid;
+    c.running = true;
+  }
+  if (!all && !c.labels.count(kLabelProfile) && !c.labels.count(kLabelShmSize)) return std::nullopt;
+  return c;
+}
+
+// An engine's containers, watched (task_watch.hpp): a container is published as soon as its
+// runtime has written its pid. containerd's own (pods) are read from their spec; Docker's (the
+// moby namespace) and podman's are inspected once.
+void watch_tasks(TaskWatcher& watcher, const GuardOptions& o, const Config& config, Roster& roster) {
+  const fs::path& root = watcher.layout().root;
+  const std::string& engine = watcher.layout().engine;
   ProfileStore store(profile_search_path({}, config, /*include_user=*/false));
   const auto load = [&store](const std::string& name) { return store.load(name, /*allow_path=*/false); };
   std::set<std::string> running;
   for (bool first = true; !roster.wait_stopped(std::chrono::milliseconds(0)); first = false) {
     std::vector<TaskEvent> events;
     try {
-      events = watcher.wait(std::chrono::milliseconds(100));
+      events = watcher.wait(std::chrono::milliseconds(100), roster.stopped_fd());
     } catch (const Error& e) {
       print_warning("gpu-run-ctl", std::string("guard: ") + e.what());
       roster.wait_stopped(std::chrono::milliseconds(1000));
@@ -251,28 +288,23 @@ void watch_containerd(TaskWatcher& watcher, const fs::path& root, const GuardOpt
       }
       running.insert(ev.id);
       std::string why;
-      std::optional<ContainerInfo> c = task_container(root, ev, why);
-      if (c && ev.ns == "moby") {
-        try {
-          ContainerInfo d = inspect_container("docker", ev.id);
-          d.engine = "docker";
-          c = std::move(d);
-        } catch (const std::exception& e) {
-          // Removed since it started, most often: no news.
-          continue;
-        }
-      }
+      std::optional<ContainerInfo> c;
+      if (engine == "podman")
+        c = inspected_task("podman", ev, o.all);
+      else if (engine == "docker" || ev.ns == "moby")
+        c = inspected_task("docker", ev, o.all);
+      else
+        c = task_container(root, ev, why);
       if (!c) {
-        if (why != "a pod's sandbox container")
-          std::cerr << "gpu-run-ctl: guard: not guarding task " << ev.ns << "/" << ev.id.substr(0, 12) << ": " << why
-                    << "\n";
+        if (!why.empty() && why != "a pod's sandbox container")
+          print_line("gpu-run-ctl: guard: not guarding task " + ev.ns + "/" + ev.id.substr(0, 12) + ": " + why);
         continue;
       }
       Found f{std::move(*c), {}, {}, {}};
       const std::string skip = guard_skip_reason(f.info, o.all);
       if (!skip.empty()) {
-        std::cerr << "gpu-run-ctl: guard: not guarding container " << display_name(f.info) << " (" << short_id(f.info)
-                  << "): " << skip << "\n";
+        print_line("gpu-run-ctl: guard: not guarding container " + display_name(f.info) + " (" + short_id(f.info) +
+                   "): " + skip);
         continue;
       }
       f.limits = container_guard_limits(f.info, config, load, &f.note);
@@ -281,6 +313,30 @@ void watch_containerd(TaskWatcher& watcher, const fs::path& root, const GuardOpt
     }
     roster.publish(std::move(found), running);
   }
+}
+
+// Docker's or podman's container directories, watched; nullptr, after a warning unless `quiet`,
+// when they cannot be found or watched: the guard polls the engine's CLI then.
+std::unique_ptr<TaskWatcher> engine_watcher(const std::string& engine, bool quiet) {
+  std::string why;
+  try {
+    const std::optional<TaskLayout> layout =
+        engine == "docker" ? docker_layout(process_env("DOCKER_HOST").value_or(""), why) : podman_layout(why);
+    if (layout) {
+      auto watcher = std::make_unique<TaskWatcher>(*layout);
+      std::string where = layout->root.string();
+      for (const std::string& ns : layout->namespaces) where += ", containerd namespace " + ns;
+      print_line("gpu-run-ctl: guard: watching " + engine + "'s containers as they start (" + where + ")");
+      return watcher;
+    }
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  if (!quiet)
+    print_warning("gpu-run-ctl", "guard: cannot watch " + engine + "'s containers as they start (" + why +
+                                     "): polling `" + engine +
+                                     " ps` every 2 s until it can, which misses shorter-lived ones");
+  return nullptr;
 }
 
 struct Guarded {
@@ -361,7 +417,10 @@ std::vector<Found> resumed_from_state() {
       f.limits.max_shm = l.at("max_shm").get<std::uint64_t>();
       f.limits.size_limit = l.value("size_limit", std::uint64_t{0});
       if (!l.at("budget_bytes").is_null()) f.limits.budget_bytes = l.at("budget_bytes").get<std::uint64_t>();
-      f.note = e.at("note").get<std::string>() + "; resumed from the last guard";
+      constexpr std::string_view kResumed = "; resumed from the last guard";
+      f.note = e.at("note").get<std::string>();
+      if (f.note.size() < kResumed.size() || f.note.compare(f.note.size() - kResumed.size(), kResumed.size(), kResumed))
+        f.note += kResumed;
       f.profile = e.at("profile").get<std::string>();
       out.push_back(std::move(f));
     } catch (const std::exception&) {
@@ -491,13 +550,18 @@ void run_guard(const GuardOptions& o) {
   Roster roster;
   // containerd's task directory is checked before the guard says it runs: a wrong
   // --containerd-state is an error at start, not a guard that never sees a container.
-  const fs::path task_root = fs::path(o.containerd_state) / kContainerdTaskDir;
-  std::unique_ptr<TaskWatcher> watcher = engine == "containerd" ? std::make_unique<TaskWatcher>(task_root) : nullptr;
+  std::unique_ptr<TaskWatcher> watcher =
+      engine == "containerd" ? std::make_unique<TaskWatcher>(fs::path(o.containerd_state) / kContainerdTaskDir)
+                             : nullptr;
   std::thread poller([&] {
-    if (watcher)
-      watch_containerd(*watcher, task_root, o, config, roster);
-    else
-      poll_engine(engine, o, config, roster);
+    // Docker's and podman's directories are looked for here, while the containers the last guard
+    // guarded are resumed (a `podman info`, or a look through /proc, takes tens of ms).
+    if (!watcher) watcher = engine_watcher(engine, /*quiet=*/false);
+    // The CLI until they can be found (the engine started after the guard, most often).
+    if (!watcher)
+      poll_engine(engine, o, config, roster,
+                  [&] { return (watcher = engine_watcher(engine, /*quiet=*/true)) != nullptr; });
+    if (watcher) watch_tasks(*watcher, o, config, roster);
   });
 
   std::map<std::string, Guarded> guarded;
@@ -506,17 +570,20 @@ void run_guard(const GuardOptions& o) {
   std::set<std::string> running;
   bool changed = false;
   const auto stop_guarding = [&](std::map<std::string, Guarded>::iterator it, const char* why) {
-    std::cerr << "gpu-run-ctl: guard: stopped guarding container " << display_name(it->second.info) << " ("
-              << short_id(it->second.info) << "): " << why << ", " << it->second.guard->growths()
-              << (it->second.guard->growths() == 1 ? " growth" : " growths") << "\n";
+    print_line("gpu-run-ctl: guard: stopped guarding container " + display_name(it->second.info) + " (" +
+               short_id(it->second.info) + "): " + why + ", " + std::to_string(it->second.guard->growths()) +
+               (it->second.guard->growths() == 1 ? " growth" : " growths"));
     metrics.remove(it->first);
     changed = true;
     return guarded.erase(it);
   };
   const auto start_guarding = [&](Found& f) {
-    if (guarded.count(f.info.id)) return;
-    std::cerr << "gpu-run-ctl: guard: guarding container " << display_name(f.info) << " (" << short_id(f.info)
-              << "): " << f.note << "\n";
+    if (auto it = guarded.find(f.info.id); it != guarded.end()) {
+      if (it->second.info.pid == f.info.pid) return;
+      stop_guarding(it, "started again");  // its old process is gone: the new one is guarded
+    }
+    print_line("gpu-run-ctl: guard: guarding container " + display_name(f.info) + " (" + short_id(f.info) +
+               "): " + f.note);
     auto guard = std::make_unique<ShmGuard>(config.guard, f.limits, config,
                                             "gpu-run-ctl: guard: container " + display_name(f.info));
     const std::string id = f.info.id;
@@ -584,8 +651,9 @@ void add_guard_command(CLI::App& app) {
       "guard", "Grow the /dev/shm of every running container gpu-run sized before it fills, until SIGTERM");
   cmd->footer(kGuardFooter);
   cmd->add_option("--engine", o->engine,
-                  "docker, podman or containerd (its tasks watched: Kubernetes' pods and Docker's containers; "
-                  "default: the config's engine)")
+                  "docker, podman or containerd (default: the config's engine); each one's containers are seen "
+                  "as they start, in the directories its runtime writes their pids into (containerd's: "
+                  "Kubernetes' pods and Docker's containers)")
       ->type_name("ENGINE");
   cmd->add_option("--containerd-state", o->containerd_state,
                   "containerd's state directory, where --engine containerd watches its tasks (default /run/containerd)")

@@ -7,7 +7,10 @@
 # stop the guard; SIGTERM ends it with exit 0. --metrics: the Prometheus text scraped with curl
 # over TCP (IPv4, IPv6) and a unix socket matches df inside the container, ten clients that
 # connect and never send or read stall neither the guard nor the next scrape, and the guard
-# under podman grows a container too. A second guard on the host refuses to run.
+# under podman grows a container too. A second guard on the host refuses to run. The guard watches
+# each engine's container directories (dockerd's containerd tasks, podman's run root): a container
+# that lives 1 s is guarded, which the 2 s poll of `<engine> ps` often missed; where dockerd cannot be
+# found (DOCKER_HOST through a proxy socket) it says so and polls.
 # Usage: ctl_guard_test.sh [PATH/TO/gpu-run]   (gpu-run-ctl is looked up next to it, or in
 # $GPU_RUN_BIN_DIR)
 set -u
@@ -32,7 +35,7 @@ it_dockerd_start "$d"
 IMAGE=gr-busybox
 it_docker_image "$IMAGE"
 
-# 12 x 8 MiB into /dev/shm, one file every 0.3 s (after 3 s: the guard polls every 2 s), then
+# 12 x 8 MiB into /dev/shm, one file every 0.3 s (after 3 s), then
 # the file count and df. 96 MiB do not fit in 64 MiB: head fails with ENOSPC without the guard.
 FILL='sleep 3; i=0; while [ $i -lt 12 ]; do head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1;
   i=$((i+1)); sleep 0.3; done; sleep 2; ls /dev/shm | wc -l; df -k /dev/shm'
@@ -85,8 +88,17 @@ start_guard
 # One node guard a host: a second one refuses (two would each count only their own growths).
 assert_exit 1 "$CTL" guard
 assert_contains "$IT_ERR" "another gpu-run-ctl guard runs on this host" "a second guard refuses to run"
+wait_for "watching docker's containers as they start (" "docker: dockerd's container directories watched"
+assert_contains "$(cat "$work/guard.err")" "$d/exec/containerd/daemon/io.containerd.runtime.v2.task, containerd namespace moby" \
+  "docker: the task directory of the containerd dockerd started under its --exec-root"
 run_fill --name labelled --label gpu-run.shm-size=64m
 run_fill --name plain
+# A container of 1 s, gone before a 2 s poll would have listed it most of the time.
+docker run -d --name brief --shm-size 64m --label gpu-run.shm-size=64m "$IMAGE" sleep 1 >/dev/null ||
+  it_die "docker run brief"
+wait_for "guarding container brief (" "brief: a 1 s container guarded"
+wait_for "stopped guarding container brief (" "brief: and no longer once it exited"
+docker rm -f brief >/dev/null
 wait_for "guarding container labelled" "labelled: picked up"
 assert_eq 0 "$(docker wait labelled)" "labelled: wrote 96 MiB into a 64 MiB /dev/shm (exit 0)"
 assert_eq 12 "$(files labelled)" "labelled: all 12 files are there"
@@ -228,6 +240,48 @@ done
 stop_guard "unix socket"
 [[ ! -e $sock ]] && it_pass "SIGTERM removes the socket" || it_fail "$sock left behind"
 
+# ------------------------------------------------------------ the CLI poll, when dockerd cannot be found
+# DOCKER_HOST through a proxy socket: no dockerd serves it, so the guard cannot find dockerd's
+# flags; it says so and polls `docker ps` (through the proxy), which still finds the container.
+python3 - "$work/proxy.sock" "$d/docker.sock" <<'PY' &
+import socket, sys, threading
+srv = socket.socket(socket.AF_UNIX)
+srv.bind(sys.argv[1])
+srv.listen(16)
+def pipe(a, b):
+    try:
+        while data := a.recv(65536):
+            b.sendall(data)
+    except OSError:
+        pass
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+while True:
+    c, _ = srv.accept()
+    u = socket.socket(socket.AF_UNIX)
+    u.connect(sys.argv[2])
+    threading.Thread(target=pipe, args=(c, u), daemon=True).start()
+    threading.Thread(target=pipe, args=(u, c), daemon=True).start()
+PY
+proxy_pid=$!
+# shellcheck disable=SC2317  # called through it_on_exit
+stop_proxy() { kill "$proxy_pid" 2>/dev/null; true; }
+it_on_exit stop_proxy
+for _ in $(seq 50); do [[ -S $work/proxy.sock ]] && break; sleep 0.1; done
+DOCKER_HOST=unix://$work/proxy.sock start_guard
+wait_for "cannot watch docker's containers as they start (no dockerd process serves $work/proxy.sock)" \
+  "through a proxy: says why it cannot watch"
+assert_contains "$(cat "$work/guard.err")" "polling \`docker ps\` every 2 s" "through a proxy: says it polls instead"
+docker run -d --name polled --shm-size 64m --label gpu-run.shm-size=64m "$IMAGE" sleep 300 >/dev/null ||
+  it_die "docker run polled"
+wait_for "guarding container polled (" "through a proxy: a new container is found by polling"
+stop_guard "through a proxy"
+docker rm -f polled >/dev/null
+stop_proxy
+
 # IPv6 loopback, when the host has it.
 if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
   port=$(free_port)
@@ -249,8 +303,14 @@ it_podman_image "$IMAGE"
 : >"$hostlog"
 port=$(free_port)
 start_guard --engine podman --metrics "127.0.0.1:$port"
+wait_for "watching podman's containers as they start ($p/run/overlay-containers)" "podman: its run root watched"
 podman run -d --name pfill --shm-size 64m --label gpu-run.shm-size=64m "$IMAGE" sh -c "$FILL" >/dev/null ||
   it_die "podman run pfill failed"
+podman run -d --name pbrief --shm-size 64m --label gpu-run.shm-size=64m "$IMAGE" sleep 1 >/dev/null ||
+  it_die "podman run pbrief failed"
+wait_for "guarding container pbrief (" "podman: a 1 s container guarded"
+wait_for "stopped guarding container pbrief (" "podman: and no longer once it exited"
+podman rm -f pbrief >/dev/null 2>&1
 wait_for "guarding container pfill" "podman: picked up"
 assert_eq 0 "$(podman wait pfill)" "podman: wrote 96 MiB into a 64 MiB /dev/shm (exit 0)"
 pkb=$(podman logs pfill 2>/dev/null | awk '$NF == "/dev/shm" { print $2 }')

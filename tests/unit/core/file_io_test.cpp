@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,6 +52,34 @@ TEST(ReadSmallFile, AWrongPathIsAUsageErrorAndASystemFailureIsNot) {
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), kExitFailure);
+}
+
+// read_below: the container-facing reads (a task's pid file, a pod's cgroup limit) through
+// directories an engine or a kubelet made, no symlink followed on the way.
+TEST(ReadBelow, ReadsAPlainFileOneComponentAtATime) {
+  TempDir d;
+  d.write("a/b/pid", "42\n");
+  EXPECT_EQ(read_below(d.path(), "a/b/pid", 32), std::optional<std::string>("42\n"));
+  EXPECT_EQ(read_below(d.path(), "a/b/none", 32), std::nullopt);
+  EXPECT_EQ(read_below(d.path(), "a/b/pid", 2), std::nullopt);  // larger than asked
+  EXPECT_EQ(read_below(d.path(), "a/b", 32), std::nullopt);     // a directory
+}
+
+TEST(ReadBelow, FollowsNoSymlinkAndNoDotDot) {
+  TempDir d;
+  d.write("outside/pid", "1");
+  d.write("in/x/pid", "2");
+  fs::create_directories(d / "in");
+  fs::create_directory_symlink(d / "outside", d / "in/linked");
+  fs::create_symlink(d / "outside/pid", d / "in/x/linkpid");
+  EXPECT_EQ(read_below(d / "in", "linked/pid", 32), std::nullopt);  // a symlinked directory
+  EXPECT_EQ(read_below(d / "in", "x/linkpid", 32), std::nullopt);   // a symlinked file
+  EXPECT_EQ(read_below(d / "in", "x/../../outside/pid", 32), std::nullopt);
+  EXPECT_EQ(read_below(d / "in", "..", 32), std::nullopt);
+  EXPECT_EQ(read_below(d / "in", d / "outside/pid", 32), std::nullopt);  // absolute
+  EXPECT_EQ(read_below(d / "in", "x/pid", 32), std::optional<std::string>("2"));
+  ASSERT_EQ(::mkfifo((d / "in/x/fifo").c_str(), 0600), 0);
+  EXPECT_EQ(read_below(d / "in", "x/fifo", 32), std::nullopt);  // not a regular file, and no wait on it
 }
 
 }  // namespace

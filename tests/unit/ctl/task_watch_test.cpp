@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "contract.hpp"
+#include "engine_layout.hpp"
 #include "error.hpp"
+#include "process.hpp"
 #include "test_files.hpp"
 
 namespace gpurun {
@@ -82,6 +84,111 @@ TEST(TaskWatcher, AMissingRootIsAnErrorThatSaysWhatToDo) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--containerd-state"), std::string::npos) << e.what();
   }
+}
+
+// podman's way (engine_layout.hpp, podman_layout_at): <runroot>/<driver>-containers/<id>/userdata/
+// pidfile, written by rename, kept after the container stops. Real processes stand for the
+// containers' init processes, so that their exit is seen.
+const std::string kIdA(64, 'a');
+const std::string kIdB(64, 'b');
+
+// Under a run root of storage driver "t": <d>/t-containers/<id>/userdata/pidfile.
+void write_podman_pid(const test::TempDir& d, const std::string& id, int pid) {
+  const fs::path tmp = d.write("t-containers/" + id + "/userdata/.pidfile", std::to_string(pid));
+  fs::rename(tmp, tmp.parent_path() / "pidfile");
+}
+
+TaskLayout podman_test_layout(const test::TempDir& d) { return podman_layout_at(d.path(), "t"); }
+
+TEST(TaskWatcher, PodmansContainersStartWithTheirPidAndGoWhenItExits) {
+  test::TempDir d;
+  Child running = spawn({"sleep", "30"});
+  write_podman_pid(d, kIdA, running.pid());
+  fs::create_directories(d / ("t-containers/" + kIdB));  // made, its userdata not yet
+  TaskWatcher w(podman_test_layout(d));
+  std::vector<TaskEvent> first = events(w, 1);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_TRUE(first[0].started);
+  EXPECT_EQ(first[0].ns, "");
+  EXPECT_EQ(first[0].id, kIdA);
+  EXPECT_EQ(first[0].pid, running.pid());
+
+  Child b = spawn({"sleep", "30"});
+  write_podman_pid(d, kIdB, b.pid());  // userdata made now, then the pid file in it
+  std::vector<TaskEvent> more = events(w, 1);
+  ASSERT_EQ(more.size(), 1u);
+  EXPECT_EQ(more[0].id, kIdB);
+  EXPECT_EQ(more[0].pid, b.pid());
+
+  // Its process exits, its directory stays (a stopped podman container): gone all the same.
+  b = Child();
+  std::vector<TaskEvent> gone = events(w, 1);
+  ASSERT_EQ(gone.size(), 1u);
+  EXPECT_FALSE(gone[0].started);
+  EXPECT_EQ(gone[0].id, kIdB);
+
+  // Started again: a new pid file.
+  Child again = spawn({"sleep", "30"});
+  write_podman_pid(d, kIdB, again.pid());
+  std::vector<TaskEvent> restarted = events(w, 1);
+  ASSERT_EQ(restarted.size(), 1u);
+  EXPECT_TRUE(restarted[0].started);
+  EXPECT_EQ(restarted[0].pid, again.pid());
+
+  // Removed while running (podman rm -f): gone.
+  fs::remove_all(d / ("t-containers/" + kIdA));
+  std::vector<TaskEvent> removed = events(w, 1);
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_FALSE(removed[0].started);
+  EXPECT_EQ(removed[0].id, kIdA);
+  EXPECT_TRUE(w.wait(milliseconds(20)).empty());
+}
+
+TEST(TaskWatcher, AStoppedPodmanContainersPidFileIsNotAStart) {
+  test::TempDir d;
+  Child exited = spawn({"true"});
+  const int pid = exited.pid();
+  exited.wait();
+  write_podman_pid(d, kIdA, pid);
+  TaskWatcher w(podman_test_layout(d));
+  EXPECT_TRUE(w.wait(milliseconds(100)).empty());
+}
+
+TEST(TaskWatcher, AContainersNewPidIsARestartWithoutAnExitSeen) {
+  test::TempDir d;
+  write_pid(d, "moby/ccc", 100);
+  TaskWatcher w(d.path());
+  ASSERT_EQ(events(w, 1).size(), 1u);
+  write_pid(d, "moby/ccc", 200);
+  std::vector<TaskEvent> again = events(w, 2);
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_FALSE(again[0].started);
+  EXPECT_TRUE(again[1].started);
+  EXPECT_EQ(again[1].pid, 200);
+}
+
+// What an engine's directories may hold that is not a container: left alone, never followed.
+TEST(TaskWatcher, HostileNamesLinksAndPidFilesAreLeftAlone) {
+  test::TempDir d;
+  Child c = spawn({"sleep", "30"});
+  const std::string pid = std::to_string(c.pid());
+  const std::string root = "t-containers/";
+  d.write("elsewhere/userdata/pidfile", pid);
+  d.write(root + std::string(63, 'c') + "/userdata/pidfile", pid);                   // not an id: too short
+  d.write(root + std::string(64, 'C') + "/userdata/pidfile", pid);                   // not an id: upper case
+  fs::create_directory_symlink(d / "elsewhere", d / (root + std::string(64, 'd')));  // a linked container
+  fs::create_directories(d / (root + std::string(64, 'e')));
+  fs::create_directory_symlink(d / "elsewhere/userdata", d / (root + std::string(64, 'e') + "/userdata"));
+  d.write(root + std::string(64, 'f') + "/userdata/pidfile", std::string(100, '1'));  // too long
+  d.write(root + std::string(64, '0') + "/userdata/pidfile", "-1");
+  fs::create_directories(d / (root + std::string(64, '1') + "/userdata"));
+  fs::create_symlink(d / "elsewhere/userdata/pidfile", d / (root + std::string(64, '1') + "/userdata/pidfile"));
+  write_podman_pid(d, kIdA, c.pid());
+  TaskWatcher w(podman_test_layout(d));
+  std::vector<TaskEvent> all = events(w, 1);
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].id, kIdA);
+  EXPECT_TRUE(w.wait(milliseconds(50)).empty());
 }
 
 constexpr const char* kPodSpec = R"({"ociVersion": "1.1.0", "process": {"env": ["PATH=/bin", "GPU_RUN_SHM_SIZE=64m"]},
