@@ -98,11 +98,8 @@ void raise_memory(json& ops, const ShmTarget& t, const WebhookConfig& config) {
 // The most the node guard may grow this container's share to (growth_ceiling: the profile's
 // max_shm, the budget of its memory limit as patched); its planned size when neither is known.
 std::uint64_t share_ceiling(const ShmTarget& t, const WebhookConfig& config) {
-  GuardLimits limits;
-  if (t.decision.plan) limits.max_shm = t.decision.plan->max_shm;
-  if (const auto limit = patched_memory(t, "limits", config))
-    limits.budget_bytes = MemoryBudget{*limit, config.memory_fraction_max}.bytes();
-  return growth_ceiling(limits, t.decision.size);
+  return empty_dir_size_limit(t.decision.size, t.decision.plan ? t.decision.plan->max_shm : 0,
+                              patched_memory(t, "limits", config), config.memory_fraction_max);
 }
 
 }  // namespace

@@ -12,6 +12,26 @@ std::uint64_t fraction_of(std::uint64_t bytes, double fraction) {
   return static_cast<std::uint64_t>(std::ceil(static_cast<double>(bytes) * fraction));
 }
 
+// What bounds a container's growth, and its words: the smallest of the profile's max_shm, the
+// memory budget and an emptyDir's sizeLimit, whole MiB below it (a remount never lands between
+// pages); UINT64_MAX when none is set.
+struct GrowthCap {
+  std::uint64_t bytes = UINT64_MAX;
+  std::string by;
+};
+
+GrowthCap growth_cap(const GuardLimits& limits) {
+  GrowthCap cap;
+  if (limits.max_shm) cap = {limits.max_shm, "the profile's max_shm " + format_size(limits.max_shm)};
+  if (limits.budget_bytes && *limits.budget_bytes < cap.bytes)
+    cap = {*limits.budget_bytes, "the memory budget " + format_size(*limits.budget_bytes)};
+  if (limits.size_limit && limits.size_limit <= cap.bytes)
+    cap = {limits.size_limit,
+           "its emptyDir's sizeLimit " + format_size(limits.size_limit) + " (the kubelet evicts a pod past it)"};
+  if (cap.bytes != UINT64_MAX) cap.bytes = cap.bytes / kMiB * kMiB;
+  return cap;
+}
+
 // SIGBUS as a shell reports it: 128 + 7.
 constexpr int kExitSigbus = 135;
 
@@ -49,47 +69,38 @@ GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std
   const std::uint64_t free = size > used ? size - used : 0;
   if (free >= step.headroom) return step;
 
-  std::uint64_t cap = UINT64_MAX;
-  std::string cap_by;
-  if (limits.max_shm) {
-    cap = limits.max_shm;
-    cap_by = "the profile's max_shm " + format_size(limits.max_shm);
-  }
-  if (limits.budget_bytes && *limits.budget_bytes < cap) {
-    cap = *limits.budget_bytes;
-    cap_by = "the memory budget " + format_size(*limits.budget_bytes);
-  }
-  if (limits.size_limit && limits.size_limit <= cap) {
-    cap = limits.size_limit;
-    cap_by = "its emptyDir's sizeLimit " + format_size(limits.size_limit) + " (the kubelet evicts a pod past it)";
-  }
+  const GrowthCap cap = growth_cap(limits);
   std::uint64_t want =
       round_up(std::max(used + 2 * step.headroom, size + fraction_of(size, policy.step_fraction)), kMiB);
   if (within_bound) want = std::min(want, round_up(std::max(limits.bound, used + step.headroom), kMiB));
   const std::string numbers =
       format_size(free) + " free of " + format_size(size) + ", the next allocations need " + format_size(step.headroom);
-  // Whole MiB below the cap: a remount never lands between pages.
-  const std::uint64_t top = cap == UINT64_MAX ? cap : cap / kMiB * kMiB;
+  const std::uint64_t top = cap.bytes;
   if (top <= size) {
     step.action = GuardAction::kBlocked;
-    step.reason = "/dev/shm cannot grow: " + numbers + ", and it is at " + cap_by;
+    step.reason = "/dev/shm cannot grow: " + numbers + ", and it is at " + cap.by;
     return step;
   }
   step.action = GuardAction::kGrow;
   step.size = std::min(want, top);
   if (want > top) {
     step.capped = true;
-    step.reason = "wanted " + format_size(want) + ", capped by " + cap_by;
+    step.reason = "wanted " + format_size(want) + ", capped by " + cap.by;
   }
   return step;
 }
 
 std::uint64_t growth_ceiling(const GuardLimits& limits, std::uint64_t size) {
-  std::uint64_t cap = UINT64_MAX;
-  if (limits.max_shm) cap = limits.max_shm;
-  if (limits.budget_bytes) cap = std::min(cap, *limits.budget_bytes);
-  if (cap == UINT64_MAX) return size;
-  return std::max(size, cap / kMiB * kMiB);
+  const std::uint64_t cap = growth_cap(limits).bytes;
+  return cap == UINT64_MAX ? size : std::max(size, cap);
+}
+
+std::uint64_t empty_dir_size_limit(std::uint64_t size, std::uint64_t max_shm, std::optional<std::uint64_t> memory_limit,
+                                   double memory_fraction_max) {
+  GuardLimits limits;
+  limits.max_shm = max_shm;
+  if (memory_limit) limits.budget_bytes = MemoryBudget{*memory_limit, memory_fraction_max}.bytes();
+  return growth_ceiling(limits, size);
 }
 
 std::optional<std::uint64_t> lowered_size(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size,

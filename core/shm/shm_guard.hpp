@@ -60,6 +60,12 @@ struct GuardLimits {
 // sizeLimit the webhook and `gpu-run-ctl k8s` write.
 std::uint64_t growth_ceiling(const GuardLimits& limits, std::uint64_t size);
 
+// The sizeLimit of a pod's memory-backed emptyDir planned at `size`: growth_ceiling of the
+// profile's max_shm (0: none) and the budget of the container's memory limit as patched (none:
+// no budget). What the webhook and `gpu-run-ctl k8s` write there and in GPU_RUN_SHM_LIMIT.
+std::uint64_t empty_dir_size_limit(std::uint64_t size, std::uint64_t max_shm, std::optional<std::uint64_t> memory_limit,
+                                   double memory_fraction_max);
+
 // The size to lower a /dev/shm found at `size` with `used` in use to, when limits.start_size
 // asks for it: start_size rounded up to MiB, when that is smaller than `size` and the guard
 // would not grow it back at once (the next allocations fit). Empty: leave it.

@@ -85,9 +85,7 @@ void TaskWatcher::scan_all() {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(layout_.root, ec)) {
     const std::string ns = e.path().filename().string();
-    if (is_containerd_name(ns) && (layout_.namespaces.empty() || layout_.namespaces.count(ns)) && e.is_directory(ec) &&
-        !e.is_symlink(ec))
-      scan_namespace(ns);
+    if (layout_.watches_namespace(ns) && e.is_directory(ec) && !e.is_symlink(ec)) scan_namespace(ns);
   }
 }
 
@@ -189,8 +187,7 @@ std::vector<TaskEvent> TaskWatcher::wait(std::chrono::milliseconds timeout, int 
       const bool made = ev->mask & (IN_CREATE | IN_MOVED_TO);
       const bool dir = ev->mask & IN_ISDIR;
       if (w.level == Level::kRoot) {  // a namespace
-        if (made && dir && is_containerd_name(name) && (layout_.namespaces.empty() || layout_.namespaces.count(name)))
-          scan_namespace(name);
+        if (made && dir && layout_.watches_namespace(name)) scan_namespace(name);
       } else if (w.level == Level::kNamespace) {  // a task
         if (!layout_.is_id(name) || !dir) continue;
         if (made)

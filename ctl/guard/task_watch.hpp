@@ -40,6 +40,9 @@ struct TaskLayout {
   // root/<namespace>/<id> (containerd), else root/<id> (podman: a TaskEvent's ns is "").
   bool namespaced = true;
   std::set<std::string> namespaces;  // when namespaced, only these (empty: every one)
+  bool watches_namespace(const std::string& name) const {
+    return is_containerd_name(name) && (namespaces.empty() || namespaces.count(name));
+  }
   // Below a container's directory, the file that holds its init process's pid once it has one.
   std::vector<std::string> pid_path{"init.pid"};
   // Gone when its init process exits, not only when its directory does: podman keeps a stopped

@@ -48,10 +48,8 @@ ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
   if (base > (1ull << 62)) throw usage_error("--memory '" + k8s_shown(*o.memory) + "': too large");
   const std::string memory = k8s_quantity(base + plan.shm);
   // The sizeLimit is the ceiling the node guard may grow /dev/shm to, as the webhook writes it.
-  GuardLimits ceiling;
-  ceiling.max_shm = plan.max_shm;
-  ceiling.budget_bytes = MemoryBudget{base + plan.shm, plan.memory_fraction_max}.bytes();
-  const std::uint64_t size_limit = growth_ceiling(ceiling, plan.shm);
+  const std::uint64_t size_limit =
+      empty_dir_size_limit(plan.shm, plan.max_shm, base + plan.shm, plan.memory_fraction_max);
 
   ordered_json env = ordered_json::array();
   NameValues vars = container_env(plan.profile, plan.gpus, plan.workers, plan.batch_size, plan.shm);
