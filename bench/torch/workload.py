@@ -300,8 +300,14 @@ def shm_used():
 
 
 def launch(spec):
-    """Run spec["ranks"] ranks against the current /dev/shm. Returns a result dict."""
+    """Run spec["ranks"] ranks against the current /dev/shm. Returns a result dict. spec["job"]: the
+    ranks run bench/torch/job.py's training job (several loaders, loop shapes) instead of rank_main."""
     ranks = spec["ranks"]
+    if spec.get("job"):
+        import job
+        rank_fn = job.rank_main
+    else:
+        rank_fn = rank_main
     base_used = shm_used()
     r, w = os.pipe()
     pids = {}
@@ -309,7 +315,7 @@ def launch(spec):
         pid = os.fork()
         if pid == 0:
             os.close(w)
-            rank_main(spec, k, r)
+            rank_fn(spec, k, r)
             os._exit(4)
         pids[pid] = k
     os.close(r)
@@ -346,7 +352,7 @@ def launch(spec):
         "failed_ranks": {str(k): v for k, v in failed.items()},
         "timed_out": timed_out,
         "peak_shm_bytes": peak,
-        "batch_bytes": batch_bytes_estimate(spec["fields"], spec["batch_size"]),
+        "batch_bytes": None if spec.get("job") else batch_bytes_estimate(spec["fields"], spec["batch_size"]),
         "val_batch_bytes": batch_bytes_estimate(spec["val"]["fields"], spec["val"]["batch_size"]) if spec.get("val") else None,
         "elapsed": round(time.monotonic() - t0, 3),
     }
