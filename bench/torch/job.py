@@ -120,12 +120,19 @@ def make_loader(l, batches, seed):
 
 
 class Pass:
-    """What the loop needs of one iterator: the GPU-bound wait before each next(), and the count of
-    waits that gave up (reported, 0 expected)."""
+    """What the loop needs of one iterator: the GPU-bound wait before each next(), the count of
+    waits that gave up (reported, 0 expected), and the training step's all-reduce: with several
+    ranks they step together, as DDP's do."""
 
     def __init__(self, spec):
         self.spec = spec
         self.unfilled = 0
+        self.barrier = spec.get("step_barrier")
+
+    def step(self, delay):
+        time.sleep(delay)
+        if self.barrier is not None:
+            self.barrier.wait(timeout=120)
 
     def fill(self, it):
         if isinstance(it, tud.dataloader._MultiProcessingDataLoaderIter) and not wl.fill(it, self.spec):
@@ -180,7 +187,7 @@ def train_epoch(loader, loop, val, kept_val, p, delay):
     prev = None
     for batch in it:
         steps += 1
-        time.sleep(delay)
+        p.step(delay)
         if val is not None and loop["val"]["when"] == "mid" and steps % loop["val"]["every"] == 0:
             run_eval(val, loop["val"], kept_val, p, delay)
         if loop["keep_prev"]:
@@ -216,7 +223,7 @@ def rank_main(spec, rank, start_fd_r):
                 steps = 0
                 for batch in it:  # `batch` keeps the previous batch alive while next() runs
                     steps += 1
-                    time.sleep(delay)  # the training step ...
+                    p.step(delay)  # the training step ...
                     if val is not None and loop["val"]["when"] == "mid" and steps % loop["val"]["every"] == 0:
                         run_eval(val, loop["val"], kept_val, p, delay)
                     if loop["keep_prev"]:

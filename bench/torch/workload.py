@@ -306,6 +306,11 @@ def launch(spec):
     if spec.get("job"):
         import job
         rank_fn = job.rank_main
+        # DDP's ranks step together (the gradients' all-reduce): a barrier each training step. Its
+        # semaphores are made before the baseline is read, so they are not counted.
+        if ranks > 1:
+            import multiprocessing
+            spec = dict(spec, step_barrier=multiprocessing.get_context("fork").Barrier(ranks))
     else:
         rank_fn = rank_main
     base_used = shm_used()

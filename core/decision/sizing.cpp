@@ -22,6 +22,9 @@ constexpr std::uint64_t kNcclMemAlign = 4096;
 constexpr double kCalibratedHeadroom = 1.25;
 // Without a pin thread the loop's batch and the previous one stay in /dev/shm (bench/torch/NOTES.md).
 constexpr std::uint64_t kHoldWithoutPinThread = 2;
+// The training loop may keep the previous batch besides its own (for logging, `prev = batch` at a
+// step's end): a loader whose workers start mid-step find two of its batches mapped.
+constexpr std::uint64_t kTrainingLoopBatches = 2;
 // The need is rounded up to this, not to 1 MiB: bench/torch's smallest jobs need under 1 MiB
 // (mnist r1 w1: 452 KiB), where a MiB would be over twice the need.
 constexpr std::uint64_t kNeedAlign = 64 * 1024;
@@ -139,16 +142,24 @@ NcclPlan plan_nccl(const Profile& profile, unsigned ranks) {
 
 namespace {
 
+// A field's pages in one batch: one segment for the batch (stack), or one per sample (list), each
+// page-rounded: shm_open'ed files are allocated in pages.
+std::uint64_t segment_bytes(std::uint64_t sample_field_bytes, std::uint64_t batch_size, Collate collate) {
+  if (collate == Collate::list)
+    return sat_mul(batch_size, round_up(std::max<std::uint64_t>(1, sample_field_bytes), kPage));
+  return round_up(sat_mul(batch_size, sample_field_bytes), kPage);
+}
+
 void describe_batch(const std::vector<Field>& fields, const std::optional<std::uint64_t>& sample_bytes, LoaderPlan& l) {
   for (const Field& f : fields) {
-    std::uint64_t n = sat_mul(l.batch_size, dtype_size(f.dtype));
+    std::uint64_t n = dtype_size(f.dtype);
     for (auto d : f.shape) n = sat_mul(n, d);
-    n = round_up(n, kPage);
+    n = segment_bytes(n, l.batch_size, l.collate);
     l.fields.push_back({f.name, n});
     l.batch_bytes = sat_add(l.batch_bytes, n);
   }
   if (sample_bytes) {
-    std::uint64_t n = round_up(sat_mul(l.batch_size, *sample_bytes), kPage);
+    std::uint64_t n = segment_bytes(*sample_bytes, l.batch_size, l.collate);
     l.fields.push_back({"sample", n});
     l.batch_bytes = n;
   }
@@ -175,6 +186,7 @@ LoaderPlan plan_loader(const Profile& profile, const Loader* entry, bool first, 
       first && r.prefetch_factor ? *r.prefetch_factor : e.prefetch_factor.value_or(profile.prefetch_factor);
   l.pin_memory = e.pin_memory.value_or(profile.pin_memory);
   l.persistent_workers = e.persistent_workers;
+  l.collate = e.collate.value_or(profile.collate);
   // With pin_memory on a GPU, the pin thread copies each batch out of /dev/shm and drops the
   // shared one: only the prefetch_factor * workers outstanding batches are there. Without a
   // pin thread (no pin_memory, or no GPU: PyTorch then skips pinning) the loop's current batch
@@ -182,6 +194,7 @@ LoaderPlan plan_loader(const Profile& profile, const Loader* entry, bool first, 
   const LoaderHold hold = loader_hold(l.pin_memory, r.gpus, r.gpu_reach, r.gpu_reach_why);
   l.hold = hold.batches;
   l.hold_why = hold.why;
+  l.pin_thread = hold.batches == 0;
   if (first && r.workers) {
     l.workers = *r.workers;
   } else if (e.workers) {
@@ -197,7 +210,9 @@ LoaderPlan plan_loader(const Profile& profile, const Loader* entry, bool first, 
     // Scale the measured cost per outstanding batch to this batch size.
     const Calibration& c = *profile.calibration;
     std::uint64_t m_ranks = std::max<std::uint64_t>(1, c.gpus);
-    std::uint64_t m_hold = c.pin_memory && c.gpus > 0 ? 0 : 2;
+    // The same batches a plan of the measured job counts for one loader (loader_hold, and the last
+    // batch of a pass its next workers keep without persistent_workers).
+    std::uint64_t m_hold = c.pin_memory && c.gpus > 0 ? 0 : kHoldWithoutPinThread + (e.persistent_workers ? 0 : 1);
     std::uint64_t m_slots = m_ranks * (c.workers == 0 ? 1 : c.prefetch_factor * c.workers + m_hold);
     long double per_sample = static_cast<long double>(c.peak_shm) / m_slots / c.batch_size;
     l.batch_bytes = round_up(ceil_bytes(per_sample * l.batch_size), kPage);
@@ -213,25 +228,47 @@ LoaderPlan plan_loader(const Profile& profile, const Loader* entry, bool first, 
   return l;
 }
 
-// Without a pin thread each loop holds the batch it was given and, while next() runs, the one
-// before it (hold 2). With several such loaders only one loop advances at a time: a validation pass
-// runs inside a training step, which holds its one batch, and training resumes after the pass. So
-// the batch before the current one is in /dev/shm for one loader at a time: each counts hold 1, and
-// the plan adds one batch of the largest of them once. Measured by bench/torch's train + validation
-// cases (bench/RESULTS.md, bench/torch/NOTES.md "Sizing v4").
-std::uint64_t share_advancing_batch(std::vector<LoaderPlan>& loaders) {
-  std::size_t holding = 0;
-  for (const LoaderPlan& l : loaders) holding += l.workers > 0 && l.hold == kHoldWithoutPinThread;
-  if (holding < 2) return 0;
-  std::uint64_t advancing = 0;
-  for (LoaderPlan& l : loaders) {
-    if (l.workers == 0 || l.hold != kHoldWithoutPinThread) continue;
-    l.hold = 1;
-    l.hold_why += "; the batch before it is counted once for all loaders (one loop advances at a time)";
+// A DataLoader's workers are forked from the training process (multiprocessing's default start
+// method on Linux), so they inherit its mappings: every shared-memory batch the process has mapped
+// when a loader starts its workers stays allocated while those workers live, after the loop has
+// dropped it (torch 1.13 MapAllocator maps with MAP_SHARED and keeps the fd, and nothing unmaps it
+// in the child; measured in bench/torch/NOTES.md, "Batches the workers inherit"). What that keeps
+// beyond the loop's own batches, with the loop shapes bench/torch/fuzz draws:
+//  - a loader without persistent_workers starts workers at every pass, while the loop variable of
+//    its previous pass still holds that pass's last batch: +1 batch of its own for the whole pass;
+//  - a loader whose workers outlive the other loops' batches (persistent_workers, started once, or
+//    the first loader, the training loop whose epoch spans the other passes) keeps what the process
+//    held of each other loader when they started: up to two batches of the training loop (its own
+//    and a previous one kept for logging), one of each other loop, and with a pin thread the one it
+//    was copying.
+// A loader with a pin thread never gives its batches to the loop (they are copied out of /dev/shm),
+// so only the third case applies to it.
+void add_inherited_batches(std::vector<LoaderPlan>& loaders) {
+  for (std::size_t i = 0; i < loaders.size(); ++i) {
+    LoaderPlan& l = loaders[i];
+    if (l.workers == 0) continue;
+    std::uint64_t own = !l.pin_thread && !l.persistent_workers ? 1 : 0;
+    std::uint64_t kept = 0;
+    std::string by;
+    for (std::size_t j = 0; j < loaders.size(); ++j) {
+      const LoaderPlan& o = loaders[j];
+      if (j == i || o.workers == 0 || !(o.persistent_workers || j == 0)) continue;
+      kept += l.pin_thread ? 1 : (i == 0 ? kTrainingLoopBatches : 1);
+      by += (by.empty() ? "" : ", ") + o.name;
+    }
+    if (own) {
+      l.hold_why +=
+          "; +1: without persistent_workers each pass starts new workers while the loop variable still "
+          "holds the last pass's last batch, and they keep it mapped";
+    }
+    if (kept) {
+      l.hold_why += "; +" + std::to_string(kept) + ": " +
+                    (l.pin_thread ? "the batch its pin thread copies" : "the loop's batches") +
+                    " when the workers of " + by + " start stay mapped in them";
+    }
+    l.hold = sat_add(l.hold, own + kept);
     l.bytes = loader_bytes(l);
-    advancing = std::max(advancing, l.batch_bytes);
   }
-  return advancing;
 }
 
 }  // namespace
@@ -250,9 +287,8 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   }
   // Every loader the profile lists is alive at once (a validation loader mid-epoch next to the
   // training loader's prefetched batches; persistent workers keep theirs between passes), so
-  // their bounds add up, with the batch before the current one counted once.
-  p.advancing = share_advancing_batch(p.loaders);
-  p.per_rank = p.advancing;
+  // their bounds add up, with the batches each loader's workers inherit.
+  add_inherited_batches(p.loaders);
   for (const LoaderPlan& l : p.loaders) p.per_rank = sat_add(p.per_rank, l.bytes);
   const LoaderPlan& main = p.loaders.front();
   p.workers = main.workers;
@@ -394,8 +430,6 @@ std::string explain(const ShmPlan& p) {
     out << "  per_rank     =";
     for (std::size_t i = 0; i < p.loaders.size(); ++i)
       out << (i ? " +" : "") << " " << p.loaders[i].name << " " << format_size(p.loaders[i].bytes);
-    if (p.advancing)
-      out << " + " << format_size(p.advancing) << " (the batch before the current one: one loop advances at a time)";
     out << " = " << format_size(p.per_rank) << " (every loader alive at once)\n";
   }
   explain_nccl(out, p.nccl_plan, p.ranks);
@@ -432,7 +466,6 @@ nlohmann::json plan_to_json(const ShmPlan& p) {
             {"calibrated", p.calibrated},
             {"batch_bytes", p.batch_bytes},
             {"per_rank_bytes", p.per_rank},
-            {"advancing_bytes", p.advancing},
             {"nccl_bytes", p.nccl},
             {"headroom", p.headroom}});
   nlohmann::json loaders = nlohmann::json::array();
@@ -446,6 +479,7 @@ nlohmann::json plan_to_json(const ShmPlan& p) {
                        {"prefetch_factor", l.prefetch_factor},
                        {"pin_memory", l.pin_memory},
                        {"persistent_workers", l.persistent_workers},
+                       {"collate", l.collate == Collate::list ? "list" : "stack"},
                        {"hold", l.hold},
                        {"hold_why", l.hold_why},
                        {"fields", lf},

@@ -37,9 +37,11 @@ struct LoaderPlan {
   std::uint64_t batch_size = 0;
   std::uint64_t prefetch_factor = 0;
   bool pin_memory = true;
+  bool pin_thread = false;  // a pin thread copies its batches out of /dev/shm (hold 0 from loader_hold)
   bool persistent_workers = false;
+  Collate collate = Collate::stack;
   std::uint64_t hold = 0;
-  std::string hold_why;  // loader_hold's reason
+  std::string hold_why;  // loader_hold's reason, and the batches its workers' inheritance adds
   std::vector<FieldBytes> fields;
   bool calibrated = false;
   std::uint64_t batch_bytes = 0;
@@ -75,8 +77,7 @@ struct ShmPlan {
   std::vector<FieldBytes> fields;
   bool calibrated = false;
   std::uint64_t batch_bytes = 0;
-  std::uint64_t per_rank = 0;       // the sum over loaders, and `advancing`
-  std::uint64_t advancing = 0;      // with 2+ loaders without a pin thread: one batch of the largest
+  std::uint64_t per_rank = 0;       // the sum over loaders
   std::vector<LoaderPlan> loaders;  // the first is the one the request's workers/batch/prefetch set
   std::uint64_t nccl = 0;
   NcclPlan nccl_plan;

@@ -29,7 +29,7 @@ const std::set<std::string>& known_keys() {
       "$schema",     "schema",       "name",         "description",     "extends",
       "fields",      "sample_bytes", "batch_size",   "workers_per_gpu", "prefetch_factor",
       "pin_memory",  "headroom",     "nccl_reserve", "min_shm",         "max_shm",
-      "calibration", "nccl",         "loaders"};
+      "calibration", "nccl",         "loaders",      "collate"};
   return keys;
 }
 
@@ -43,6 +43,15 @@ std::string type_name(const json& v) {
 
 Error key_error(const std::string& source, const std::string& key, const std::string& expected, const json& got) {
   return usage_error(source + ": key '" + key + "': expected " + expected + ", got " + type_name(got));
+}
+
+Collate collate_value(const std::string& source, const std::string& key, const json& v) {
+  if (v == "stack") return Collate::stack;
+  if (v == "list") return Collate::list;
+  throw key_error(source, key,
+                  "\"stack\" (default_collate or a padding collate: one tensor per field) or \"list\" (each "
+                  "sample's tensors as they are, as tuple(zip(*batch)))",
+                  v);
 }
 
 std::uint64_t positive_int(const std::string& source, const std::string& key, const json& v, std::uint64_t max,
@@ -171,7 +180,8 @@ void validate_loaders(const std::string& source, const json& v) {
   if (!v.is_array() || v.empty() || v.size() > 16)
     throw key_error(source, "loaders", "an array of 1 to 16 loaders {name, batch_size, workers, ...}", v);
   static const std::set<std::string> keys = {"name",    "fields",          "sample_bytes", "batch_size",
-                                             "workers", "prefetch_factor", "pin_memory",   "persistent_workers"};
+                                             "workers", "prefetch_factor", "pin_memory",   "persistent_workers",
+                                             "collate"};
   std::set<std::string> names;
   for (std::size_t i = 0; i < v.size(); ++i) {
     const json& l = v[i];
@@ -182,7 +192,7 @@ void validate_loaders(const std::string& source, const json& v) {
       if (!keys.count(k))
         throw usage_error(source + ": key '" + key +
                           "': unknown key (expected name, fields, sample_bytes, batch_size, workers, "
-                          "prefetch_factor, pin_memory, persistent_workers)");
+                          "prefetch_factor, pin_memory, persistent_workers, collate)");
       if (k == "name") {
         if (!val.is_string() || val.get<std::string>().empty() || val.get<std::string>().size() > 63)
           throw key_error(source, key, "a non-empty string of at most 63 characters", val);
@@ -196,6 +206,8 @@ void validate_loaders(const std::string& source, const json& v) {
         positive_int(source, key, val, 1u << 20);
       } else if (k == "workers") {
         validate_workers(source, key, val);
+      } else if (k == "collate") {
+        collate_value(source, key, val);
       } else if (!val.is_boolean()) {
         throw key_error(source, key, "true or false", val);
       }
@@ -280,7 +292,8 @@ json parse_profile_document(const std::string& text, const std::string& source) 
           source + ": key '" + key +
           "': unknown key (a typo would size wrong); known keys: "
           "name, description, extends, fields, sample_bytes, batch_size, workers_per_gpu, "
-          "prefetch_factor, pin_memory, headroom, nccl_reserve, nccl, min_shm, max_shm, calibration, loaders");
+          "prefetch_factor, pin_memory, collate, headroom, nccl_reserve, nccl, min_shm, max_shm, calibration, "
+          "loaders");
     }
     if (key == "schema") {
       if (!v.is_number_integer() || v.get<std::int64_t>() != 1)
@@ -303,6 +316,8 @@ json parse_profile_document(const std::string& text, const std::string& source) 
       positive_int(source, key, v, 1024);
     } else if (key == "pin_memory") {
       if (!v.is_boolean()) throw key_error(source, key, "true or false", v);
+    } else if (key == "collate") {
+      collate_value(source, key, v);
     } else if (key == "headroom") {
       if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 1.0 || v.get<double>() > 16.0)
         throw key_error(source, key, "a number between 1.0 and 16.0", v);
@@ -369,6 +384,7 @@ Profile profile_from_document(const json& doc, const std::string& source) {
   if (doc["workers_per_gpu"].is_number()) p.workers_per_gpu = doc["workers_per_gpu"].get<std::uint64_t>();
   p.prefetch_factor = doc["prefetch_factor"].get<std::uint64_t>();
   p.pin_memory = doc["pin_memory"].get<bool>();
+  if (doc.contains("collate")) p.collate = collate_value(source, "collate", doc["collate"]);
   p.headroom = doc["headroom"].get<double>();
   if (doc.contains("nccl_reserve")) p.nccl_reserve = size_value(source, "nccl_reserve", doc["nccl_reserve"]);
   if (doc.contains("nccl")) {
@@ -400,6 +416,7 @@ Profile profile_from_document(const json& doc, const std::string& source) {
       if (l.contains("prefetch_factor")) loader.prefetch_factor = l["prefetch_factor"].get<std::uint64_t>();
       if (l.contains("pin_memory")) loader.pin_memory = l["pin_memory"].get<bool>();
       loader.persistent_workers = l.value("persistent_workers", false);
+      if (l.contains("collate")) loader.collate = collate_value(source, "loaders.collate", l["collate"]);
       p.loaders.push_back(loader);
     }
   }
@@ -436,6 +453,7 @@ ordered_json profile_to_json(const Profile& p) {
   doc["workers_per_gpu"] = p.workers_per_gpu ? ordered_json(*p.workers_per_gpu) : ordered_json("auto");
   doc["prefetch_factor"] = p.prefetch_factor;
   doc["pin_memory"] = p.pin_memory;
+  if (p.collate == Collate::list) doc["collate"] = "list";
   doc["headroom"] = p.headroom;
   if (p.nccl) {
     const NcclSpec& n = *p.nccl;
@@ -461,6 +479,7 @@ ordered_json profile_to_json(const Profile& p) {
       if (l.prefetch_factor) j["prefetch_factor"] = *l.prefetch_factor;
       if (l.pin_memory) j["pin_memory"] = *l.pin_memory;
       j["persistent_workers"] = l.persistent_workers;
+      if (l.collate) j["collate"] = *l.collate == Collate::list ? "list" : "stack";
       loaders.push_back(j);
     }
     doc["loaders"] = loaders;
@@ -482,8 +501,9 @@ ordered_json profile_to_json(const Profile& p) {
 
 const std::vector<std::string>& profile_document_keys() {
   static const std::vector<std::string> keys = {
-      "description", "fields", "sample_bytes", "batch_size", "workers_per_gpu", "prefetch_factor", "pin_memory",
-      "headroom",    "nccl",   "nccl_reserve", "loaders",    "min_shm",         "max_shm",         "calibration"};
+      "description",     "fields",     "sample_bytes", "batch_size", "workers_per_gpu",
+      "prefetch_factor", "pin_memory", "collate",      "headroom",   "nccl",
+      "nccl_reserve",    "loaders",    "min_shm",      "max_shm",    "calibration"};
   return keys;
 }
 

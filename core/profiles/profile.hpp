@@ -44,6 +44,13 @@ struct NcclSpec {
   std::optional<std::uint64_t> measured_ranks;
 };
 
+// How a DataLoader's collate function puts a batch into shared memory: `stack`, one tensor per
+// field for the whole batch (default_collate, which stacks into a shared storage in the worker, and
+// padding collators, whose batch tensor is moved there when the worker sends it); `list`, each
+// sample's own tensors as they are (torchvision's detection references, `tuple(zip(*batch))`), so
+// each is a segment of its own, page-rounded per sample.
+enum class Collate { stack, list };
+
 // One DataLoader the job keeps alive. Unset values come from the profile's top-level keys.
 struct Loader {
   std::string name;
@@ -55,6 +62,7 @@ struct Loader {
   std::optional<std::uint64_t> prefetch_factor;
   std::optional<bool> pin_memory;
   bool persistent_workers = false;
+  std::optional<Collate> collate;
 };
 
 // The profile every profile without "extends" extends, and the fallback when nothing names one.
@@ -70,6 +78,7 @@ struct Profile {
   std::optional<std::uint64_t> workers_per_gpu;  // nullopt means "auto"
   std::uint64_t prefetch_factor = 0;
   bool pin_memory = true;
+  Collate collate = Collate::stack;  // "collate": "stack" unless set
   double headroom = 1.0;
   std::uint64_t nccl_reserve = 0;  // a flat figure (profiles before the nccl section); used without nccl
   std::optional<NcclSpec> nccl;    // set: the NCCL term comes from it, not from nccl_reserve

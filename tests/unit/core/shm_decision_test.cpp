@@ -85,7 +85,8 @@ TEST_F(ShmDecisionTest, GpusFromNvidiaVisibleDevicesAndDevices) {
 
 TEST_F(ShmDecisionTest, PinnedLoaderIsPlannedUnpinnedOnANodeWithoutGpus) {
   // imagenet pins; 2 GPUs asked for. Where no GPU can reach the container PyTorch does not pin:
-  // hold 2 (loader_hold); where one is in the spec, or the door cannot tell, hold 0.
+  // hold 3 (loader_hold, and the last batch of a pass); where one is in the spec, or the door cannot
+  // tell, hold 0.
   const SpecFacts asked = spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}, {"GPU_RUN_GPUS", "2"}});
   ShmDecision d = decide(asked);  // host_ was not counted on the node (as in the webhook): unknown
   ASSERT_TRUE(d.plan) << d.error;
@@ -94,7 +95,7 @@ TEST_F(ShmDecisionTest, PinnedLoaderIsPlannedUnpinnedOnANodeWithoutGpus) {
   host_.gpus_counted = true;  // the hook on a node without /dev/nvidiaN
   d = decide(asked);
   ASSERT_TRUE(d.plan) << d.error;
-  EXPECT_EQ(d.plan->hold, 2u);
+  EXPECT_EQ(d.plan->hold, 3u);
   EXPECT_NE(d.plan->hold_why.find("(no /dev/nvidiaN on this host)"), std::string::npos);
   SpecFacts with_device = asked;
   with_device.gpu_devices = 2;

@@ -79,34 +79,36 @@ TEST(PlanShm, OneGpuPinMemory) {
   EXPECT_NO_THROW(require_fits(p));
 }
 
-TEST(PlanShm, NoPinMemoryHoldsTwo) {
+TEST(PlanShm, NoPinMemoryHoldsThree) {
   Profile prof = imagenet_like();
   prof.pin_memory = false;
   ShmPlan p = plan_shm(prof, request(1, 4));
-  EXPECT_EQ(p.hold, 2u);
-  // per_rank = (2 * 4 + 2) * 38,539,264 + 114,688 = 385,507,328
-  EXPECT_EQ(p.per_rank, 385507328u);
-  // need = 1.25 * 385,507,328 = 481,884,160 = 459.56 MiB -> 460 MiB
-  EXPECT_EQ(p.shm, 460 * MiB);
+  EXPECT_EQ(p.hold, 3u);
+  // per_rank = (2 * 4 + 3) * 38,539,264 + 114,688 = 424,046,592
+  EXPECT_EQ(p.per_rank, 424046592u);
+  // need = 1.25 * 424,046,592 = 530,058,240 = 505.50 MiB -> 506 MiB
+  EXPECT_EQ(p.shm, 506 * MiB);
 }
 
 TEST(PlanShm, ZeroGpusIsOneRankWithoutPinThread) {
   // No GPU: one rank and no NCCL reserve like one GPU, but PyTorch starts no pin thread
-  // without CUDA, so pin_memory does not help: hold 2, as in NoPinMemoryHoldsTwo.
+  // without CUDA, so pin_memory does not help: hold 3, as in NoPinMemoryHoldsThree.
   ShmPlan zero = plan_shm(imagenet_like(), request(0, 4));
   ShmPlan one = plan_shm(imagenet_like(), request(1, 4));
   EXPECT_EQ(zero.gpus, 0u);
   EXPECT_EQ(zero.ranks, 1u);
   EXPECT_EQ(zero.nccl, 0u);
-  EXPECT_EQ(zero.hold, 2u);
-  // per_rank = (2 * 4 + 2) * 38,539,264 + 114,688 = 385,507,328; * 1.25 = 459.56 MiB -> 460 MiB
-  EXPECT_EQ(zero.per_rank, 385507328u);
-  EXPECT_EQ(zero.shm, 460 * MiB);
+  EXPECT_EQ(zero.hold, 3u);
+  // per_rank = (2 * 4 + 3) * 38,539,264 + 114,688 = 424,046,592; * 1.25 = 505.50 MiB -> 506 MiB
+  EXPECT_EQ(zero.per_rank, 424046592u);
+  EXPECT_EQ(zero.shm, 506 * MiB);
   EXPECT_EQ(one.shm, 368 * MiB);  // OneGpuPinMemory
 }
 
 TEST(PlanShm, HoldIsZeroOnlyWithPinMemoryOnAGpu) {
-  // The rule: hold = (pin_memory && gpus > 0) ? 0 : 2.
+  // The rule for one loader: hold = (pin_memory && gpus > 0) ? 0 : 2, and without a pin thread one
+  // batch more when the loader has no persistent_workers (the last batch of a pass, which the loop
+  // variable holds while the next pass forks its workers, stays mapped in them).
   Profile pin = imagenet_like();  // pin_memory true
   Profile nopin = imagenet_like();
   nopin.pin_memory = false;
@@ -119,26 +121,34 @@ TEST(PlanShm, HoldIsZeroOnlyWithPinMemoryOnAGpu) {
   EXPECT_CONTAINS(explain(pin1), "(prefetch_factor 2 x workers 4 + hold 0)");
   EXPECT_EQ(plan_to_json(pin1)["hold"], 0u);
 
-  // pin_memory true, 0 GPUs: PyTorch starts no pin thread without CUDA -> hold 2.
+  // pin_memory true, 0 GPUs: PyTorch starts no pin thread without CUDA -> hold 2 + 1.
   ShmPlan pin0 = plan_shm(pin, request(0, 4));
-  EXPECT_EQ(pin0.hold, 2u);
-  // per_rank = (2 * 4 + 2) * 38,539,264 + 114,688 = 385,507,328
-  EXPECT_EQ(pin0.per_rank, 385507328u);
-  EXPECT_CONTAINS(explain(pin0), "(prefetch_factor 2 x workers 4 + hold 2)");
-  EXPECT_EQ(plan_to_json(pin0)["hold"], 2u);
+  EXPECT_EQ(pin0.hold, 3u);
+  // per_rank = (2 * 4 + 3) * 38,539,264 + 114,688 = 424,046,592
+  EXPECT_EQ(pin0.per_rank, 424046592u);
+  EXPECT_CONTAINS(explain(pin0), "(prefetch_factor 2 x workers 4 + hold 3)");
+  EXPECT_EQ(plan_to_json(pin0)["hold"], 3u);
 
-  // pin_memory false, 2 GPUs: no pin thread -> hold 2.
+  // pin_memory false, 2 GPUs: no pin thread -> hold 3.
   ShmPlan nopin2 = plan_shm(nopin, request(2, 4));
-  EXPECT_EQ(nopin2.hold, 2u);
-  // per_rank = (2 * 4 + 2) * 38,539,264 + 114,688 = 385,507,328
-  // need = 1.25 * (2 * 385,507,328 + 1,073,741,824) = 1.25 * 1,844,756,480 = 2,305,945,600
-  //   2199 MiB = 2,305,818,624 < it <= 2200 MiB = 2,306,867,200 -> 2200 MiB
-  EXPECT_EQ(nopin2.per_rank, 385507328u);
-  EXPECT_EQ(nopin2.shm, 2200 * MiB);
+  EXPECT_EQ(nopin2.hold, 3u);
+  // per_rank = 424,046,592
+  // need = 1.25 * (2 * 424,046,592 + 1,073,741,824) = 1.25 * 1,921,835,008 = 2,402,293,760
+  //   2291 MiB = 2,402,287,616 < it <= 2292 MiB = 2,403,336,192 -> 2292 MiB
+  EXPECT_EQ(nopin2.per_rank, 424046592u);
+  EXPECT_EQ(nopin2.shm, 2292 * MiB);
+  // With persistent_workers the workers are forked once, before the loop holds a batch: hold 2.
+  Loader persistent;
+  persistent.name = "train";
+  persistent.persistent_workers = true;
+  nopin.loaders = {persistent};
+  EXPECT_EQ(plan_shm(nopin, request(2, 4)).hold, 2u);
+  EXPECT_EQ(plan_shm(nopin, request(2, 4)).per_rank, 385507328u);  // (2 * 4 + 2) * 38,539,264 + 114,688
+  nopin.loaders.clear();
 
-  // pin_memory false with 0 GPUs is hold 2 as well, and so is the same profile at gpus 0
+  // pin_memory false with 0 GPUs is hold 3 as well, and so is the same profile at gpus 0
   // with and without pin_memory: the flag only matters on a GPU.
-  EXPECT_EQ(plan_shm(nopin, request(0, 4)).hold, 2u);
+  EXPECT_EQ(plan_shm(nopin, request(0, 4)).hold, 3u);
   EXPECT_EQ(plan_shm(nopin, request(0, 4)).shm, pin0.shm);
 }
 
@@ -156,18 +166,18 @@ TEST(LoaderHold, PinnedOnlyWhenAGpuReachesTheContainer) {
   EXPECT_CONTAINS(loader_hold(true, 3, GpuReach::none, "--gpu-request none").why, "(--gpu-request none)");
 }
 
-TEST(PlanShm, PinnedLoaderWithoutAGpuInTheContainerHoldsTwo) {
+TEST(PlanShm, PinnedLoaderWithoutAGpuInTheContainerHoldsAsWithoutPinMemory) {
   // 3 ranks asked for, --gpu-request none: no GPU reaches the container, PyTorch does not pin.
   SizingRequest none = request(3, 4);
   none.gpu_reach = GpuReach::none;
   none.gpu_reach_why = "--gpu-request none";
   ShmPlan p = plan_shm(imagenet_like(), none);
   EXPECT_EQ(p.ranks, 3u);
-  EXPECT_EQ(p.hold, 2u);
-  // per_rank = (2 * 4 + 2) * 38,539,264 + 114,688 = 385,507,328 (NoPinMemoryHoldsTwo)
-  EXPECT_EQ(p.per_rank, 385507328u);
+  EXPECT_EQ(p.hold, 3u);
+  // per_rank = (2 * 4 + 3) * 38,539,264 + 114,688 = 424,046,592 (HoldIsZeroOnlyWithPinMemoryOnAGpu)
+  EXPECT_EQ(p.per_rank, 424046592u);
   EXPECT_EQ(plan_to_json(p)["hold_why"], p.hold_why);
-  EXPECT_CONTAINS(explain(p), "hold 2: pin_memory, but no GPU reaches the container (--gpu-request none)");
+  EXPECT_CONTAINS(explain(p), "hold 3: pin_memory, but no GPU reaches the container (--gpu-request none)");
   // The same request where the door cannot tell keeps the pin thread's hold, and --explain says
   // which hold it assumed and why.
   ShmPlan unknown = plan_shm(imagenet_like(), request(3, 4));
@@ -373,7 +383,7 @@ TEST(PlanShm, CalibrationAtItsOwnConditionsReproducesThePeak) {
   Profile prof = imagenet_like();
   prof.min_shm = 0;
   Calibration c;
-  c.peak_shm = 400 * MiB;
+  c.peak_shm = 440 * MiB;
   c.workers = 4;
   c.batch_size = 64;
   c.gpus = 2;
@@ -382,17 +392,17 @@ TEST(PlanShm, CalibrationAtItsOwnConditionsReproducesThePeak) {
   prof.calibration = c;
   prof.pin_memory = false;
   ShmPlan p = plan_shm(prof, request(2, 4));
-  // Measured over 2 ranks * (2 * 4 + 2) = 20 batches: 20,971,520 each, already page-aligned.
+  // Measured over 2 ranks * (2 * 4 + 3) = 22 batches: 20,971,520 each, already page-aligned.
   EXPECT_EQ(p.batch_bytes, 20971520u);
-  EXPECT_EQ(p.ranks * p.per_rank, 400 * MiB);
+  EXPECT_EQ(p.ranks * p.per_rank, 440 * MiB);
 }
 
 TEST(PlanShm, CalibrationDividesByTheSameHoldAsThePlan) {
-  // pin_memory calibrations: hold 0 when measured on a GPU, 2 when measured without one.
+  // pin_memory calibrations: hold 0 when measured on a GPU, 3 when measured without one.
   Profile prof = imagenet_like();  // pin_memory true
   prof.min_shm = 0;
   Calibration c;
-  c.peak_shm = 400 * MiB;  // 419,430,400
+  c.peak_shm = 440 * MiB;  // 461,373,440
   c.workers = 4;
   c.batch_size = 64;
   c.prefetch_factor = 2;
@@ -401,18 +411,18 @@ TEST(PlanShm, CalibrationDividesByTheSameHoldAsThePlan) {
   c.gpus = 1;
   prof.calibration = c;
   ShmPlan on_gpu = plan_shm(prof, request(1, 4));
-  // 1 rank * (2 * 4 + 0) = 8 batches: 419,430,400 / 8 = 52,428,800 (50 MiB) each
-  EXPECT_EQ(on_gpu.batch_bytes, 52428800u);
-  // at the same conditions: (2 * 4 + 0) * 50 MiB = 400 MiB, the measured peak
-  EXPECT_EQ(on_gpu.per_rank, 400 * MiB);
+  // 1 rank * (2 * 4 + 0) = 8 batches: 461,373,440 / 8 = 57,671,680 (55 MiB) each
+  EXPECT_EQ(on_gpu.batch_bytes, 57671680u);
+  // at the same conditions: (2 * 4 + 0) * 55 MiB = 440 MiB, the measured peak
+  EXPECT_EQ(on_gpu.per_rank, 440 * MiB);
 
   c.gpus = 0;
   prof.calibration = c;
   ShmPlan on_cpu = plan_shm(prof, request(0, 4));
-  // no pin thread without a GPU: 1 rank * (2 * 4 + 2) = 10 batches: 41,943,040 (40 MiB) each
+  // no pin thread without a GPU: 1 rank * (2 * 4 + 3) = 11 batches: 41,943,040 (40 MiB) each
   EXPECT_EQ(on_cpu.batch_bytes, 41943040u);
-  // at the same conditions: (2 * 4 + 2) * 40 MiB = 400 MiB, the measured peak
-  EXPECT_EQ(on_cpu.per_rank, 400 * MiB);
+  // at the same conditions: (2 * 4 + 3) * 40 MiB = 440 MiB, the measured peak
+  EXPECT_EQ(on_cpu.per_rank, 440 * MiB);
 }
 
 TEST(PlanShm, SaturatesInsteadOfOverflowing) {
@@ -436,33 +446,13 @@ TEST(PlanToJson, Keys) {
   nlohmann::json j = plan_to_json(plan_shm(imagenet_like(), r));
   std::set<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.insert(k);
-  const std::set<std::string> expected = {"profile",
-                                          "gpus",
-                                          "ranks",
-                                          "workers",
-                                          "workers_auto",
-                                          "cpus",
-                                          "batch_size",
-                                          "prefetch_factor",
-                                          "pin_memory",
-                                          "hold",
-                                          "hold_why",
-                                          "fields",
-                                          "calibrated",
-                                          "batch_bytes",
-                                          "per_rank_bytes",
-                                          "advancing_bytes",
-                                          "nccl_bytes",
-                                          "headroom",
-                                          "need_bytes",
-                                          "shm_bytes",
-                                          "shm",
-                                          "min_shm_bytes",
-                                          "max_shm_bytes",
-                                          "fits",
-                                          "memory_limit_bytes",
-                                          "loaders",
-                                          "nccl"};
+  const std::set<std::string> expected = {"profile",       "gpus",          "ranks",          "workers",
+                                          "workers_auto",  "cpus",          "batch_size",     "prefetch_factor",
+                                          "pin_memory",    "hold",          "hold_why",       "fields",
+                                          "calibrated",    "batch_bytes",   "per_rank_bytes", "nccl_bytes",
+                                          "headroom",      "need_bytes",    "shm_bytes",      "shm",
+                                          "min_shm_bytes", "max_shm_bytes", "fits",           "memory_limit_bytes",
+                                          "loaders",       "nccl"};
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["profile"], "test");
   EXPECT_EQ(j["shm"], "368m");  // OneGpuPinMemory
@@ -604,30 +594,31 @@ Profile train_and_val() {
   return prof;
 }
 
-TEST(Loaders, EveryLoaderAddsItsBound) {
+TEST(Loaders, EveryLoaderAddsItsBoundAndWhatItsWorkersInherit) {
   ShmPlan p = plan_shm(train_and_val(), request(1, 4));
   ASSERT_EQ(p.loaders.size(), 2u);
-  // Neither loader has a pin thread, and only one loop advances at a time: each holds 1 batch, and
-  // the batch before the current one is counted once, as one batch of the larger (val's).
-  // train: the request's 4 workers, profile's batch 64 and prefetch 2, hold 1:
-  //   (2 * 4 + 1) * 38,539,264 + 114,688 = 346,853,376 + 114,688 = 346,968,064
+  // Neither loader has a pin thread. train (the first loader, no persistent_workers): the loop's
+  // batch and the previous one (2), its last batch of an epoch kept by the next epoch's workers (1),
+  // and two of its batches mapped when val's persistent workers start (2): hold 5. The request's 4
+  // workers, the profile's batch 64 and prefetch 2:
+  //   (2 * 4 + 5) * 38,539,264 + 114,688 = 501,010,432 + 114,688 = 501,125,120
   EXPECT_EQ(p.loaders[0].name, "train");
   EXPECT_EQ(p.loaders[0].workers, 4u);
-  EXPECT_EQ(p.loaders[0].hold, 1u);
-  EXPECT_EQ(p.loaders[0].bytes, 346968064u);
-  // val: batch 128 -> 77,070,336 (18,816 pages) + 4096 = 77,074,432; 2 workers, prefetch 4, hold 1:
-  //   (4 * 2 + 1) * 77,074,432 + 4096 * (8 + 10) = 693,669,888 + 73,728 = 693,743,616
+  EXPECT_EQ(p.loaders[0].hold, 5u);
+  EXPECT_EQ(p.loaders[0].bytes, 501125120u);
+  // val: batch 128 -> 77,070,336 (18,816 pages) + 4096 = 77,074,432; 2 workers, prefetch 4,
+  // persistent (no batch of its own kept across passes), one of its batches kept by the training
+  // loader's workers started at each epoch: hold 2 + 1 = 3.
+  //   (4 * 2 + 3) * 77,074,432 + 4096 * (8 + 10) = 847,818,752 + 73,728 = 847,892,480
   EXPECT_EQ(p.loaders[1].batch_bytes, 77074432u);
   EXPECT_EQ(p.loaders[1].workers, 2u);
   EXPECT_EQ(p.loaders[1].prefetch_factor, 4u);
   EXPECT_TRUE(p.loaders[1].persistent_workers);
-  EXPECT_EQ(p.loaders[1].hold, 1u);
-  EXPECT_EQ(p.loaders[1].bytes, 693743616u);
-  EXPECT_EQ(p.advancing, 77074432u);
-  // per_rank = 346,968,064 + 693,743,616 + 77,074,432 = 1,117,786,112 -> 1067 MiB (1066.01)
-  // (under the plain sum, hold 2 each: 1,156,325,376, one training batch more)
-  EXPECT_EQ(p.per_rank, 1117786112u);
-  EXPECT_EQ(p.shm, 1067 * MiB);
+  EXPECT_EQ(p.loaders[1].hold, 3u);
+  EXPECT_EQ(p.loaders[1].bytes, 847892480u);
+  // per_rank = 501,125,120 + 847,892,480 = 1,349,017,600 -> 1287 MiB (1286.52)
+  EXPECT_EQ(p.per_rank, 1349017600u);
+  EXPECT_EQ(p.shm, 1287 * MiB);
   // The plan's single-loader view is the first loader's.
   EXPECT_EQ(p.workers, 4u);
   EXPECT_EQ(p.batch_bytes, kBatch64);
@@ -636,37 +627,79 @@ TEST(Loaders, EveryLoaderAddsItsBound) {
   EXPECT_CONTAINS(e,
                   "loader val: batch_size 128, workers 2, prefetch_factor 4, pin_memory false, "
                   "persistent_workers true");
-  EXPECT_CONTAINS(e, "+ 73.5MiB (the batch before the current one: one loop advances at a time)");
   EXPECT_CONTAINS(e, "(every loader alive at once)");
-  EXPECT_CONTAINS(e, "counted once for all loaders");
+  EXPECT_CONTAINS(e, "+2: the loop's batches when the workers of val start stay mapped in them");
+  EXPECT_CONTAINS(e, "+1: the loop's batches when the workers of train start stay mapped in them");
+  EXPECT_CONTAINS(e, "+1: without persistent_workers each pass starts new workers");
   nlohmann::json j = plan_to_json(p);
   ASSERT_EQ(j["loaders"].size(), 2u);
-  EXPECT_EQ(j["loaders"][1]["bytes"], 693743616u);
-  EXPECT_EQ(j["advancing_bytes"], 77074432u);
+  EXPECT_EQ(j["loaders"][1]["bytes"], 847892480u);
+  EXPECT_EQ(j["loaders"][1]["hold"], 3u);
+  EXPECT_FALSE(j.contains("advancing_bytes"));
 }
 
-// One loader alone keeps hold 2: the shared batch is only for loops that take turns.
-TEST(Loaders, OneLoaderWithoutPinThreadKeepsHoldTwo) {
+// One loader: the loop's two batches, and without persistent_workers the last batch of an epoch,
+// which the loop variable still holds when the next epoch's workers are forked.
+TEST(Loaders, OneLoaderKeepsItsLastBatchOfAPassUnlessPersistent) {
   Profile prof = train_and_val();
   prof.loaders.pop_back();
   ShmPlan p = plan_shm(prof, request(1, 4));
+  EXPECT_EQ(p.loaders[0].hold, 3u);
+  EXPECT_EQ(p.per_rank, 424046592u);  // (2 * 4 + 3) * 38,539,264 + 114,688
+  prof.loaders[0].persistent_workers = true;
+  p = plan_shm(prof, request(1, 4));
   EXPECT_EQ(p.loaders[0].hold, 2u);
-  EXPECT_EQ(p.advancing, 0u);
   EXPECT_EQ(p.per_rank, 385507328u);  // (2 * 4 + 2) * 38,539,264 + 114,688
+  // With a pin thread the loop never holds a batch in /dev/shm: nothing to keep.
+  prof.loaders[0].persistent_workers = false;
+  prof.loaders[0].pin_memory = true;
+  p = plan_shm(prof, request(1, 4));
+  EXPECT_EQ(p.loaders[0].hold, 0u);
+  EXPECT_EQ(p.per_rank, 308428800u);  // 2 * 4 * 38,539,264 + 114,688
 }
 
-// A pinned training loader next to an unpinned validation loader: only one loop holds batches in
-// /dev/shm, so it keeps its hold 2 and nothing is shared.
-TEST(Loaders, PinnedAndUnpinnedLoadersShareNothing) {
+// A pinned training loader next to an unpinned validation loader: the training loop holds no batch in
+// /dev/shm; when val's persistent workers start they keep the batch train's pin thread is copying, and
+// train's workers, started every epoch, keep val's last batch.
+TEST(Loaders, APinThreadsBatchIsKeptByOtherLoadersWorkers) {
   Profile prof = train_and_val();
   prof.pin_memory = true;
   prof.loaders[1].pin_memory = false;
   ShmPlan p = plan_shm(prof, request(1, 4));
-  EXPECT_EQ(p.loaders[0].hold, 0u);
-  EXPECT_EQ(p.loaders[1].hold, 2u);
-  EXPECT_EQ(p.advancing, 0u);
-  // train (2 * 4 + 0) * 38,539,264 + 114,688 = 308,428,800; val 770,818,048 as under the sum
-  EXPECT_EQ(p.per_rank, 308428800u + 770818048u);
+  EXPECT_EQ(p.loaders[0].hold, 1u);
+  EXPECT_EQ(p.loaders[1].hold, 3u);
+  // train (2 * 4 + 1) * 38,539,264 + 114,688 = 346,968,064; val 847,892,480 as above
+  EXPECT_EQ(p.per_rank, 346968064u + 847892480u);
+  EXPECT_CONTAINS(explain(p), "+1: the batch its pin thread copies when the workers of val start");
+}
+
+// Workers of a loader that neither persists nor is the training loop live for one pass inside a
+// training step: they keep nothing the loop has not kept anyway.
+TEST(Loaders, ShortLivedWorkersOfAnotherLoaderKeepNothing) {
+  Profile prof = train_and_val();
+  prof.loaders[1].persistent_workers = false;
+  ShmPlan p = plan_shm(prof, request(1, 4));
+  EXPECT_EQ(p.loaders[0].hold, 3u);  // 2 + its own last batch; val's workers keep nothing of it
+  EXPECT_EQ(p.loaders[1].hold, 4u);  // 2 + its own last batch + one kept by train's workers
+}
+
+// A list collate sends each sample's tensors on their own: every field is page-rounded per sample.
+TEST(Loaders, ListCollatePageRoundsEachSample) {
+  Profile prof = imagenet_like();
+  prof.collate = Collate::list;
+  ShmPlan p = plan_shm(prof, request(1, 1));
+  // image: 64 x 602,112 (147 pages exactly) = 38,535,168; label: 64 x one page = 262,144
+  ASSERT_EQ(p.fields.size(), 2u);
+  EXPECT_EQ(p.fields[0].bytes, kImage64);
+  EXPECT_EQ(p.fields[1].bytes, 64u * 4096);
+  EXPECT_EQ(p.batch_bytes, kImage64 + 64u * 4096);
+  EXPECT_EQ(plan_to_json(p)["loaders"][0]["collate"], "list");
+  // A loader's own collate wins over the profile's.
+  Loader l;
+  l.name = "train";
+  l.collate = Collate::stack;
+  prof.loaders = {l};
+  EXPECT_EQ(plan_shm(prof, request(1, 1)).batch_bytes, kBatch64);
 }
 
 TEST(Loaders, RequestSetsOnlyTheFirstLoader) {
@@ -695,8 +728,9 @@ TEST(Loaders, OwnSamplesAutoWorkersAndPinThread) {
   EXPECT_EQ(p.loaders[1].batch_bytes, 12582912u);
   EXPECT_TRUE(p.loaders[1].workers_auto);
   EXPECT_EQ(p.loaders[1].workers, 8u);
-  EXPECT_EQ(p.loaders[1].hold, 0u);  // pin_memory on a GPU
-  EXPECT_EQ(p.loaders[1].bytes, 4 * 8 * 12582912u + 4096 * (8 + 40));
+  // pin_memory on a GPU; the training loader's workers keep the batch its pin thread copies.
+  EXPECT_EQ(p.loaders[1].hold, 1u);
+  EXPECT_EQ(p.loaders[1].bytes, (4 * 8 + 1) * 12582912u + 4096 * (8 + 40));
   // Two ranks: each holds both loaders' bounds; the flat nccl_reserve comes on top.
   EXPECT_EQ(p.per_rank, p.loaders[0].bytes + p.loaders[1].bytes);
   EXPECT_EQ(p.need, (2 * p.per_rank + GiB + 65535) / 65536 * 65536);

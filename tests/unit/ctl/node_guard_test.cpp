@@ -111,9 +111,10 @@ TEST(NodeGuardTest, APlannedContainerKeepsOneBatchPerWorkerFree) {
   ASSERT_TRUE(l.budget_bytes);
   EXPECT_EQ(*l.budget_bytes, kGiB);  // memory_fraction_max 0.5 of 2 GiB
   EXPECT_CONTAINS(note, "keeps 12MiB free (profile small, 3 workers x a batch of 4)");
-  // The plan's need: (prefetch 2 x 3 workers + 2 held: no GPU, no pin thread) x 4 MiB, and 8 + 5 x 3 semaphore pages.
-  EXPECT_EQ(l.bound, round_up(32 * kMiB + 23 * 4096, 64 * 1024));  // the need, to 64 KiB
-  EXPECT_CONTAINS(note, "a batch of 4), one batch near the plan's 32.1MiB");
+  // The plan's need: (prefetch 2 x 3 workers + 3 held: no GPU, no pin thread, no persistent workers) x 4 MiB,
+  // and 8 + 5 x 3 semaphore pages.
+  EXPECT_EQ(l.bound, round_up(36 * kMiB + 23 * 4096, 64 * 1024));  // the need, to 64 KiB
+  EXPECT_CONTAINS(note, "a batch of 4), one batch near the plan's 36.1MiB");
 }
 
 TEST(NodeGuardTest, GpusFromTheEnvironmentOrTheLabelMakeRanks) {

@@ -70,7 +70,7 @@ TEST_F(WrapperTest, GpuRequestModes) {
   EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--device"), 0);
   EXPECT_EQ(inv.plan.ranks, 2u);
   // No GPU reaches the container: the default profile's pinned loader is planned unpinned.
-  EXPECT_EQ(inv.plan.hold, 2u);
+  EXPECT_EQ(inv.plan.hold, 3u);
   EXPECT_NE(inv.plan.hold_why.find("(--gpu-request none)"), std::string::npos);
   inv = run({"--gpus", "2", "--gpu-request", "docker", "img"});
   EXPECT_EQ(inv.plan.hold, 0u);

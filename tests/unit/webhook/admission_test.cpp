@@ -228,13 +228,13 @@ TEST_F(ReviewTest, RayWorkerGetsWorkersFromItsCpuLimit) {
 
 TEST_F(ReviewTest, NotebookWithoutGpus) {
   // No GPU anywhere: every container, sized for one loader without a pin thread:
-  // (2*2+2) * 4 MiB + 72 KiB -> 25 MiB. Memory limit 8Gi -> 8217Mi.
+  // (2*2+3) * 4 MiB + 72 KiB -> 29 MiB. Memory limit 8Gi -> 8221Mi.
   const json p = pod({{"gpu-run.profile", "webtest"}}, {container("notebook", {{"memory", "8Gi"}})});
   const ReviewResult r = run(review_of(p));
   ASSERT_EQ(r.outcome, "patched") << r.review.dump();
   const json out = patched(p, r);
-  EXPECT_EQ(shm_volume_size(out), "25Mi");
-  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "8217Mi");
+  EXPECT_EQ(shm_volume_size(out), "29Mi");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "8221Mi");
   EXPECT_TRUE(mounts_shm(out["spec"]["containers"][0]));
 }
 
@@ -274,8 +274,8 @@ TEST_F(ReviewTest, ContainersAnnotationNamesInitContainersToo) {
   EXPECT_FALSE(mounts_shm(out["spec"]["containers"][1]));
   EXPECT_TRUE(mounts_shm(out["spec"]["initContainers"][0]));
   EXPECT_FALSE(mounts_shm(out["spec"]["initContainers"][1]));
-  // main 17 MiB + prep (no GPU: 25 MiB) = 42 MiB.
-  EXPECT_EQ(shm_volume_size(out), "42Mi");
+  // main 17 MiB + prep (no GPU: 29 MiB) = 46 MiB.
+  EXPECT_EQ(shm_volume_size(out), "46Mi");
 }
 
 TEST_F(ReviewTest, InitContainersAreNotMountedUnlessNamed) {
@@ -505,11 +505,11 @@ TEST_F(ReviewTest, NamespaceDefaultLeavesPodsWithoutGpusAlone) {
   EXPECT_EQ(r.outcome, "allowed");
   EXPECT_FALSE(r.review["response"].contains("patch"));
   EXPECT_FALSE(r.review["response"].contains("warnings"));
-  // ...unless gpu-run.containers names them: one rank, 24 MiB of batches and the semaphore pages -> 25 MiB.
+  // ...unless gpu-run.containers names them: one rank, 28 MiB of batches and the semaphore pages -> 29 MiB.
   const json named = pod({{"gpu-run.containers", "notebook"}}, {container("notebook")});
   const ReviewResult n = run(review_of(named));
   ASSERT_EQ(n.outcome, "patched") << n.review.dump();
-  EXPECT_EQ(shm_volume_size(patched(named, n)), "25Mi");
+  EXPECT_EQ(shm_volume_size(patched(named, n)), "29Mi");
 }
 
 TEST_F(ReviewTest, NamespaceDefaultThatCannotBeMetWarnsInsteadOfDenying) {
