@@ -54,6 +54,7 @@ constexpr const char* kGuardFooter =
     "worker free (per GPU with GPU_RUN_GPUS or the gpu-run.gpus label); any other keeps the config's\n"
     "min_free_fraction. Never beyond the profile's max_shm nor the memory budget of --memory.\n"
     "Runs until SIGTERM or SIGINT (exit 0). Needs root. Packaged as gpu-run-guard.service (not enabled).\n"
+    "A pod's memory-backed emptyDir is never made smaller, nor grown past its sizeLimit (GPU_RUN_SHM_LIMIT).\n"
     "--metrics ADDR serves GET /metrics (Prometheus text): each guarded container's /dev/shm size, used and\n"
     "peak bytes, growths and refused growths. ADDR: 127.0.0.1:PORT, [::1]:PORT or unix:/PATH; another\n"
     "address only with --metrics-public (plain HTTP, no authentication). Needs gpu-run-metrics-http.so.";
@@ -216,7 +217,8 @@ std::string label_of(const ContainerInfo& c, const char* key) {
 // A pod's memory-backed emptyDir at /dev/shm (the webhook's route: docs/ARCHITECTURE.md, "A
 // pod's memory-backed emptyDir"). The kubelet mounted it at its sizeLimit and evicts the pod at
 // once when use passes that, so the guard never grows it past the sizeLimit the webhook wrote
-// in GPU_RUN_SHM_LIMIT, and lowers it to the plan (GPU_RUN_SHM_SIZE) when it first sees it.
+// in GPU_RUN_SHM_LIMIT; nor does it lower it to the plan (GPU_RUN_SHM_SIZE): an unwritten tmpfs
+// costs nothing, and a pod lowered would keep the plan whenever the guard is not running.
 // Another emptyDir is never grown past the size it has. Returns the words for the note.
 std::string empty_dir_limits(const ContainerInfo& c, GuardLimits& limits) {
   const auto env_size = [&c](const char* name) -> std::uint64_t {
@@ -234,9 +236,9 @@ std::string empty_dir_limits(const ContainerInfo& c, GuardLimits& limits) {
     return "; a memory-backed emptyDir without " + std::string(kEnvShmLimit) + ", never grown past its " +
            format_size(limits.size_limit) + " (the kubelet would evict the pod past its sizeLimit)";
   }
-  limits.start_size = std::min(env_size(kEnvShmSize), limits.size_limit);
-  return "; a memory-backed emptyDir, from the plan's " + format_size(limits.start_size) + " up to its sizeLimit " +
-         format_size(limits.size_limit) + ", never past (the kubelet would evict the pod)";
+  return "; a memory-backed emptyDir (the plan " + format_size(env_size(kEnvShmSize)) +
+         "), never made smaller, grown up to its sizeLimit " + format_size(limits.size_limit) +
+         ", never past (the kubelet would evict the pod)";
 }
 
 // Docker's and podman's containers are asked of their engine once, when their pid is known: a
