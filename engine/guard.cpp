@@ -47,32 +47,8 @@ bool lock_shm(const std::string& container_id, std::optional<FileLock>& lock) {
 
 }  // namespace
 
-void ShmGuard::lower(int pid, const std::string& container_id, const ShmUsage& usage, std::uint64_t size) {
-  const std::string who = "container=" + log_quote(container_id.substr(0, 64));
-  std::optional<FileLock> lock;
-  if (!lock_shm(container_id, lock)) return;
-  try {
-    const ShmResult r = remount_shm_in_child(pid, size, /*allow_shrink=*/true, host_dev_);
-    if (r.outcome != ShmOutcome::kResized) throw Error(outcome_name(r.outcome));
-  } catch (const Error& e) {
-    // Left at the size found: larger than the plan, which is no harm.
-    log_.warn(who + " action=fail by=guard size=" + engine_size(size) + " error=" + log_quote(e.what()));
-    print_line(warning() + "/dev/shm left at " + format_size(usage.size) + ", not lowered to the plan's " +
-               format_size(size) + ": " + e.what());
-    return;
-  }
-  log_.info(who + " action=lowered by=guard size=" + engine_size(size) + " before=" + engine_size(usage.size) +
-            " used=" + engine_size(round_up(usage.used, kMiB)));
-  print_line(speaker_ + ": /dev/shm " + format_size(usage.size) + " -> " + format_size(size) +
-             " (the plan; grown as it fills, up to " +
-             format_size(limits_.size_limit ? limits_.size_limit : usage.size) + ")");
-}
-
 void ShmGuard::on_sample(int pid, const std::string& container_id, const ShmUsage& usage) {
   if (failed_) return;
-  if (std::exchange(first_, false))
-    if (const auto size = lowered_size(policy_, limits_, usage.size, usage.used))
-      return lower(pid, container_id, usage, *size);
   const GuardStep step = decide_guard(policy_, limits_, usage.size, usage.used);
   const bool was_blocked = std::exchange(blocked_, step.action == GuardAction::kBlocked);
   if (step.action == GuardAction::kNone) return;
@@ -86,7 +62,7 @@ void ShmGuard::on_sample(int pid, const std::string& container_id, const ShmUsag
   if (!lock_shm(container_id, lock)) return;
   ShmResult r;
   try {
-    r = remount_shm_in_child(pid, step.size, false, host_dev_);
+    r = remount_shm_in_child(pid, step.size, /*allow_shrink=*/false, host_dev_);
   } catch (const Error& e) {
     // Gone meanwhile, or the system refused: the job is not ours to stop.
     failed_ = true;

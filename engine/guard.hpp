@@ -13,7 +13,8 @@
 namespace gpurun {
 
 // gpu-run --guard's act step, fed every sample of a running container's /dev/shm: asks the
-// policy (shm_guard.hpp) and remounts /dev/shm bigger in a sandboxed child (shm_remount.hpp).
+// policy (shm_guard.hpp) and remounts /dev/shm bigger in a sandboxed child (shm_remount.hpp),
+// never smaller: the remount refuses a size below the current one.
 // Each growth is one host log line and one line on stderr; the first time /dev/shm cannot
 // grow (or a remount fails) it logs why and warns once on stderr, then keeps quiet.
 // One per container: `gpu-run --guard` has one, `gpu-run-ctl guard` one per guarded container.
@@ -37,8 +38,6 @@ class ShmGuard {
  private:
   std::string warning() const;
   void warn_once(const std::string& who, const std::string& why);
-  // The first sample of a /dev/shm larger than the plan (GuardLimits::start_size): down to `size`.
-  void lower(int pid, const std::string& container_id, const ShmUsage& usage, std::uint64_t size);
 
   GuardPolicy policy_;
   GuardLimits limits_;
@@ -50,7 +49,6 @@ class ShmGuard {
   bool blocked_ = false;  // the last sample wanted a growth it could not have
   bool warned_ = false;
   bool failed_ = false;  // a remount failed: no more tries
-  bool first_ = true;    // no sample seen yet
 };
 
 }  // namespace gpurun

@@ -103,14 +103,6 @@ std::uint64_t empty_dir_size_limit(std::uint64_t size, std::uint64_t max_shm, st
   return growth_ceiling(limits, size);
 }
 
-std::optional<std::uint64_t> lowered_size(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size,
-                                          std::uint64_t used) {
-  if (!limits.start_size) return std::nullopt;
-  const std::uint64_t start = round_up(limits.start_size, kMiB);
-  if (start >= size || decide_guard(policy, limits, start, used).action != GuardAction::kNone) return std::nullopt;
-  return start;
-}
-
 std::string shm_exhaustion_report(const ShmEnding& e, std::uint64_t headroom, const std::string& profile) {
   if (e.size == 0) return "";
   const bool sigbus = e.exit_code == kExitSigbus;

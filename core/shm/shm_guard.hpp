@@ -49,9 +49,6 @@ struct GuardLimits {
   // grows past (the kubelet evicts the pod when use passes it: docs/ARCHITECTURE.md, "A pod's
   // memory-backed emptyDir"); 0: not one.
   std::uint64_t size_limit = 0;
-  // The plan's size, to lower such an emptyDir to when first seen (the kubelet mounts it at its
-  // sizeLimit); 0: leave the size as found.
-  std::uint64_t start_size = 0;
 };
 
 // The most the guard may grow a container's /dev/shm of `size` to: the smaller of the
@@ -65,12 +62,6 @@ std::uint64_t growth_ceiling(const GuardLimits& limits, std::uint64_t size);
 // no budget). What the webhook and `gpu-run-ctl k8s` write there and in GPU_RUN_SHM_LIMIT.
 std::uint64_t empty_dir_size_limit(std::uint64_t size, std::uint64_t max_shm, std::optional<std::uint64_t> memory_limit,
                                    double memory_fraction_max);
-
-// The size to lower a /dev/shm found at `size` with `used` in use to, when limits.start_size
-// asks for it: start_size rounded up to MiB, when that is smaller than `size` and the guard
-// would not grow it back at once (the next allocations fit). Empty: leave it.
-std::optional<std::uint64_t> lowered_size(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size,
-                                          std::uint64_t used);
 
 // The free space the next allocations need: every worker of every rank collates a whole batch
 // into /dev/shm at once, so workers x ranks x batch_bytes; 0 when the plan has no workers or
@@ -100,8 +91,10 @@ struct GuardStep {
 // headroom and min_free_fraction x size; without a plan, that fraction.
 // Grows when the free space (size - used) falls below it: to used + 2 x that, at least
 // size x (1 + step_fraction), while within the bound no further than the larger of the bound and
-// used + the free space wanted, rounded up to MiB, never above max_shm nor the budget. Blocked
-// when those leave no room.
+// used + the free space wanted, rounded up to MiB, never above max_shm, the budget nor an
+// emptyDir's sizeLimit. Blocked when those leave no room, a size found at or above them
+// included: a kGrow is always larger than `size`, so the guard never makes a /dev/shm smaller
+// than it found it (fail-static: without the guard, every container keeps what its door gave).
 GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size, std::uint64_t used);
 
 // How a guarded or recorded job ended.

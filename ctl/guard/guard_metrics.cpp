@@ -6,8 +6,19 @@
 
 namespace gpurun {
 
-std::string render_guard_metrics(const std::vector<GuardedShm>& containers) {
+std::string render_guard_metrics(const std::vector<GuardedShm>& containers, const GuardSelf& self) {
   PrometheusText out;
+  out.family("gpu_run_guard_build_info", "gauge", "Always 1, labelled with the guard's version.");
+  out.sample("gpu_run_guard_build_info", {{"version", self.version}}, std::uint64_t{1});
+  // A stuck loop stops moving its timestamp while the rest of the table keeps answering.
+  out.family("gpu_run_guard_last_sample_timestamp_seconds", "gauge",
+             "Unix time of the sampler's last pass over the guarded containers (one every --interval); 0 before "
+             "the first.");
+  out.sample("gpu_run_guard_last_sample_timestamp_seconds", {}, self.last_sample);
+  out.family("gpu_run_guard_last_discovery_timestamp_seconds", "gauge",
+             "Unix time of the last pass looking for new containers (one every 100 ms watching, 2 s polling); 0 "
+             "before the first.");
+  out.sample("gpu_run_guard_last_discovery_timestamp_seconds", {}, self.last_discovery);
   out.family("gpu_run_guard_containers", "gauge", "Containers whose /dev/shm the guard samples.");
   out.sample("gpu_run_guard_containers", {}, static_cast<std::uint64_t>(containers.size()));
   struct Metric {
@@ -66,14 +77,14 @@ void GuardMetrics::remove(const std::string& id) {
   containers_.erase(id);
 }
 
-std::string GuardMetrics::render() const {
+std::string GuardMetrics::render(const GuardSelf& self) const {
   std::vector<GuardedShm> copy;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     copy.reserve(containers_.size());
     for (const auto& [id, c] : containers_) copy.push_back(c);
   }
-  return render_guard_metrics(copy);
+  return render_guard_metrics(copy, self);
 }
 
 }  // namespace gpurun

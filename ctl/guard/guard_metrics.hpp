@@ -1,8 +1,8 @@
 #pragma once
 
 // What gpu-run-ctl guard --metrics serves: each guarded container's /dev/shm (size, used,
-// peak), the guard's growths and refused growths, and whether it is blocked now, in Prometheus'
-// text format.
+// peak), the guard's growths and refused growths, and whether it is blocked now; the guard's
+// version and when its loops last made a pass (guard_health.hpp), in Prometheus' text format.
 
 #include <cstdint>
 #include <map>
@@ -31,10 +31,18 @@ struct GuardedShm {
   std::uint64_t blocked = 0;  // 1 while the guard cannot grow it when it should (ShmGuard::blocked)
 };
 
-// The exposition of `containers` (in that order): HELP and TYPE once per metric, then a line
-// per container labelled container_id, container_name (or, for a pod's container, namespace, pod
-// and container), profile and engine.
-std::string render_guard_metrics(const std::vector<GuardedShm>& containers);
+// The guard itself: its version (gpu_run_guard_build_info), and the Unix time in seconds of its
+// sampler's and its discovery's last pass (0: none yet).
+struct GuardSelf {
+  std::string version = GPU_RUN_VERSION;
+  double last_sample = 0;
+  double last_discovery = 0;
+};
+
+// The exposition of `self`, then of `containers` (in that order): HELP and TYPE once per metric,
+// then a line per container labelled container_id, container_name (or, for a pod's container,
+// namespace, pod and container), profile and engine.
+std::string render_guard_metrics(const std::vector<GuardedShm>& containers, const GuardSelf& self = GuardSelf{});
 
 // The guarded containers as the sampler last saw them: written by the guard's loop, read by
 // the server's threads (a copy under a mutex, then rendered outside it).
@@ -43,7 +51,7 @@ class GuardMetrics {
   // Adds or replaces the container's line; its peak is the highest `used` of every update.
   void update(GuardedShm container);
   void remove(const std::string& id);
-  std::string render() const;
+  std::string render(const GuardSelf& self) const;
 
  private:
   mutable std::mutex mutex_;

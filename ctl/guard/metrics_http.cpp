@@ -37,7 +37,7 @@ class HttpMetricsServer : public MetricsServer {
   }
 
   // Empty when it listens; else why not.
-  std::string start(const MetricsAddress& a, std::function<std::string()> render) {
+  std::string start(const MetricsAddress& a, MetricsRoutes routes) {
     server_.new_task_queue = [] { return new ThreadPerConnection(kMaxConnections); };
     server_.set_read_timeout(kTimeoutSeconds, 0);
     server_.set_write_timeout(kTimeoutSeconds, 0);
@@ -45,9 +45,18 @@ class HttpMetricsServer : public MetricsServer {
     // A response goes out in two writes (headers, body): without TCP_NODELAY the second waits for
     // the client's delayed ACK on a kept-alive connection, as the webhook's did (bench/WEBHOOK.md).
     server_.set_tcp_nodelay(true);
-    server_.Get("/metrics", [render = std::move(render)](const httplib::Request&, httplib::Response& res) {
+    server_.Get("/metrics", [render = std::move(routes.metrics)](const httplib::Request&, httplib::Response& res) {
       res.set_content(render(), kPrometheusContentType);
     });
+    const auto serve_answer = [this](const char* path, std::function<HttpAnswer()> answer) {
+      server_.Get(path, [answer = std::move(answer)](const httplib::Request&, httplib::Response& res) {
+        const HttpAnswer out = answer();
+        res.status = out.status;
+        res.set_content(out.body, "text/plain; charset=utf-8");
+      });
+    };
+    serve_answer("/healthz", std::move(routes.healthz));
+    serve_answer("/readyz", std::move(routes.readyz));
     if (a.unix_socket) {
       if (std::string why = clear_stale_socket(a.path); !why.empty()) return why;
       server_.set_address_family(AF_UNIX);
@@ -87,9 +96,9 @@ class HttpMetricsServer : public MetricsServer {
 }  // namespace
 }  // namespace gpurun
 
-extern "C" __attribute__((visibility("default"))) gpurun::MetricsServer* gpu_run_metrics_http_start(
-    const gpurun::MetricsAddress& address, std::function<std::string()> render, std::string& error) {
+extern "C" __attribute__((visibility("default"))) gpurun::MetricsServer* gpu_run_metrics_http_start_v2(
+    const gpurun::MetricsAddress& address, gpurun::MetricsRoutes routes, std::string& error) {
   auto server = std::make_unique<gpurun::HttpMetricsServer>();
-  error = server->start(address, std::move(render));
+  error = server->start(address, std::move(routes));
   return error.empty() ? server.release() : nullptr;
 }

@@ -75,7 +75,7 @@ std::string metrics_address_text(const MetricsAddress& a) {
   return (v6 ? "[" + a.host + "]" : a.host) + ":" + std::to_string(a.port);
 }
 
-std::unique_ptr<MetricsServer> serve_metrics(const MetricsAddress& address, std::function<std::string()> render) {
+std::unique_ptr<MetricsServer> serve_metrics(const MetricsAddress& address, MetricsRoutes routes) {
   const std::filesystem::path path = module_path();
   // Never closed: the server's code must stay mapped while it runs, and that is until exit.
   void* module = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -88,7 +88,7 @@ std::unique_ptr<MetricsServer> serve_metrics(const MetricsAddress& address, std:
   auto start = reinterpret_cast<MetricsServerStart>(::dlsym(module, kMetricsServerStart));
   if (!start) throw Error(path.string() + " has no " + kMetricsServerStart + ": a module of another gpu-run version?");
   std::string error;
-  std::unique_ptr<MetricsServer> server(start(address, std::move(render), error));
+  std::unique_ptr<MetricsServer> server(start(address, std::move(routes), error));
   if (!server) throw Error("--metrics " + metrics_address_text(address) + ": " + error);
   return server;
 }

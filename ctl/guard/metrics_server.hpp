@@ -28,23 +28,37 @@ MetricsAddress parse_metrics_address(const std::string& text, bool allow_public)
 // The address as a person writes it (127.0.0.1:9400, [::1]:9400, unix:/run/x.sock).
 std::string metrics_address_text(const MetricsAddress& address);
 
-// A running server: GET /metrics answers render() (called on the server's threads). Stops
-// and joins its threads (and removes its unix socket) when destroyed.
+// An answer with its status (a probe's: 200 or 503), as text/plain.
+struct HttpAnswer {
+  int status = 200;
+  std::string body;
+};
+
+// What the server answers, each called on the server's threads: GET /metrics the exposition,
+// GET /healthz and /readyz the guard's liveness and readiness (guard_health.hpp).
+struct MetricsRoutes {
+  std::function<std::string()> metrics;
+  std::function<HttpAnswer()> healthz;
+  std::function<HttpAnswer()> readyz;
+};
+
+// A running server. Stops and joins its threads (and removes its unix socket) when destroyed.
 class MetricsServer {
  public:
   virtual ~MetricsServer() = default;
 };
 
-// Binds `address` and serves in threads of its own: a few connections at once, each with
+// Binds `address` and serves `routes` in threads of its own: a few connections at once, each with
 // read, write and keep-alive timeouts of 2 s, so no client holds a thread longer and none can
 // stall the caller. A stale unix socket (nobody listening) is replaced; a live one or another
 // file is refused. Throws Error: the module missing (how to install it), or the bind failed.
-std::unique_ptr<MetricsServer> serve_metrics(const MetricsAddress& address, std::function<std::string()> render);
+std::unique_ptr<MetricsServer> serve_metrics(const MetricsAddress& address, MetricsRoutes routes);
 
 // The module's entry point (C linkage, looked up by name): nullptr and `error` set on failure.
-using MetricsServerStart = MetricsServer* (*)(const MetricsAddress& address, std::function<std::string()> render,
-                                              std::string& error);
-inline constexpr const char* kMetricsServerStart = "gpu_run_metrics_http_start";
+// Its name changes with its signature, so that a module of another version is refused by name
+// rather than called with arguments it does not take.
+using MetricsServerStart = MetricsServer* (*)(const MetricsAddress& address, MetricsRoutes routes, std::string& error);
+inline constexpr const char* kMetricsServerStart = "gpu_run_metrics_http_start_v2";
 inline constexpr const char* kMetricsModule = "gpu-run-metrics-http.so";
 
 }  // namespace gpurun

@@ -27,6 +27,7 @@
 #include "fd.hpp"
 #include "file_io.hpp"
 #include "guard.hpp"
+#include "guard_health.hpp"
 #include "guard_metrics.hpp"
 #include "metrics_server.hpp"
 #include "process.hpp"
@@ -54,8 +55,11 @@ constexpr const char* kGuardFooter =
     "worker free (per GPU with GPU_RUN_GPUS or the gpu-run.gpus label); any other keeps the config's\n"
     "min_free_fraction. Never beyond the profile's max_shm nor the memory budget of --memory.\n"
     "Runs until SIGTERM or SIGINT (exit 0). Needs root. Packaged as gpu-run-guard.service (not enabled).\n"
+    "A pod's memory-backed emptyDir is never made smaller, nor grown past its sizeLimit (GPU_RUN_SHM_LIMIT).\n"
     "--metrics ADDR serves GET /metrics (Prometheus text): each guarded container's /dev/shm size, used and\n"
-    "peak bytes, growths and refused growths. ADDR: 127.0.0.1:PORT, [::1]:PORT or unix:/PATH; another\n"
+    "peak bytes, growths and refused growths, the guard's version and its loops' last passes; GET /healthz\n"
+    "(503 when the sampler or the discovery has made no pass in 3 of its periods, at least 10 s) and /readyz\n"
+    "(503 also until both have made one). ADDR: 127.0.0.1:PORT, [::1]:PORT or unix:/PATH; another\n"
     "address only with --metrics-public (plain HTTP, no authentication). Needs gpu-run-metrics-http.so.";
 namespace {
 
@@ -65,6 +69,8 @@ constexpr const char* kNodeGuardLockPath = "/run/gpu-run/guard.lock";
 constexpr const char* kNodeGuardStatePath = "/run/gpu-run/guard.state";
 // How often the engine is asked which containers run.
 constexpr auto kPollEvery = std::chrono::milliseconds(2000);
+// How long the watch waits for its directories' events before it makes another pass.
+constexpr auto kWatchEvery = std::chrono::milliseconds(100);
 
 void sleep_for(std::chrono::nanoseconds d) {
   struct timespec ts {};
@@ -126,10 +132,11 @@ class Roster {
   unsigned generation_ = 0;
 };
 
-// Lists the candidates every kPollEvery, inspects the new ones (once each) and publishes them;
-// returns when stopped, or when `can_watch` says the engine's directories can be watched now.
+// Lists the candidates every kPollEvery, inspects the new ones (once each) and publishes them,
+// a pass of the discovery each time; returns when stopped, or when `can_watch` says the engine's
+// directories can be watched now.
 void poll_engine(const std::string& engine, const GuardOptions& o, const Config& config, Roster& roster,
-                 const std::function<bool()>& can_watch) {
+                 GuardProgress& progress, const std::function<bool()>& can_watch) {
   const auto commands = guard_ps_commands(engine, o.all);
   ProfileStore store(profile_search_path({}, config, /*include_user=*/false));
   const auto load = [&store](const std::string& name) { return store.load(name, /*allow_path=*/false); };
@@ -184,6 +191,7 @@ void poll_engine(const std::string& engine, const GuardOptions& o, const Config&
         it = running.count(*it) && !known.count(*it) ? std::next(it) : uninspectable.erase(it);
       roster.publish(std::move(found), running);
     }
+    progress.discovered(GuardInstant::now(), kPollEvery);
     if (roster.wait_stopped(kPollEvery) || can_watch()) return;
   }
 }
@@ -216,7 +224,8 @@ std::string label_of(const ContainerInfo& c, const char* key) {
 // A pod's memory-backed emptyDir at /dev/shm (the webhook's route: docs/ARCHITECTURE.md, "A
 // pod's memory-backed emptyDir"). The kubelet mounted it at its sizeLimit and evicts the pod at
 // once when use passes that, so the guard never grows it past the sizeLimit the webhook wrote
-// in GPU_RUN_SHM_LIMIT, and lowers it to the plan (GPU_RUN_SHM_SIZE) when it first sees it.
+// in GPU_RUN_SHM_LIMIT; nor does it lower it to the plan (GPU_RUN_SHM_SIZE): an unwritten tmpfs
+// costs nothing, and a pod lowered would keep the plan whenever the guard is not running.
 // Another emptyDir is never grown past the size it has. Returns the words for the note.
 std::string empty_dir_limits(const ContainerInfo& c, GuardLimits& limits) {
   const auto env_size = [&c](const char* name) -> std::uint64_t {
@@ -234,9 +243,9 @@ std::string empty_dir_limits(const ContainerInfo& c, GuardLimits& limits) {
     return "; a memory-backed emptyDir without " + std::string(kEnvShmLimit) + ", never grown past its " +
            format_size(limits.size_limit) + " (the kubelet would evict the pod past its sizeLimit)";
   }
-  limits.start_size = std::min(env_size(kEnvShmSize), limits.size_limit);
-  return "; a memory-backed emptyDir, from the plan's " + format_size(limits.start_size) + " up to its sizeLimit " +
-         format_size(limits.size_limit) + ", never past (the kubelet would evict the pod)";
+  return "; a memory-backed emptyDir (the plan " + format_size(env_size(kEnvShmSize)) +
+         "), never made smaller, grown up to its sizeLimit " + format_size(limits.size_limit) +
+         ", never past (the kubelet would evict the pod)";
 }
 
 // Docker's and podman's containers are asked of their engine once, when their pid is known: a
@@ -263,17 +272,20 @@ std::optional<ContainerInfo> inspected_task(const std::string& engine, const Tas
 
 // An engine's containers, watched (task_watch.hpp): a container is published as soon as its
 // runtime has written its pid. containerd's own (pods) are read from their spec; Docker's (the
-// moby namespace) and podman's are inspected once.
-void watch_tasks(TaskWatcher& watcher, const GuardOptions& o, const Config& config, Roster& roster) {
+// moby namespace) and podman's are inspected once. Each turn of the loop, however it ends, is a
+// pass of the discovery.
+void watch_tasks(TaskWatcher& watcher, const GuardOptions& o, const Config& config, Roster& roster,
+                 GuardProgress& progress) {
   const fs::path& root = watcher.layout().root;
   const std::string& engine = watcher.layout().engine;
   ProfileStore store(profile_search_path({}, config, /*include_user=*/false));
   const auto load = [&store](const std::string& name) { return store.load(name, /*allow_path=*/false); };
   std::set<std::string> running;
-  for (bool first = true; !roster.wait_stopped(std::chrono::milliseconds(0)); first = false) {
+  for (bool first = true; !roster.wait_stopped(std::chrono::milliseconds(0));
+       first = false, progress.discovered(GuardInstant::now(), kWatchEvery)) {
     std::vector<TaskEvent> events;
     try {
-      events = watcher.wait(std::chrono::milliseconds(100), roster.stopped_fd());
+      events = watcher.wait(kWatchEvery, roster.stopped_fd());
     } catch (const Error& e) {
       print_warning("gpu-run-ctl", std::string("guard: ") + e.what());
       roster.wait_stopped(std::chrono::milliseconds(1000));
@@ -536,13 +548,23 @@ void run_guard(const GuardOptions& o) {
                 "(systemctl stop gpu-run-guard)");
 
   GuardMetrics metrics;
+  // Until the first pass, the discovery is given the poll's period: Docker's and podman's
+  // directories are looked for first.
+  GuardProgress progress(GuardInstant::now(), std::chrono::milliseconds(interval),
+                         engine == "containerd" ? kWatchEvery : kPollEvery);
   std::unique_ptr<MetricsServer> server;
   if (address) {
-    server = serve_metrics(*address, [&metrics] { return metrics.render(); });
+    MetricsRoutes routes;
+    routes.metrics = [&] {
+      return metrics.render({GPU_RUN_VERSION, progress.last_sample_seconds(), progress.last_discovery_seconds()});
+    };
+    routes.healthz = [&progress] { return progress.health(std::chrono::steady_clock::now(), /*readiness=*/false); };
+    routes.readyz = [&progress] { return progress.health(std::chrono::steady_clock::now(), /*readiness=*/true); };
+    server = serve_metrics(*address, std::move(routes));
     std::cerr << "gpu-run-ctl: guard: metrics at "
               << (address->unix_socket ? metrics_address_text(*address) + " (GET /metrics)"
                                        : "http://" + metrics_address_text(*address) + "/metrics")
-              << "\n";
+              << ", health at /healthz and /readyz\n";
   }
   StopOnSignal stop;
   std::cerr << "gpu-run-ctl: guard: " << guard_start_line(engine, o.all) << ", /dev/shm sampled every " << interval
@@ -559,9 +581,9 @@ void run_guard(const GuardOptions& o) {
     if (!watcher) watcher = engine_watcher(engine, /*quiet=*/false);
     // The CLI until they can be found (the engine started after the guard, most often).
     if (!watcher)
-      poll_engine(engine, o, config, roster,
+      poll_engine(engine, o, config, roster, progress,
                   [&] { return (watcher = engine_watcher(engine, /*quiet=*/true)) != nullptr; });
-    if (watcher) watch_tasks(*watcher, o, config, roster);
+    if (watcher) watch_tasks(*watcher, o, config, roster, progress);
   });
 
   std::map<std::string, Guarded> guarded;
@@ -636,6 +658,7 @@ void run_guard(const GuardOptions& o) {
       }
       ++it;
     }
+    progress.sampled(GuardInstant::now());
     sleep_for(std::chrono::milliseconds(interval));
   }
   roster.stop();
@@ -661,7 +684,8 @@ void add_guard_command(CLI::App& app) {
   cmd->add_flag("--all", o->all, "Guard every running container, not only those gpu-run sized");
   cmd->add_option("--interval", o->interval_ms, "Milliseconds between samples of each container (default 10)")
       ->type_name("MS");
-  cmd->add_option("--metrics", o->metrics, "Serve Prometheus metrics at ADDR: 127.0.0.1:PORT, [::1]:PORT or unix:/PATH")
+  cmd->add_option("--metrics", o->metrics,
+                  "Serve Prometheus metrics (and /healthz, /readyz) at ADDR: 127.0.0.1:PORT, [::1]:PORT or unix:/PATH")
       ->type_name("ADDR");
   cmd->add_flag("--metrics-public", o->metrics_public, "Allow --metrics on a non-loopback address (plain HTTP)");
   cmd->callback([o] { run_guard(*o); });

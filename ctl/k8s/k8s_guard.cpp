@@ -56,11 +56,13 @@ ordered_json host_path_volume(const char* name, const std::string& path, const c
 
 ordered_json daemon_set(const std::string& ns, const std::string& image, int port, const std::string& state) {
   const std::string tasks = state + "/" + kContainerdTaskDir;
-  const ordered_json probe = {{"httpGet", {{"path", "/metrics"}, {"port", "metrics"}}}, {"timeoutSeconds", 2}};
+  // The guard's loops' progress, not /metrics: its table answers while a loop is stuck (guard_health.hpp).
+  const ordered_json probe = {{"httpGet", {{"path", "/healthz"}, {"port", "metrics"}}}, {"timeoutSeconds", 2}};
   ordered_json liveness = probe;
   liveness["periodSeconds"] = 20;
   liveness["failureThreshold"] = 3;
   ordered_json readiness = probe;
+  readiness["httpGet"]["path"] = "/readyz";
   readiness["periodSeconds"] = 10;
   ordered_json container = {
       {"name", "guard"},

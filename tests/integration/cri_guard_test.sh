@@ -7,7 +7,11 @@
 # Prometheus answers a query by them); N pods started one after another are each guarded
 # within 100 ms of StartContainer (p99 reported); a pod removed in the middle of its writes
 # leaves the guard running without a warning. A pod whose /dev/shm is a kubelet emptyDir as the
-# real webhook writes it is lowered to the plan, grown as it writes 240 MiB, never past its sizeLimit.
+# real webhook writes it stays at its sizeLimit (never lowered to the plan, never grown past it)
+# and writes 240 MiB with the guard running, then again with the guard stopped, and a restarted
+# guard leaves it there too. GET /healthz and /readyz answer 200 while the guard's loops run, and
+# 503 naming the discovery while it hangs on a `docker inspect` that never returns (a Docker task
+# in containerd's moby namespace, a stand-in docker that sleeps), while /metrics still answers.
 # Usage: cri_guard_test.sh [PATH/TO/gpu-run]   (gpu-run-ctl next to it, or in $GPU_RUN_BIN_DIR)
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -44,11 +48,37 @@ free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 # A wrong state directory is an error at start.
 assert_exit 1 "$CTL" guard --engine containerd --containerd-state "$D/nowhere"
 assert_contains "$IT_ERR" "is not a directory" "a wrong --containerd-state is refused at start"
+# A docker that never answers: the guard asks it about a moby task (below, a stuck discovery).
+mkdir -p "$D/stub"
+printf '#!/bin/sh\necho $$ >>"%s"\nexec sleep 600\n' "$D/docker.calls" >"$D/stub/docker"
+chmod +x "$D/stub/docker"
+# shellcheck disable=SC2317  # called through it_on_exit
+stop_stub() {
+  [[ -f $D/docker.calls ]] && while read -r p; do kill "$p" 2>/dev/null; done <"$D/docker.calls"
+  ctr -a "$IT_CRI_SOCK" -n moby tasks kill -s KILL hang >/dev/null 2>&1
+  sleep 0.2
+  ctr -a "$IT_CRI_SOCK" -n moby tasks delete -f hang >/dev/null 2>&1
+  ctr -a "$IT_CRI_SOCK" -n moby containers rm hang >/dev/null 2>&1
+  true
+}
+it_on_exit stop_stub
 gport=$(free_port)
-"$CTL" guard --engine containerd --containerd-state "$D/state" --metrics "127.0.0.1:$gport" 2>"$D/guard.err" &
+PATH="$D/stub:$PATH" "$CTL" guard --engine containerd --containerd-state "$D/state" --metrics "127.0.0.1:$gport" \
+  2>"$D/guard.err" &
 guard=$!
 pids+=("$guard")
 for _ in $(seq 100); do grep -q "guard: guarding the containerd" "$D/guard.err" && break; sleep 0.05; done
+# probe PATH: the HTTP status, then the body on one line.
+probe() {
+  local out
+  out=$(curl -s -w '\n%{http_code}' "http://127.0.0.1:$gport$1")
+  printf '%s %s' "${out##*$'\n'}" "$(tr '\n' ' ' <<<"${out%$'\n'*}")"
+}
+for _ in $(seq 50); do [[ $(probe /readyz) == 200* ]] && break; sleep 0.05; done
+health=$(probe /healthz)
+assert_contains "$health" "200 ok sampler: last pass " "GET /healthz: 200 on a running guard"
+assert_contains "$health" "discovery: last pass " "...with the age of each loop's last pass ($health)"
+assert_contains "$(probe /readyz)" "200 ok " "GET /readyz: 200 once both loops have made a pass"
 
 
 # ------------------------------------------------------------ a pod writes 240 MiB into 64 MiB
@@ -124,18 +154,22 @@ mkdir -p "$ed" && mount -t tmpfs -o size=544m tmpfs "$ed" || it_die "cannot moun
 it_cri pod --name webhooked --memory $((1088 << 20)) "${envs[@]}" --mount "$ed:/dev/shm" >"$D/e.json" 2>"$D/e.err" ||
   it_die "the emptyDir pod did not start: $(cat "$D/e.err")"
 e=$(jq -r '.containers[0]' "$D/e.json")
-for _ in $(seq 100); do grep -q "guard: container c0: /dev/shm 544MiB -> 64MiB" "$D/guard.err" && break; sleep 0.02; done
-assert_contains "$(grep "(${e:0:12})" "$D/guard.err")" "from the plan's 64MiB up to its sizeLimit 544MiB, never past" \
-  "the emptyDir pod is guarded between the plan and its sizeLimit"
-assert_contains "$(cat "$D/guard.err")" "guard: container c0: /dev/shm 544MiB -> 64MiB (the plan" \
-  "the guard lowered the kubelet's 544 MiB tmpfs to the plan"
-assert_eq 65536 "$(it_cri exec "$e" df -k /dev/shm | awk 'NR == 2 { print $2 }')" "df in the container: 64 MiB"
-out=$(it_cri exec "$e" sh -c 'i=0; while [ $i -lt 30 ]; do head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1;
-  i=$((i+1)); sleep 0.15; done; df -k /dev/shm | tail -n 1')
-assert_eq 0 "$?" "the emptyDir pod wrote 240 MiB into its 64 MiB /dev/shm (exit 0)"
-kb=$(printf '%s\n' "$out" | awk '{ print $2 }')
-[[ ${kb:-0} -ge $((240 * 1024)) && ${kb:-0} -le $((544 * 1024)) ]] &&
-  it_pass "df in the container: grown to $kb KiB, within the sizeLimit" || it_fail "df in the container: [$out]"
+for _ in $(seq 100); do grep -q "guarding container c0 (${e:0:12})" "$D/guard.err" && break; sleep 0.02; done
+assert_contains "$(grep "(${e:0:12})" "$D/guard.err")" \
+  "a memory-backed emptyDir (the plan 64MiB), never made smaller, grown up to its sizeLimit 544MiB, never past" \
+  "the emptyDir pod is guarded up to its sizeLimit, never made smaller"
+sleep 0.5 # about 50 samples of it
+assert_eq $((544 * 1024)) "$(it_cri exec "$e" df -k /dev/shm | awk 'NR == 2 { print $2 }')" \
+  "df in the container with the guard running: 544 MiB, its sizeLimit (not lowered to the 64 MiB plan)"
+# write_240 POD: 30 files of 8 MiB into /dev/shm, then its df line.
+write_240() {
+  it_cri exec "$1" sh -c 'rm -f /dev/shm/f*; i=0; while [ $i -lt 30 ]; do
+    head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1; i=$((i+1)); sleep 0.05; done; df -k /dev/shm | tail -n 1'
+}
+out=$(write_240 "$e")
+assert_eq 0 "$?" "the emptyDir pod wrote 240 MiB with the guard running (exit 0)"
+assert_eq $((544 * 1024)) "$(printf '%s\n' "$out" | awk '{ print $2 }')" "df in the container: still its 544 MiB sizeLimit"
+assert_not_contains "$(cat "$D/guard.err")" "/dev/shm 544MiB -> " "the guard never remounted it"
 # On past the sizeLimit: the guard stops there, so the write fails and the use never passes it.
 it_cri exec "$e" sh -c 'i=30; while [ $i -lt 80 ]; do head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1;
   i=$((i+1)); sleep 0.1; done' >/dev/null 2>&1
@@ -151,7 +185,7 @@ curl -s "http://127.0.0.1:$gport/metrics" >"$D/e.prom"
 refused=$(awk -v id="$e" 'index($0, "gpu_run_shm_growths_refused_total{") == 1 && index($0, id) { print $NF }' "$D/e.prom")
 [[ ${refused:-0} -ge 1 ]] && it_pass "its refused growths are counted ($refused): what an alert on a full /dev/shm that cannot grow reads" ||
   it_fail "no refused growth in its series: $(grep "$e" "$D/e.prom")"
-it_cri rm-pod "$(jq -r .pod "$D/e.json")" >/dev/null 2>&1
+it_cri exec "$e" sh -c 'rm -f /dev/shm/f*' # the pod stays: it writes again once the guard is stopped (the end)
 
 # ------------------------------------------------------------ how soon a pod is guarded
 stopped_before=$(grep -c "stopped guarding container c0 " "$D/guard.err")
@@ -205,9 +239,58 @@ kill -0 "$guard" 2>/dev/null && it_pass "the guard runs on after a pod removed m
 assert_not_contains "$(tail -n +$((lines_before + 1)) "$D/guard.err")" "warning" "no warning from the guard for it"
 assert_not_contains "$(tail -n +$((lines_before + 1)) "$D/guard.err")" "error" "no error from the guard for it"
 
+# ------------------------------------------------------------ a stuck discovery fails the probe
+# A Docker task in containerd's moby namespace is asked of `docker inspect`, which here never
+# answers: the discovery hangs there while the sampler goes on.
+ctr -a "$IT_CRI_SOCK" -n moby run -d --rootfs "$IT_ROOTFS" hang /bin/sleep 600 >/dev/null 2>"$D/ctr.err" ||
+  it_die "ctr run in the moby namespace: $(cat "$D/ctr.err")"
+for _ in $(seq 100); do [[ -s $D/docker.calls ]] && break; sleep 0.05; done
+assert_eq 1 "$([[ -s $D/docker.calls ]] && echo 1)" "the guard asked the stand-in docker about the moby task"
+t0=$(date +%s%N)
+for _ in $(seq 200); do [[ $(probe /healthz) == 503* ]] && break; sleep 0.1; done
+t1=$(date +%s%N)
+health=$(probe /healthz)
+assert_contains "$health" "503 " "GET /healthz: 503 while the discovery is stuck ($(((t1 - t0) / 1000000)) ms after the hang began)"
+assert_contains "$health" "stale: discovery" "...naming the discovery"
+assert_not_contains "$health" "stale: sampler" "...not the sampler, which still runs"
+assert_contains "$(probe /readyz)" "503 " "GET /readyz: 503 too"
+curl -sf "http://127.0.0.1:$gport/metrics" >"$D/stuck1.prom"
+assert_eq 0 "$?" "GET /metrics still answers (what the old probe read)"
+sleep 1
+curl -sf "http://127.0.0.1:$gport/metrics" >"$D/stuck2.prom"
+last() { awk -v m="$1" '$1 == m { print $2 }' "$2"; }
+python3 -c "import sys; a, b, c, d = map(float, sys.argv[1:]); sys.exit(0 if b > a and d == c else 1)" \
+  "$(last gpu_run_guard_last_sample_timestamp_seconds "$D/stuck1.prom")" \
+  "$(last gpu_run_guard_last_sample_timestamp_seconds "$D/stuck2.prom")" \
+  "$(last gpu_run_guard_last_discovery_timestamp_seconds "$D/stuck1.prom")" \
+  "$(last gpu_run_guard_last_discovery_timestamp_seconds "$D/stuck2.prom")" &&
+  it_pass "the metrics: the last sample's timestamp moves on, the last discovery's stands still" ||
+  it_fail "timestamps: $(grep -h '^gpu_run_guard_last' "$D/stuck1.prom" "$D/stuck2.prom" | tr '\n' ' ')"
+while read -r p; do kill "$p" 2>/dev/null; done <"$D/docker.calls" # docker answers at last (killed)
+for _ in $(seq 50); do [[ $(probe /healthz) == 200* ]] && break; sleep 0.1; done
+assert_contains "$(probe /healthz)" "200 " "GET /healthz: 200 again once the inspect returned"
+stop_stub
+
 kill -TERM "$guard"
 rc=0
 wait "$guard" || rc=$?
 assert_eq 0 "$rc" "SIGTERM ends the guard with exit 0"
 it_log "the guard's stderr:"$'\n'"$(cat "$D/guard.err")"
+
+# ------------------------------------------------------------ the emptyDir pod without the guard
+out=$(write_240 "$e")
+assert_eq 0 "$?" "with the guard stopped, the emptyDir pod wrote 240 MiB (exit 0)"
+assert_eq $((544 * 1024)) "$(printf '%s\n' "$out" | awk '{ print $2 }')" "df in the container: its 544 MiB sizeLimit"
+# A restarted guard resumes it from its state and leaves it there too.
+"$CTL" guard --engine containerd --containerd-state "$D/state" 2>"$D/guard2.err" &
+guard=$!
+pids+=("$guard")
+for _ in $(seq 100); do grep -q "guarding container c0 (${e:0:12})" "$D/guard2.err" && break; sleep 0.05; done
+assert_contains "$(grep "(${e:0:12})" "$D/guard2.err")" "resumed from the last guard" "a restarted guard resumes the emptyDir pod"
+sleep 0.5
+assert_eq $((544 * 1024)) "$(it_cri exec "$e" df -k /dev/shm | awk 'NR == 2 { print $2 }')" \
+  "df in the container under the restarted guard: still 544 MiB"
+kill -TERM "$guard"
+wait "$guard"
+it_cri rm-pod "$(jq -r .pod "$D/e.json")" >/dev/null 2>&1
 it_done

@@ -6,8 +6,9 @@
 # containerd's task directory read-only and HostToContainer, a /run/gpu-run of the test's own, the
 # host's /dev/shm read-only; its env and args). It watches that containerd, where a pod's container
 # (a k8s.io task with the CRI annotations, run by ctr) fills its 64 MiB /dev/shm: the guard grows
-# it, serves the growth on the metrics port, and leaves the host's /dev/shm alone. Then the same
-# run without each of the four capabilities in turn: the /dev/shm is not grown, so each is needed.
+# it, serves the growth and answers the DaemonSet's probes (/healthz, /readyz) on the metrics port,
+# and leaves the host's /dev/shm alone. Then the same run without each of the four capabilities in
+# turn: the /dev/shm is not grown, so each is needed.
 # The guards run with a /run/gpu-run of their own (the host's guard.lock is never taken).
 # Packages: the build under test ($GPU_RUN_BIN_DIR/..) when it is a Release build for /usr, else
 # scripts/package into $GPU_RUN_PACKAGE_BUILD_DIR (default build/pkg), as webhook_image does.
@@ -157,7 +158,16 @@ assert_eq 0 "$?" "...and grows its /dev/shm as 56 MiB are written into its 64 ($
 size=$(shm_size "$pid")
 assert_eq 1 "$((size > 67108864))" "the container sees the larger /dev/shm ($size bytes)"
 metrics=$(curl -sf "http://127.0.0.1:$port/metrics")
-assert_eq 0 "$?" "the readiness and liveness path answers on the metrics port"
+assert_eq 0 "$?" "GET /metrics answers on the metrics port"
+probes=$("$PY" -c 'import sys, yaml
+ds = [o for o in yaml.safe_load_all(open(sys.argv[1])) if o["kind"] == "DaemonSet"][0]
+c = ds["spec"]["template"]["spec"]["containers"][0]
+print(c["livenessProbe"]["httpGet"]["path"], c["readinessProbe"]["httpGet"]["path"])' "$d/guard.yaml")
+assert_eq "/healthz /readyz" "$probes" "the DaemonSet's liveness and readiness paths"
+for path in $probes; do
+  code=$(curl -s -o "$d/probe.out" -w '%{http_code}' "http://127.0.0.1:$port$path")
+  assert_eq 200 "$code" "GET $path answers 200 on the metrics port ($(head -n 1 "$d/probe.out"))"
+done
 labels='namespace="ml",pod="train",container="c0"'
 assert_contains "$metrics" "gpu_run_shm_growths_total{$labels" "the growth is served with the pod's labels"
 assert_eq "1 0 $size" "$(awk -v l="{$labels" 'index($0, l) {

@@ -86,7 +86,9 @@ check(all(mounts[n].mount_path == host[n].path for n in host)
       variant + ": each at its own path, read-only but /run/gpu-run, the tasks HostToContainer")
 metrics_port = [p for p in c.ports if p.name == "metrics"][0]
 check(metrics_port.container_port == port and c.liveness_probe.http_get.port == "metrics"
-      and c.readiness_probe.http_get.path == "/metrics", variant + ": probes on the metrics port's /metrics")
+      and c.liveness_probe.http_get.path == "/healthz" and c.readiness_probe.http_get.port == "metrics"
+      and c.readiness_probe.http_get.path == "/readyz",
+      variant + ": liveness on the metrics port's /healthz, readiness on its /readyz")
 check(c.resources.requests["memory"] and c.resources.limits["memory"] and c.resources.requests["cpu"],
       variant + ": resource requests and limits")
 check(d.spec.selector.match_labels == d.spec.template.metadata.labels, variant + ": the selector selects its pods")

@@ -49,6 +49,16 @@ if promtool check metrics <"$work/guard.prom" >"$work/promtool.out" 2>&1; then
 else
   it_fail "promtool check metrics on the guard's /metrics: $(cat "$work/promtool.out")"
 fi
+version=$("$CTL" --version | awk '{ print $2 }')
+assert_contains "$(cat "$work/guard.prom")" "gpu_run_guard_build_info{version=\"$version\"} 1" \
+  "the guard's /metrics has its build info, the version of gpu-run-ctl --version"
+now=$(date +%s)
+sampled=$(awk '$1 == "gpu_run_guard_last_sample_timestamp_seconds" { print $2 }' "$work/guard.prom")
+discovered=$(awk '$1 == "gpu_run_guard_last_discovery_timestamp_seconds" { print $2 }' "$work/guard.prom")
+python3 -c "import sys; n, s, d = map(float, sys.argv[1:]); sys.exit(0 if abs(n - s) < 5 and abs(n - d) < 5 else 1)" \
+  "$now" "${sampled:-0}" "${discovered:-0}" &&
+  it_pass "its last sample and last discovery pass are timestamped now ($sampled, $discovered; date +%s $now)" ||
+  it_fail "last sample [$sampled], last discovery [$discovered], now $now"
 
 # ------------------------------------------------------------ the webhook's /metrics
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$work/tls.key" -out "$work/tls.crt" -days 1 \
@@ -88,6 +98,8 @@ fi
 # ------------------------------------------------------------ Prometheus scrapes the guard
 pport=$(it_prometheus_start "$work" "127.0.0.1:$gport")
 pids+=("$(cat "$work/prometheus.pid")")
+assert_eq 1 "$(it_prometheus_value "$pport" "gpu_run_guard_build_info{version=\"$version\"}")" \
+  "Prometheus answers gpu_run_guard_build_info{version=\"$version\"} with 1"
 query='gpu_run_shm_used_bytes{job="gpu-run-guard",container_name="scraped"}'
 value=$(it_prometheus_value "$pport" "$query")
 [[ -n $value ]] || it_fail "Prometheus answered no $query; its log: $(tail -n 5 "$work/prometheus.log")"

@@ -196,17 +196,37 @@ TEST(GrowthCeiling, TheSmallerOfMaxShmAndTheBudgetNeverBelowTheSize) {
   EXPECT_EQ(growth_ceiling(l, 64 * kMiB), 300 * kMiB);
 }
 
-TEST(LoweredSize, ToThePlanWhenTheNextAllocationsFitThere) {
+TEST(DecideGuard, NeverSmallerThanTheSizeFound) {
+  // Whatever the limits, a size found above them is kept: a growth is always larger, and a cap
+  // below the size blocks instead of shrinking (fail-static: the door's size stays).
+  const std::uint64_t sizes[] = {1 * kMiB, 64 * kMiB, 300 * kMiB + 12345, 544 * kMiB, 2 * kGiB};
+  const std::uint64_t caps[] = {0, 32 * kMiB, 64 * kMiB, 544 * kMiB, 1 * kGiB};
+  for (const std::uint64_t size : sizes)
+    for (const std::uint64_t cap : caps)
+      for (const int cap_kind : {0, 1, 2})
+        for (const std::uint64_t headroom : {std::uint64_t{0}, 8 * kMiB, 110 * kMiB})
+          for (const std::uint64_t used : {std::uint64_t{0}, size / 2, size - size / 8, size}) {
+            GuardLimits l;
+            l.headroom = headroom;
+            if (cap_kind == 0) l.max_shm = cap;
+            if (cap_kind == 1 && cap) l.budget_bytes = cap;
+            if (cap_kind == 2) l.size_limit = cap;
+            const GuardStep step = decide_guard({}, l, size, used);
+            EXPECT_TRUE(step.action != GuardAction::kGrow || step.size > size)
+                << "size " << size << " cap " << cap << " kind " << cap_kind << " used " << used << ": " << step.size;
+          }
+}
+
+TEST(DecideGuard, AWebhookEmptyDirStaysAtItsSizeLimit) {
+  // The kubelet mounts it at its sizeLimit (544 MiB for a 1088Mi limit); the plan was 64 MiB.
   GuardLimits l;
   l.headroom = 8 * kMiB;
-  l.size_limit = 1 * kGiB;
-  EXPECT_FALSE(lowered_size({}, l, 1 * kGiB, 0)) << "no start size: left alone";
-  l.start_size = 64 * kMiB - 5;
-  EXPECT_EQ(lowered_size({}, l, 1 * kGiB, 0), 64 * kMiB) << "rounded up to MiB";
-  EXPECT_EQ(lowered_size({}, l, 1 * kGiB, 50 * kMiB), 64 * kMiB);
-  EXPECT_FALSE(lowered_size({}, l, 1 * kGiB, 60 * kMiB)) << "the guard would grow it back at once";
-  EXPECT_FALSE(lowered_size({}, l, 64 * kMiB, 0)) << "already the plan";
-  EXPECT_FALSE(lowered_size({}, l, 32 * kMiB, 0)) << "smaller than the plan: never a growth";
+  l.size_limit = 544 * kMiB;
+  EXPECT_EQ(decide_guard({}, l, 544 * kMiB, 0).action, GuardAction::kNone) << "unwritten: left as it is";
+  EXPECT_EQ(decide_guard({}, l, 544 * kMiB, 240 * kMiB).action, GuardAction::kNone) << "240 MiB fit";
+  const GuardStep full = decide_guard({}, l, 544 * kMiB, 540 * kMiB);
+  EXPECT_EQ(full.action, GuardAction::kBlocked) << "full: neither grown past the sizeLimit nor lowered";
+  EXPECT_CONTAINS(full.reason, "its emptyDir's sizeLimit 544MiB");
 }
 
 TEST(ShmExhaustionReport, SilentWhenTheJobDidNotRunOut) {

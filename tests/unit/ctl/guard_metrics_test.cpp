@@ -50,6 +50,25 @@ TEST(GuardMetricsTest, NoContainerStillHasTheFamilies) {
   EXPECT_EQ(text.find("gpu_run_shm_used_bytes{"), std::string::npos);
 }
 
+TEST(GuardMetricsTest, TheGuardsVersionAndItsLoopsLastPasses) {
+  const std::string text = render_guard_metrics({}, GuardSelf{"1.2.3", 1700000060.25, 1700000060.5});
+  EXPECT_NE(text.find("# TYPE gpu_run_guard_build_info gauge\ngpu_run_guard_build_info{version=\"1.2.3\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("# TYPE gpu_run_guard_last_sample_timestamp_seconds gauge\n"
+                      "gpu_run_guard_last_sample_timestamp_seconds 1.70000006025e+09\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("gpu_run_guard_last_discovery_timestamp_seconds 1.7000000605e+09\n"), std::string::npos)
+      << "as Go's client writes floats";
+  EXPECT_NE(
+      render_guard_metrics({}).find(std::string("gpu_run_guard_build_info{version=\"") + GPU_RUN_VERSION + "\"} 1\n"),
+      std::string::npos)
+      << "this build's version by default";
+  EXPECT_NE(render_guard_metrics({}).find("gpu_run_guard_last_sample_timestamp_seconds 0\n"), std::string::npos)
+      << "0 before the first pass";
+}
+
 TEST(GuardMetricsTest, EscapesTheLabelValuesAContainerControls) {
   GuardedShm c = job("bbb", "x\"} 1\ninjected_total 9", 0);
   c.profile = "a\\b";
@@ -63,7 +82,7 @@ TEST(GuardMetricsTest, KeepsThePeakAcrossUpdatesAndForgetsRemovedContainers) {
   m.update(job("aaa", "train", 30 * kMiB));
   m.update(job("aaa", "train", 5 * kMiB));
   m.update(job("ccc", "other", kMiB));
-  std::string text = m.render();
+  std::string text = m.render(GuardSelf{});
   EXPECT_NE(text.find("gpu_run_guard_containers 2\n"), std::string::npos);
   EXPECT_NE(text.find("gpu_run_shm_peak_bytes{container_id=\"aaa\",container_name=\"train\",profile=\"imagenet\","
                       "engine=\"docker\"} 31457280\n"),
@@ -73,7 +92,7 @@ TEST(GuardMetricsTest, KeepsThePeakAcrossUpdatesAndForgetsRemovedContainers) {
                       "engine=\"docker\"} 5242880\n"),
             std::string::npos);
   m.remove("aaa");
-  text = m.render();
+  text = m.render(GuardSelf{});
   EXPECT_NE(text.find("gpu_run_guard_containers 1\n"), std::string::npos);
   EXPECT_EQ(text.find("container_id=\"aaa\""), std::string::npos);
 }

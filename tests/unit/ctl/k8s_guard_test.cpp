@@ -60,7 +60,8 @@ TEST(GuardManifestsTest, TheDaemonSetHasOnlyWhatTheGuardNeeds) {
   EXPECT_EQ(c["args"], ordered_json::array({"guard", "--engine", "containerd", "--containerd-state", "/run/containerd",
                                             "--metrics", "0.0.0.0:9555", "--metrics-public"}));
   EXPECT_EQ(c["ports"][0]["containerPort"], 9555);
-  EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"], "/metrics");
+  EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+  EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"], "/readyz");
   EXPECT_EQ(c["readinessProbe"]["httpGet"]["port"], "metrics");
   const ordered_json& sc = c["securityContext"];
   EXPECT_EQ(sc["privileged"], false);

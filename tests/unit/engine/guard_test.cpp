@@ -33,5 +33,24 @@ TEST(ShmGuardTest, BlockedWhileAFullShmCannotGrowAndCountedOncePerEpisode) {
   EXPECT_EQ(guard.growths(), 0u);
 }
 
+TEST(ShmGuardTest, AnEmptyDirAtItsSizeLimitIsLeftThereNeverLowered) {
+  Config config;
+  config.log_file = "";
+  GuardLimits limits;  // the webhook's pod: a plan of 64 MiB, the kubelet's tmpfs at its sizeLimit
+  limits.headroom = 8 * kMiB;
+  limits.size_limit = 544 * kMiB;
+  ShmGuard guard(GuardPolicy{}, limits, config, "test: guard");
+  // A pid no process has: a remount, had one been tried, would fail and count as refused.
+  const int no_process = 0x3ffffff0;
+  guard.on_sample(no_process, "c", ShmUsage{544 * kMiB, 0});
+  guard.on_sample(no_process, "c", ShmUsage{544 * kMiB, 240 * kMiB});
+  EXPECT_EQ(guard.growths(), 0u);
+  EXPECT_EQ(guard.refusals(), 0u) << "no remount tried";
+  EXPECT_FALSE(guard.blocked());
+  guard.on_sample(no_process, "c", ShmUsage{544 * kMiB, 540 * kMiB});
+  EXPECT_TRUE(guard.blocked()) << "full at the sizeLimit: blocked, neither grown past it nor remounted";
+  EXPECT_EQ(guard.refusals(), 1u);
+}
+
 }  // namespace
 }  // namespace gpurun
