@@ -259,8 +259,10 @@ Match match_disk_full(std::string_view line) {
   if (!contains_any(line, {"No space left on device", "[Errno 28]", "StorageFull",
                            "PytorchStreamWriter failed writing file", "Disk quota exceeded"}))
     return std::nullopt;
+  // A write into /dev/shm by a program no matcher above knows (joblib, a hand-made segment).
+  if (contains(line, "/dev/shm/")) return line_of(CrashLine::kShmWriteNoSpace);
   // Whatever names shared memory belongs to the matchers above.
-  if (contains_any(line, {"/dev/shm", "torch_", "nccl", "shared memory", "posix_fallocate"})) return std::nullopt;
+  if (contains_any(line, {"torch_", "nccl", "shared memory", "posix_fallocate"})) return std::nullopt;
   return line_of(CrashLine::kDiskFull);
 }
 

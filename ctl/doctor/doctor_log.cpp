@@ -121,6 +121,13 @@ void torch_shm_rule(const CrashFacts& f, std::vector<Finding>& out) {
   }
 }
 
+void shm_write_rule(const CrashFacts& f, std::vector<Finding>& out) {
+  const CrashEvidence* e = first(f, CrashEvidence::kShmWriteNoSpace);
+  if (!e) return;
+  out.push_back({Level::kFail, "shm-no-space",
+                 "a write into /dev/shm failed, it was full (" + where(*e) + ")." + had(f), sizing_fix(f)});
+}
+
 void nccl_rule(const CrashFacts& f, std::vector<Finding>& out) {
   if (!has(f, CrashEvidence::kNcclSegment)) return;
   // "(size N)" is the segment; "failed to extend ... to N bytes" counts a 4-byte header on top.
@@ -343,9 +350,13 @@ void lookalike_rules(const CrashFacts& f, std::vector<Finding>& out) {
        "raise vm.max_map_count (sysctl -w vm.max_map_count=262144) or share fewer, larger tensors; check the "
        "memory limit"},
   };
-  for (const LookAlike& l : kLookAlikes)
+  for (const LookAlike& l : kLookAlikes) {
     if (const CrashEvidence* e = first(f, l.kind))
       out.push_back({Level::kWarn, l.check, std::string(l.what) + " (" + where(*e) + ").", l.fix, l.engine});
+    else if (l.kind == CrashEvidence::kSegfault && f.exit_code && *f.exit_code == 139)
+      out.push_back(
+          {Level::kWarn, l.check, std::string(l.what) + " (exit status 139, 128 + SIGSEGV).", l.fix, l.engine});
+  }
 }
 
 void fallback_rules(const CrashFacts& f, std::vector<Finding>& out) {
@@ -416,8 +427,8 @@ void read_crash_log(std::string_view text, CrashFacts& f) {
 
 std::vector<Finding> diagnose_crash(const CrashFacts& f) {
   std::vector<Finding> out;
-  for (auto rule : {dataloader_rule, torch_shm_rule, nccl_rule, vllm_rule, ray_rule, triton_rule, sigbus_rule,
-                    fd_limit_rule, oom_rule, lookalike_rules, fallback_rules})
+  for (auto rule : {dataloader_rule, torch_shm_rule, shm_write_rule, nccl_rule, vllm_rule, ray_rule, triton_rule,
+                    sigbus_rule, fd_limit_rule, oom_rule, lookalike_rules, fallback_rules})
     rule(f, out);
   return out;
 }

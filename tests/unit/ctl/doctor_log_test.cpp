@@ -314,6 +314,9 @@ TEST(DoctorLogCorpus, ExitStatusesAreSignals) {
            {"Process finished with exit code 137", "oom-killed=FAIL"},
            {"[ERROR] [launch.py:321:sigkill_handler] ['python'] exits with return code = 1", "crash-log=OK"},
            {"RuntimeError: unable to open shared memory object </torch_1_2> in read-write mode", "crash-log=OK"},
+           {"OSError: [Errno 28] No space left on device: '/dev/shm/joblib_memmapping_folder_1/x.pkl'",
+            "shm-no-space=FAIL"},
+           {"OSError: [Errno 28] No space left on device: '/data/ckpt/last.pt'", "disk-full=WARN"},
        }) {
     CrashFacts f;
     read_crash_log(line + "\n", f);
@@ -322,6 +325,9 @@ TEST(DoctorLogCorpus, ExitStatusesAreSignals) {
   CrashFacts killed;
   killed.exit_code = 137;
   EXPECT_EQ(checks(diagnose_crash(killed)), "oom-killed=FAIL");
+  CrashFacts segv;  // a container that printed nothing about it
+  segv.exit_code = 139;
+  EXPECT_EQ(checks(diagnose_crash(segv)), "segfault=WARN");
 }
 
 }  // namespace
