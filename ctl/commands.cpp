@@ -14,6 +14,7 @@
 #include "plan.hpp"
 #include "profiles.hpp"
 #include "program.hpp"
+#include "reap.hpp"
 #include "resize.hpp"
 #include "tune.hpp"
 #include "watch.hpp"
@@ -53,6 +54,7 @@ void add_ctl_commands(CLI::App& app) {
   add_calibrate_command(app);
   add_tune_command(app);
   add_doctor_command(app);
+  add_reap_command(app);
   CLI::App* configure = app.add_subcommand(
       "configure", "Register gpu-run with docker (daemon.json), podman (hooks.d) or containerd (config.toml)");
   configure->require_subcommand(1);

@@ -116,17 +116,19 @@ void add_doctor_command(CLI::App& app) {
          << "against the CPUs, leftover torch_* and nccl-* segments, kernel.shmmax/shmall (which do not size\n"
          << "/dev/shm).\n"
          << "A container that has exited, or a log given with --log (a training log, `docker logs` output), is\n"
-         << "read for the failures /dev/shm causes: DataLoader workers killed by a bus error, PyTorch's and\n"
-         << "NCCL's shared-memory allocation errors, exit status 135; each with why and the command that fixes\n"
-         << "it. Exit status: the worst finding, 0 OK, 3 WARN, 4 FAIL; 1 when doctor could not check,\n"
+         << "read for the failures /dev/shm causes: DataLoader workers killed by a bus error, PyTorch's, NCCL's,\n"
+         << "vLLM's, Ray's and Triton's shared-memory errors, exit status 135 and exit code -7 (SIGBUS); and for\n"
+         << "those that only look like it (file descriptors, OOM kills, segfaults, CUDA, NCCL timeouts and\n"
+         << "network errors, a full disk); each with why and the fix in the engine's terms.\n"
+         << "Exit status: the worst finding, 0 OK, 3 WARN, 4 FAIL; 1 when doctor could not check,\n"
          << "2 a wrong request (bad option, unknown container, one created but never started).";
   cmd->footer(footer.str());
   cmd->add_option("CONTAINER", o->container,
                   "Name or id of a container: a running one is checked, an exited one has its exit status and logs "
                   "read (default: the one doctor runs in)");
   cmd->add_option("--log", o->log,
-                  "Read a crashed job's log (a file, or - for standard input) for PyTorch's and NCCL's /dev/shm "
-                  "failures")
+                  "Read a crashed job's log (a file, or - for standard input) for the /dev/shm failures of "
+                  "PyTorch, NCCL, vLLM, Ray, Triton and DeepSpeed, and their look-alikes")
       ->type_name("FILE|-");
   cmd->add_option("--engine", o->engine, "Engine of CONTAINER (default: the config's engine, else docker)")
       ->type_name("ENGINE")

@@ -4,8 +4,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "enum_name.hpp"
-
 namespace gpurun {
 
 namespace {
@@ -21,19 +19,9 @@ nlohmann::json findings_json(const std::string& target, const std::vector<Findin
     j["findings"].push_back({{"level", level_name(x.level)},
                              {"check", x.check},
                              {"message", x.message},
-                             {"fix", x.fix.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.fix)}});
+                             {"fix", x.fix.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.fix)},
+                             {"engine", x.engine.empty() ? nlohmann::json(nullptr) : nlohmann::json(x.engine)}});
   return j;
-}
-
-const char* evidence_name(CrashEvidence::Kind kind) {
-  static const char* const kNames[] = {"worker-killed-by-bus-error",
-                                       "bus-error-in-worker",
-                                       "torch-shm-no-space",
-                                       "torch-shm-allocate",
-                                       "nccl-segment",
-                                       "sigbus-exit",
-                                       "workers-exited"};
-  return enum_name(kind, kNames);
 }
 
 }  // namespace
@@ -84,12 +72,18 @@ nlohmann::json crash_json(const CrashFacts& crash, const std::vector<Finding>& f
   facts["shm_size_bytes"] = crash.shm_size ? nlohmann::json(*crash.shm_size) : nlohmann::json(nullptr);
   facts["profile"] = crash.profile ? nlohmann::json(*crash.profile) : nlohmann::json(nullptr);
   facts["planned_shm_bytes"] = crash.planned_shm ? nlohmann::json(*crash.planned_shm) : nlohmann::json(nullptr);
+  facts["engines"] = crash.engines;
   facts["evidence"] = nlohmann::json::array();
+  const auto optional_bytes = [](const std::optional<std::uint64_t>& n) {
+    return n ? nlohmann::json(*n) : nlohmann::json(nullptr);
+  };
   for (const CrashEvidence& e : crash.evidence)
-    facts["evidence"].push_back({{"kind", evidence_name(e.kind)},
+    facts["evidence"].push_back({{"kind", crash_kind_name(e.kind)},
                                  {"line", e.line},
                                  {"text", e.text},
-                                 {"bytes", e.bytes ? nlohmann::json(*e.bytes) : nlohmann::json(nullptr)}});
+                                 {"bytes", optional_bytes(e.bytes)},
+                                 {"available_bytes", optional_bytes(e.available)},
+                                 {"detail", e.detail.empty() ? nlohmann::json(nullptr) : nlohmann::json(e.detail)}});
   j["facts"] = facts;
   return j;
 }

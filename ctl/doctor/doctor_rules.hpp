@@ -19,9 +19,10 @@ const char* level_name(Level level);
 
 struct Finding {
   Level level = Level::kOk;
-  std::string check;    // a stable id: shm-mount, shm-size, shm-use, ipc, memory, sizing, workers, ...
-  std::string message;  // what was found, with the numbers
-  std::string fix;      // what to do; empty when nothing
+  std::string check;     // a stable id: shm-mount, shm-size, shm-use, ipc, memory, sizing, workers, ...
+  std::string message;   // what was found, with the numbers
+  std::string fix;       // what to do; empty when nothing
+  std::string engine{};  // the engine whose terms the finding speaks in ("vLLM", "NCCL"); empty when none
 };
 
 // The findings for `facts`, in a fixed order. Pure: no I/O.

@@ -1,10 +1,14 @@
-// doctor's reading of crashed jobs: the corpus in tests/data/crash-logs (real PyTorch 1.13
-// output made here, and the PyTorch and NCCL lines users report upstream).
+// doctor's reading of crashed jobs: the corpus in tests/data/crash-logs (logs copied from public
+// issue threads, each with the cause its thread settled on, real PyTorch 1.13 output made here,
+// and a few synthetic ones), listed with the diagnosis each must get in cases.json.
 #include "doctor_log.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -145,6 +149,185 @@ TEST(DoctorLog, JsonCarriesTheEvidence) {
   EXPECT_EQ(j["facts"]["evidence"][0]["kind"], "nccl-segment");
   EXPECT_EQ(j["facts"]["evidence"][0]["line"], 1);
   EXPECT_EQ(j["facts"]["evidence"][1]["bytes"], 5967872);
+}
+
+// --- The corpus: every case in cases.json, diagnosed as its thread settled ---
+
+struct Case {
+  nlohmann::json meta;
+  std::vector<Finding> findings;
+};
+
+std::vector<Case> corpus_cases() {
+  std::ifstream in(std::string(GPU_RUN_SOURCE_CRASH_LOGS) + "/cases.json");
+  EXPECT_TRUE(in);
+  const nlohmann::json all = nlohmann::json::parse(in);
+  std::vector<Case> out;
+  for (const nlohmann::json& c : all) {
+    const CrashFacts f = read(c.at("file").get<std::string>());
+    out.push_back({c, diagnose_crash(f)});
+  }
+  return out;
+}
+
+// A fix that sizes /dev/shm: what a failure that is not /dev/shm's must never get.
+bool sizes_shm(const Finding& x) {
+  for (const char* door : {"--shm-size", "gpu-run --profile", "gpu-run --guard", "gpu-run-ctl resize", "emptyDir"})
+    if (x.fix.find(door) != std::string::npos) return true;
+  return false;
+}
+
+const Finding* finding(const Case& c, const std::string& check) {
+  for (const Finding& x : c.findings)
+    if (x.check == check) return &x;
+  return nullptr;
+}
+
+// The case got the finding its thread's cause calls for, at its level, with the fix in the
+// engine's terms.
+bool diagnosed_as_settled(const Case& c) {
+  const Finding* x = finding(c, c.meta.at("expect_check").get<std::string>());
+  return x && level_name(x->level) == c.meta.at("expect_level").get<std::string>() &&
+         x->fix.find(c.meta.at("expect_fix").get<std::string>()) != std::string::npos;
+}
+
+TEST(DoctorLogCorpus, HoldsSixtyRealCasesWithTheirSourceAndCause) {
+  const std::vector<Case> cases = corpus_cases();
+  std::size_t real = 0;
+  for (const Case& c : cases) {
+    const std::string origin = c.meta.at("origin");
+    ASSERT_TRUE(origin == "real" || origin == "synthetic" || origin == "generated") << c.meta.dump();
+    EXPECT_FALSE(c.meta.at("source").get<std::string>().empty()) << c.meta.dump();
+    EXPECT_FALSE(c.meta.at("cause").get<std::string>().empty()) << c.meta.dump();
+    real += origin == "real";
+  }
+  EXPECT_GE(real, 60u);
+  // Every log in the directory is a case, and every case a log there.
+  std::size_t logs = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(GPU_RUN_SOURCE_CRASH_LOGS)) {
+    if (entry.path().extension() != ".log") continue;
+    ++logs;
+    const std::string name = entry.path().filename().string();
+    EXPECT_TRUE(std::any_of(cases.begin(), cases.end(), [&](const Case& c) { return c.meta.at("file") == name; }))
+        << name << " is not in cases.json";
+  }
+  EXPECT_EQ(logs, cases.size());
+}
+
+TEST(DoctorLogCorpus, EveryCaseIsDiagnosedAsItsThreadSettled) {
+  std::size_t shm_fail_expected = 0, shm_fail_right = 0, shm_cases = 0, shm_with_fail = 0;
+  for (const Case& c : corpus_cases()) {
+    const std::string file = c.meta.at("file");
+    const std::string kind = c.meta.at("class");
+    std::string got;
+    for (const Finding& x : c.findings) got += " " + x.check + "=" + level_name(x.level);
+    EXPECT_TRUE(diagnosed_as_settled(c)) << file << ": wanted " << c.meta.at("expect_check") << "="
+                                         << c.meta.at("expect_level") << " with \"" << c.meta.at("expect_fix")
+                                         << "\" in the fix; got" << got;
+    if (kind == "lookalike" || kind == "fd" || kind == "healthy") {
+      for (const Finding& x : c.findings) {
+        EXPECT_FALSE(sizes_shm(x)) << file << ": " << x.check << " fix: " << x.fix;
+      }
+    }
+    if (kind == "fd") {
+      const Finding* x = finding(c, "fd-limit");
+      ASSERT_NE(x, nullptr) << file;
+      EXPECT_NE(x->fix.find("ulimit -n"), std::string::npos);
+      EXPECT_NE(x->fix.find("set_sharing_strategy('file_system')"), std::string::npos);
+    }
+    if (kind != "shm") continue;
+    ++shm_cases;
+    shm_with_fail += std::any_of(c.findings.begin(), c.findings.end(),
+                                 [](const Finding& x) { return x.level == Level::kFail && sizes_shm(x); });
+    if (c.meta.at("expect_level") != "FAIL") continue;
+    ++shm_fail_expected;
+    shm_fail_right += diagnosed_as_settled(c);
+  }
+  std::cout << "corpus: " << shm_fail_right << " of " << shm_fail_expected
+            << " /dev/shm crashes diagnosed FAIL with their fix; " << shm_with_fail << " of " << shm_cases
+            << " /dev/shm cases (with Ray's /tmp fallback, a warning) given a FAIL\n";
+  EXPECT_GE(shm_fail_right * 10, shm_fail_expected * 9);
+}
+
+TEST(DoctorLogCorpus, NumbersEnginesAndRewrappedLines) {
+  // vLLM's required and free bytes, Ray's store and /dev/shm, Triton's region, NCCL's segment.
+  CrashFacts vllm = read("vllm-insufficient-shm-intel-xpu-backend-for-triton-7763.log");
+  ASSERT_EQ(vllm.evidence.size(), 1u);
+  EXPECT_EQ(vllm.evidence[0].bytes, 160 * kMiB);
+  EXPECT_EQ(vllm.evidence[0].available, 64 * kMiB);
+  auto findings = diagnose_crash(vllm);
+  ASSERT_EQ(checks(findings), "vllm-shm=FAIL");
+  EXPECT_CONTAINS(findings[0].message, "It needs 160MiB and 64MiB was free");
+  EXPECT_CONTAINS(findings[0].fix, "gpu-run --shm-size 160m");
+  EXPECT_EQ(findings[0].engine, "vLLM");
+
+  CrashFacts ray = read("ray-store-exceeds-shm-gpustack-5014.log");
+  ASSERT_FALSE(ray.evidence.empty());
+  EXPECT_EQ(ray.evidence[0].bytes, 10200547328u);
+  EXPECT_EQ(ray.evidence[0].available, 9663676416u);
+  CrashFacts ray_gb = read("ray-object-store-exceeds-kiirkirjutaja-5.log");
+  ASSERT_FALSE(ray_gb.evidence.empty());
+  EXPECT_EQ(ray_gb.evidence[0].bytes, 11811143680u);
+
+  // Ray's warning re-wrapped over five lines still gives its number; Ray's advice on one line.
+  CrashFacts wrapped = read("ray-object-store-tmp-wrapped-open-instruct-1067.log");
+  ASSERT_EQ(wrapped.evidence.size(), 1u);
+  EXPECT_EQ(wrapped.evidence[0].line, 1u);
+  EXPECT_EQ(wrapped.evidence[0].available, 5368709120u);
+  CrashFacts advice = read("ray-object-store-tmp-llmaz-238.log");
+  ASSERT_EQ(advice.evidence.size(), 1u);
+  EXPECT_EQ(advice.evidence[0].available, 64 * kMiB);
+  EXPECT_EQ(advice.evidence[0].detail, "5.04gb");
+
+  // "killed by signal: Bus\nerror." as a terminal wrapped it.
+  const CrashFacts bus = read("dataloader-bus-error-rewrapped-fastai-docker-containers-21.log");
+  ASSERT_EQ(bus.evidence.size(), 1u);
+  EXPECT_EQ(bus.evidence[0].kind, CrashEvidence::kWorkerKilledByBusError);
+
+  CrashFacts triton = read("triton-shm-key-server-6195.log");
+  ASSERT_EQ(triton.evidence.size(), 1u);
+  EXPECT_EQ(triton.evidence[0].bytes, 67108864u);
+  EXPECT_EQ(triton.evidence[0].detail, "No space left on device");
+  findings = diagnose_crash(triton);
+  EXPECT_CONTAINS(findings[0].message, "triton_python_backend_shm_region_3");
+
+  // NCCL before 2.12: the segment's name without /dev/shm, and its size.
+  findings = diagnose_crash(read("nccl-posix-fallocate-nccl-525.log"));
+  ASSERT_EQ(checks(findings), "nccl-shm=FAIL");
+  EXPECT_CONTAINS(findings[0].message, "per segment (9637888 bytes)");
+
+  // Rank prefixes and timestamps: torchrun's, DeepSpeed's, Docker Desktop's.
+  const CrashFacts rank = read("oom-dataloader-killed-rank-prefix-megatron-lm-1657.log");
+  EXPECT_EQ(checks(diagnose_crash(rank)), "oom-killed=FAIL");
+  const CrashFacts ds = read("deepspeed-return-7-lmflow-454.log");
+  EXPECT_EQ(ds.engines, std::vector<std::string>{"DeepSpeed"});
+  findings = diagnose_crash(ds);
+  EXPECT_CONTAINS(findings[0].fix, "deepspeed_allreduce_buffer_");
+}
+
+TEST(DoctorLogCorpus, ExitStatusesAreSignals) {
+  for (const auto& [line, check] : std::vector<std::pair<std::string, std::string>>{
+           {"  exitcode  : -7 (pid: 100)", "sigbus-exit=FAIL"},
+           {"ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 0",
+            "oom-killed=FAIL"},
+           {"[ERROR] [launch.py:321:sigkill_handler] ['python'] exits with return code = -11", "segfault=WARN"},
+           {"Process finished with exit code 137", "oom-killed=FAIL"},
+           {"[ERROR] [launch.py:321:sigkill_handler] ['python'] exits with return code = 1", "crash-log=OK"},
+           {"RuntimeError: unable to open shared memory object </torch_1_2> in read-write mode", "crash-log=OK"},
+           {"OSError: [Errno 28] No space left on device: '/dev/shm/joblib_memmapping_folder_1/x.pkl'",
+            "shm-no-space=FAIL"},
+           {"OSError: [Errno 28] No space left on device: '/data/ckpt/last.pt'", "disk-full=WARN"},
+       }) {
+    CrashFacts f;
+    read_crash_log(line + "\n", f);
+    EXPECT_EQ(checks(diagnose_crash(f)), check) << line;
+  }
+  CrashFacts killed;
+  killed.exit_code = 137;
+  EXPECT_EQ(checks(diagnose_crash(killed)), "oom-killed=FAIL");
+  CrashFacts segv;  // a container that printed nothing about it
+  segv.exit_code = 139;
+  EXPECT_EQ(checks(diagnose_crash(segv)), "segfault=WARN");
 }
 
 }  // namespace
