@@ -59,8 +59,8 @@ TEST_F(PodReviewTest, PatchedRaisesTheLimitItFinds) {
 
 TEST_F(PodReviewTest, NumbersAsAManifestWritesThem) {
   // YAML's `nvidia.com/gpu: 2` and `cpu: 0.5` reach the review as JSON numbers.
-  const PodReview r = review(pod_with(
-      {{"gpu-run.profile", "webtest"}}, json::array({gpu_container("train", {{"nvidia.com/gpu", 2}, {"cpu", 0.5}})})));
+  const PodReview r = review(pod_with({{"gpu-run.profile", "webtest"}},
+                                      json::array({gpu_container("train", {{"nvidia.com/gpu", 2}, {"cpu", 0.5}})})));
   ASSERT_EQ(r.outcome, "patched") << r.reason;
   EXPECT_EQ(r.size, 97 * kMiB);
 }
