@@ -7,7 +7,8 @@
 # must be equal, template by template. The output is the same byte for byte under `taskset -c 0`
 # and on all CPUs, objects without a template are printed as they were (comments included),
 # kubectl reads every object back and the Kubernetes Python client's models round-trip the core
-# kinds; bad input is one line, exit 2, nothing on stdout.
+# kinds; the RuntimeClass (k8s runtimeclass) schedules onto labelled nodes and round-trips too; bad
+# input is one line, exit 2, nothing on stdout.
 # Usage: k8s_manifest_test.sh [PATH/TO/gpu-run]   (gpu-run-ctl and gpu-run-webhook next to it, or in
 # $GPU_RUN_BIN_DIR)
 set -u
@@ -251,6 +252,22 @@ assert_eq "ConfigMap Pod Deployment PyTorchJob TFJob StatefulSet CronJob Job Dae
   "kubectl reads every object of the output ($(head -c 200 "$work/kubectl.err"))"
 assert_eq "" "$(cmp <("$CTL" k8s -f "$work/out.yaml" --profile webtest --profile-dir "$work/profiles" 2>/dev/null) \
   "$work/out.yaml" 2>&1)" "a second k8s -f changes nothing (the webhook's /dev/shm is found)"
+
+# The RuntimeClass schedules onto the nodes configure containerd tells to label.
+"$CTL" k8s runtimeclass --handler gpu-run-b >"$work/rc.yaml"
+assert_eq RuntimeClass "$(kubectl label --local -f "$work/rc.yaml" gpu-run.io/checked=yes -o json 2>&1 | jq -r .kind)" \
+  "kubectl reads the RuntimeClass"
+"$PY" - "$work/rc.yaml" "$here" >"$work/rc.out" 2>&1 <<'PYEOF'
+import sys
+sys.path.insert(0, sys.argv[2])
+from k8s_models import check, done, read_objects
+rc = read_objects(sys.argv[1], {"RuntimeClass": "V1RuntimeClass"}, "runtimeclass")["RuntimeClass"]
+check(rc.handler == "gpu-run-b" and rc.scheduling.node_selector == {"gpu-run.io/runtime": "gpu-run-b"},
+      "the RuntimeClass's pods go only to nodes labelled gpu-run.io/runtime=gpu-run-b")
+done()
+PYEOF
+assert_eq 0 "$?" "the RuntimeClass checks pass ($(tail -n 3 "$work/rc.out" | tr '\n' ' '))"
+it_count_checks "$work/rc.out"
 
 # Bad input: one line, exit 2, nothing printed.
 sed 's/gpu-run.profile: imagenet/gpu-run.profile: no-such-profile/' "$work/manifest.yaml" >"$work/denied.yaml"
