@@ -343,7 +343,7 @@ std::vector<ordered_json> guard_manifests(const GuardManifestOptions& o) {
     // that names the class (GKE's ResourceQuota admission configuration; docs/kubernetes.md).
     ordered_json quota =
         manifest_object("v1", "ResourceQuota", guard_metadata(kGuardName + std::string("-critical-pods"), ns));
-    quota["spec"] = {{"hard", {{"pods", "1M"}}},
+    quota["spec"] = {{"hard", {{"pods", "1G"}}},
                      {"scopeSelector",
                       {{"matchExpressions",
                         {{{"scopeName", "PriorityClass"}, {"operator", "In"}, {"values", {pod.priority_class}}}}}}}};
