@@ -5,9 +5,8 @@
 #include "base64.hpp"
 #include "k8s_quantity.hpp"
 #include "log.hpp"
-#include "patch.hpp"
 #include "pod_json.hpp"
-#include "pod_request.hpp"
+#include "pod_review.hpp"
 
 namespace gpurun {
 namespace {
@@ -73,31 +72,20 @@ ReviewResult review_admission(const std::string& body, const WebhookConfig& conf
     }
     const auto ns_default = config.namespace_profiles.find(where);
     where += "/" + pod_label(*pod);
-    PodRequest pod_request(*pod, config, store,
-                           ns_default == config.namespace_profiles.end() ? nullptr : &ns_default->second);
-    try {
-      pod_request.decide();
-      const json ops = shm_patch(pod_request.spec(), pod_request.targets(), pod_request.total(), config);
+    const PodReview pod_review =
+        review_pod(*pod, config, store, ns_default == config.namespace_profiles.end() ? nullptr : &ns_default->second);
+    if (!pod_review.warning.empty()) warn(pod_review.warning);
+    if (pod_review.outcome == "patched") {
       response["patchType"] = "JSONPatch";
-      response["patch"] = base64_encode(ops.dump());
-      r.fields = " size=" + k8s_quantity(pod_request.total()) + " containers=" + log_quote(pod_request.target_names());
-      if (const std::string used = pod_request.default_profile_used(); !used.empty())
-        r.fields += " namespace_profile=" + log_quote(used);
-      return finish("patched", "");
-    } catch (const LeaveAlone& leave) {
-      if (leave.warn) warn(leave.reason);
-      return finish(leave.warn ? "warned" : "allowed", leave.reason);
-    } catch (const CannotMeet& cannot) {
-      // A pod that asked nothing is never denied for its namespace's default (as a host's
-      // default_profile is skipped with a warning, never failed, by default).
-      if (config.policy == WebhookPolicy::kWarn || pod_request.by_namespace_default()) {
-        warn(cannot.reason + "; the pod was admitted without a /dev/shm change");
-        return finish("warned", cannot.reason);
-      }
+      response["patch"] = base64_encode(pod_review.patch.dump());
+      r.fields = " size=" + k8s_quantity(pod_review.size) + " containers=" + log_quote(pod_review.containers);
+      if (!pod_review.default_profile_used.empty())
+        r.fields += " namespace_profile=" + log_quote(pod_review.default_profile_used);
+    } else if (pod_review.outcome == "denied") {
       response["allowed"] = false;
-      response["status"] = {{"code", 403}, {"reason", "Forbidden"}, {"message", "gpu-run: " + cannot.reason}};
-      return finish("denied", cannot.reason);
+      response["status"] = {{"code", 403}, {"reason", "Forbidden"}, {"message", "gpu-run: " + pod_review.reason}};
     }
+    return finish(pod_review.outcome, pod_review.reason);
   } catch (const std::exception& e) {
     response = {{"allowed", true}};
     warn(std::string("could not review the pod: ") + e.what());

@@ -1,8 +1,9 @@
 #pragma once
 
 // gpu-run-webhook's decision: an AdmissionReview for a Pod in, the AdmissionReview response
-// out, with a JSONPatch that gives the pod a memory-backed /dev/shm of the planned size.
-// Pure over its inputs (the profile store reads profile files by name, nothing else).
+// out, with a JSONPatch that gives the pod a memory-backed /dev/shm of the planned size: the
+// envelope around pod/'s review_pod. Pure over its inputs (the profile store reads profile files
+// by name, nothing else).
 // docs/ARCHITECTURE.md, "The doors" (the webhook row).
 
 #include <nlohmann/json.hpp>

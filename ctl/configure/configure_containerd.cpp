@@ -332,7 +332,10 @@ void run_configure_containerd(const ConfigureContainerdOptions& o) {
                "then create the RuntimeClass once per cluster: `gpu-run-ctl k8s runtimeclass"
             << (o.handler == kDefaultRuntimeHandler ? "" : " --handler " + o.handler)
             << " | kubectl apply -f -`, and give pods `runtimeClassName: " << o.handler
-            << "` and an annotation such as `gpu-run.profile: imagenet`\n";
+            << "` and an annotation such as `gpu-run.profile: imagenet`\n"
+            << "and label this node (its name in `kubectl get nodes`), as the RuntimeClass schedules only onto "
+               "labelled nodes: `kubectl label node <node> "
+            << kRuntimeNodeLabel << "=" << o.handler << "`\n";
   std::cout << runtime_config_note(config_file, "containerd", "containerd") << missing_config;
 }
 

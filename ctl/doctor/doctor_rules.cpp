@@ -22,7 +22,7 @@ constexpr std::size_t kNamesShown = 5;
 const char* const kSizeFix =
     "restart the container sized for the job: gpu-run --profile NAME [--gpus N] IMAGE ... "
     "(`gpu-run-ctl plan` shows the size) or --shm-size SIZE; in Kubernetes an emptyDir of medium "
-    "Memory at /dev/shm (`gpu-run-ctl k8s`). Raising kernel.shmmax or kernel.shmall does not help: "
+    "Memory at /dev/shm (`gpu-run-ctl k8s -f`). Raising kernel.shmmax or kernel.shmall does not help: "
     "they limit System V shmget segments, not /dev/shm";
 
 unsigned percent(std::uint64_t part, std::uint64_t whole) {

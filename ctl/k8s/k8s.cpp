@@ -1,21 +1,20 @@
 #include "k8s.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <memory>
-#include <regex>
+#include <sstream>
 
 #include "contract.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
+#include "file_io.hpp"
 #include "k8s_guard.hpp"
 #include "k8s_quantity.hpp"
 #include "k8s_webhook.hpp"
-#include "plan.hpp"
+#include "pod_templates.hpp"
 #include "profile.hpp"
-#include "run_options.hpp"
-#include "shm_guard.hpp"
-#include "units.hpp"
 #include "yaml.hpp"
 
 namespace gpurun {
@@ -23,79 +22,134 @@ namespace {
 
 using nlohmann::ordered_json;
 
-bool is_dns_subdomain(const std::string& s) {
-  static const std::regex subdomain("[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*");
-  return s.size() <= 253 && std::regex_match(s, subdomain);
+// The largest manifest k8s -f reads.
+constexpr std::size_t kMaxManifestBytes = 64u << 20;
+
+// One line per template for the person running it; throws for one the webhook would deny.
+void note_reviews(const std::vector<TemplateReview>& reviews, const std::string& where, K8sResult& result) {
+  for (const TemplateReview& t : reviews) {
+    const std::string which = t.object + (t.where.empty() ? "" : " " + t.where);
+    const PodReview& r = t.review;
+    if (r.outcome == "denied") throw usage_error(where + ": " + which + ": " + r.reason);
+    if (r.outcome == "patched")
+      result.notes.push_back(which + ": /dev/shm " + k8s_quantity(r.size) + " for " + r.containers +
+                             (r.default_profile_used.empty() ? "" : " (profile " + r.default_profile_used + ")"));
+    else
+      result.notes.push_back((r.outcome == "warned" ? "warning: " : "") + which + ": unchanged: " + r.reason);
+  }
+}
+
+bool patched_any(const std::vector<TemplateReview>& reviews) {
+  for (const TemplateReview& t : reviews)
+    if (t.review.outcome == "patched") return true;
+  return false;
+}
+
+std::size_t line_at(const std::string& text, std::size_t offset) {
+  return 1 + static_cast<std::size_t>(std::count(text.begin(), text.begin() + offset, '\n'));
+}
+
+// A JSON value written as its original was: on one line, or indented as its second line is.
+std::string json_like(const ordered_json& value, const std::string& original) {
+  const auto nl = original.find('\n');
+  if (nl == std::string::npos) return value.dump();
+  const auto indent = original.find_first_not_of(' ', nl + 1);
+  return value.dump(indent == std::string::npos ? 2 : static_cast<int>(indent - nl - 1));
+}
+
+K8sResult render_json(const std::string& text, const std::string& source, const WebhookConfig& config,
+                      const ProfileStore& store, const std::string* default_profile) {
+  K8sResult result;
+  std::istringstream in(text);
+  std::size_t done = 0;  // text up to here is in the result
+  for (;;) {
+    in >> std::ws;
+    if (in.peek() == std::char_traits<char>::eof()) break;
+    const auto begin = static_cast<std::size_t>(in.tellg());
+    ordered_json value;
+    try {
+      in >> value;
+    } catch (const nlohmann::json::parse_error& e) {
+      throw usage_error(source + ":" + std::to_string(line_at(text, begin)) + ": not JSON: " + e.what());
+    }
+    in.clear();
+    const auto end = in.tellg() < 0 ? text.size() : static_cast<std::size_t>(in.tellg());
+    const std::string where = source + ":" + std::to_string(line_at(text, begin));
+    const std::vector<TemplateReview> reviews = review_pod_templates(value, config, store, default_profile);
+    note_reviews(reviews, where, result);
+    result.manifest += text.substr(done, begin - done);
+    const std::string original = text.substr(begin, end - begin);
+    result.manifest += patched_any(reviews) ? json_like(value, original) : original;
+    done = end;
+  }
+  result.manifest += text.substr(done);
+  return result;
+}
+
+K8sResult render_yaml(const std::string& text, const std::string& source, const WebhookConfig& config,
+                      const ProfileStore& store, const std::string* default_profile) {
+  K8sResult result;
+  for (const YamlDocumentText& doc : split_yaml_documents(text)) {
+    ordered_json value = yaml_document_value(doc.text, source, doc.line);
+    const std::vector<TemplateReview> reviews = review_pod_templates(value, config, store, default_profile);
+    note_reviews(reviews, source + ":" + std::to_string(doc.line), result);
+    result.manifest += patched_any(reviews) ? rewrite_yaml_document(doc.text, value) : doc.text;
+  }
+  return result;
+}
+
+std::string read_manifest(const std::string& filename) {
+  if (filename != "-") {
+    try {
+      return read_small_file(filename, kMaxManifestBytes, "-f: read the manifest");
+    } catch (const Error& e) {
+      throw usage_error(e.what(), e.errno_value());  // the path a person gave
+    }
+  }
+  std::string text;
+  char buffer[65536];
+  while (std::cin.read(buffer, sizeof buffer) || std::cin.gcount() > 0) {
+    text.append(buffer, static_cast<std::size_t>(std::cin.gcount()));
+    if (text.size() > kMaxManifestBytes)
+      throw usage_error("-f -: the manifest on stdin is larger than " + std::to_string(kMaxManifestBytes >> 20) +
+                        " MiB");
+  }
+  return text;
 }
 
 }  // namespace
 
-ordered_json k8s_patch(const K8sOptions& o, const ShmPlan& plan) {
-  if (o.container.empty())
-    throw usage_error(
-        "--container is required: name the pod's container to patch (kubectl get pod POD -o "
-        "jsonpath='{.spec.containers[*].name}'); a strategic-merge patch matches containers by name and would "
-        "add a new one");
-  if (!is_k8s_dns_label(o.container))
-    throw usage_error(
-        "--container '" + k8s_shown(o.container) +
-        "': expected the container's name as Kubernetes writes it (lowercase letters, digits and '-', at most 63)");
-  if (o.runtime_class && !is_dns_subdomain(*o.runtime_class))
-    throw usage_error("--runtime-class '" + k8s_shown(*o.runtime_class) +
-                      "': expected a RuntimeClass name (lowercase letters, digits, '-' and '.')");
-  const std::uint64_t base =
-      o.memory ? parse_k8s_quantity(*o.memory, "--memory") : kK8sBaseMemoryPerRank * std::max(plan.ranks, 1u);
-  if (base > (1ull << 62)) throw usage_error("--memory '" + k8s_shown(*o.memory) + "': too large");
-  const std::string memory = k8s_quantity(base + plan.shm);
-  // The sizeLimit is the ceiling the node guard may grow /dev/shm to, as the webhook writes it.
-  const std::uint64_t size_limit =
-      empty_dir_size_limit(plan.shm, plan.max_shm, base + plan.shm, plan.memory_fraction_max);
-
-  ordered_json env = ordered_json::array();
-  NameValues vars = container_env(plan.profile, plan.gpus, plan.workers, plan.batch_size, plan.shm);
-  vars.emplace_back(kEnvShmLimit, engine_size(size_limit));
-  for (const auto& [name, value] : vars) env.push_back({{"name", name}, {"value", value}});
-
-  ordered_json limits = {{"memory", memory}};
-  if (plan.gpus > 0) limits["nvidia.com/gpu"] = std::to_string(plan.gpus);
-
-  ordered_json container;
-  container["name"] = o.container;
-  container["env"] = env;
-  container["resources"] = {{"requests", {{"memory", memory}}}, {"limits", limits}};
-  container["volumeMounts"] = ordered_json::array({{{"name", "dshm"}, {"mountPath", "/dev/shm"}}});
-
-  ordered_json spec;
-  if (o.runtime_class) spec["runtimeClassName"] = *o.runtime_class;
-  spec["containers"] = ordered_json::array({container});
-  spec["volumes"] = ordered_json::array(
-      {{{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", k8s_quantity(size_limit)}}}}});
-  return {{"spec", spec}};
+K8sResult render_k8s(const std::string& text, const std::string& source, const WebhookConfig& config,
+                     const ProfileStore& store, const std::string* default_profile) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  // kubectl's rule: JSON when it starts with '{' (or '[', which YAML would read as a list).
+  if (first != std::string::npos && (text[first] == '{' || text[first] == '['))
+    return render_json(text, source, config, store, default_profile);
+  return render_yaml(text, source, config, store, default_profile);
 }
 
-std::string render_k8s(const K8sOptions& o, const Config& config, const HostInfo& host, const EnvLookup& env) {
-  if (o.format != "yaml" && o.format != "json")
-    throw usage_error("--format '" + k8s_shown(o.format) + "': expected yaml or json");
-  const std::uint64_t gpus = parse_count(o.sizing.gpus.value_or(""), "--gpus", 1024);
-  PlanOptions po;
-  po.sizing = o.sizing;
-  po.sizing.gpus = std::to_string(gpus);
-  po.cpus = o.cpus;
-  const ShmPlan plan = make_plan(po, config, host, env);
-  require_fits(plan);
-  if (!is_valid_profile_name(plan.profile))
-    throw usage_error("--profile " + k8s_shown(o.sizing.profile.value_or("")) + ": the profile's name '" +
-                      k8s_shown(plan.profile) + "' is not a valid profile name; set \"name\" in the file");
-  const ordered_json patch = k8s_patch(o, plan);
-  if (o.format == "json") return patch.dump(2) + "\n";
-  return "# gpu-run-ctl k8s: profile " + plan.profile + ", " + std::to_string(plan.gpus) + " GPU(s), " +
-         std::to_string(plan.workers) + " workers x batch " + std::to_string(plan.batch_size) + " per rank: /dev/shm " +
-         k8s_quantity(plan.shm) + ", sizeLimit " +
-         patch["spec"]["volumes"][0]["emptyDir"]["sizeLimit"].get<std::string>() +
-         " (the most gpu-run-ctl guard grows it to)\n" + to_yaml(patch);
+void run_k8s(const K8sOptions& o) {
+  const Config host_config = load_ctl_config();
+  const ProfileStore store = ctl_store(o.profile_dirs, host_config);
+  if (o.profile) {
+    // Pods name profiles, as the webhook looks them up: a name, not a path.
+    if (!is_valid_profile_name(*o.profile))
+      throw usage_error("--profile '" + k8s_shown(*o.profile) +
+                        "': expected a profile's name (pods name profiles; --profile-dir DIR adds a directory)");
+    try {
+      store.load(*o.profile, /*allow_path=*/false);
+    } catch (const Error& e) {
+      throw usage_error(std::string("--profile: ") + e.what());
+    }
+  }
+  const std::string source = o.filename == "-" ? "<stdin>" : o.filename;
+  const K8sResult r =
+      render_k8s(read_manifest(o.filename), source, WebhookConfig{}, store, o.profile ? &*o.profile : nullptr);
+  for (const std::string& note : r.notes) std::cerr << "gpu-run-ctl: k8s: " << note << "\n";
+  std::cout << r.manifest;
 }
 
-void run_k8s(const K8sOptions& o) { std::cout << render_k8s(o, load_ctl_config(), probe_host()); }
+std::string runtime_node_label(const std::string& handler) { return std::string(kRuntimeNodeLabel) + "=" + handler; }
 
 std::string runtime_class_manifest(const std::string& handler) {
   if (!is_k8s_dns_label(handler))
@@ -107,49 +161,36 @@ std::string runtime_class_manifest(const std::string& handler) {
   rc["kind"] = "RuntimeClass";
   rc["metadata"] = {{"name", handler}};
   rc["handler"] = handler;
+  // Pods of this class go only to nodes whose containerd has the handler (else they fail to start).
+  rc["scheduling"] = {{"nodeSelector", {{kRuntimeNodeLabel, handler}}}};
   return "# gpu-run-ctl k8s runtimeclass: pods with `runtimeClassName: " + handler +
-         "` run through the containerd handler " + handler + " (gpu-run-ctl configure containerd on each node)\n" +
+         "` run through the containerd handler " + handler +
+         " (gpu-run-ctl configure containerd on each node), on nodes labelled " + runtime_node_label(handler) + "\n" +
          to_yaml(rc);
 }
 
 void add_k8s_command(CLI::App& app) {
   auto o = std::make_shared<K8sOptions>();
-  CLI::App* cmd = app.add_subcommand("k8s", "Print a pod spec patch giving a container a /dev/shm of the planned size");
-  // The pod is described, not this machine: no default profile, a GPU count, CPUs from --cpus.
-  const SizingFlagOptions sizing = add_sizing_flags(*cmd, o->sizing);
-  // Required unless a subcommand is given (checked in the callback, as CLI11 reports it: CLI11's
-  // required() would ask for them with a subcommand too).
-  sizing.profile->description("Profile name or path to a .json file (required)");
-  sizing.gpus->description("GPUs of the container (nvidia.com/gpu; 0 for none) (required)");
-  sizing.workers->description("DataLoader workers per GPU (default: the profile's, or from --cpus)");
-  cmd->add_option("--memory", o->memory,
-                  "Memory the job needs besides /dev/shm, a Kubernetes quantity (e.g. 16Gi); requests and limits "
-                  "are this plus the shm size (default: 4Gi per GPU rank)")
-      ->type_name("QUANTITY");
-  cmd->add_option("--cpus", o->cpus, "CPUs the pod will have, for workers_per_gpu \"auto\" (default: this machine's)")
-      ->type_name("N");
-  cmd->add_option("--runtime-class", o->runtime_class, "Set spec.runtimeClassName (e.g. nvidia)")->type_name("NAME");
-  cmd->add_option("--container", o->container,
-                  "Name of the pod's container to patch (required: strategic merge matches it by name, and adds a "
-                  "container it does not find)")
+  CLI::App* cmd = app.add_subcommand(
+      "k8s", "Print a manifest with every pod template given /dev/shm as gpu-run-webhook gives a pod (-f MANIFEST)");
+  cmd->add_option("-f,--filename", o->filename,
+                  "The manifest (YAML or JSON; - for stdin): Pods, Deployments, StatefulSets, DaemonSets, "
+                  "ReplicaSets, Jobs, CronJobs, Kubeflow training jobs, Lists of them; other objects pass through")
+      ->type_name("MANIFEST");
+  cmd->add_option("--profile", o->profile,
+                  "Profile of a pod template without a gpu-run.profile annotation (a name; then only its containers "
+                  "that request nvidia.com/gpu are sized, as under the webhook's namespace_profiles)")
       ->type_name("NAME");
-  cmd->add_option("--format", o->format, "yaml or json")->type_name("FORMAT")->capture_default_str();
+  cmd->add_option("--profile-dir", o->profile_dirs, "Look up profiles here first (repeatable)")->type_name("DIR");
   cmd->footer(
-      "Kubernetes has no shmSize: the working method is an emptyDir with medium Memory and a\n"
-      "sizeLimit mounted at /dev/shm. Its pages count against the container's memory limit, so\n"
-      "requests.memory and limits.memory are raised by the shm size: they are --memory plus the\n"
-      "shm size, or without --memory a stated base of 4Gi per GPU rank (at least one) plus the\n"
-      "shm size. The sizeLimit is the ceiling gpu-run-ctl guard may grow /dev/shm to (the\n"
-      "smaller of the profile's max_shm and the memory budget); the guard lowers the volume to\n"
-      "the plan when the pod starts (the kubelet evicts a pod past its sizeLimit, so it is never\n"
-      "grown past it). The container gets GPU_RUN_PROFILE, GPU_RUN_GPUS (with GPUs),\n"
-      "GPU_RUN_NUM_WORKERS, GPU_RUN_BATCH_SIZE, GPU_RUN_SHM_SIZE (the plan) and GPU_RUN_SHM_LIMIT\n"
-      "(the sizeLimit). The patch is strategic-merge style for a Pod:\n"
-      "  kubectl patch --local -f pod.yaml -o yaml \\\n"
-      "    -p \"$(gpu-run-ctl k8s --profile imagenet --gpus 2 --container pytorch --format json)\"\n"
-      "For a Deployment, Job or StatefulSet wrap it in the pod template:\n"
-      "  kubectl patch deployment NAME -p \"{\\\"spec\\\":{\\\"template\\\":$(gpu-run-ctl k8s ... --format json)}}\"\n"
-      "(a running Pod's volumes cannot be changed: patch its template, or the manifest before creating it).");
+      "Kubernetes has no shmSize: each pod template gets what gpu-run-webhook's review gives a pod, an\n"
+      "emptyDir of medium Memory at /dev/shm (its sizeLimit the most gpu-run-ctl guard may grow it to),\n"
+      "the GPU_RUN_* env, and the memory limit and request raised by the shm (never lowered). The\n"
+      "pod's own annotations (gpu-run.profile, gpu-run.workers, ...), nvidia.com/gpu and CPU limits\n"
+      "decide, never this machine. A YAML document without a sized template is printed as it was;\n"
+      "a sized one is written anew (comments inside it are lost). Notes go to stderr.\n"
+      "  gpu-run-ctl k8s -f train.yaml > train-sized.yaml\n"
+      "  kubectl get deployment NAME -o yaml | gpu-run-ctl k8s -f - | kubectl apply -f -");
   auto handler = std::make_shared<std::string>("gpu-run");
   CLI::App* rc =
       cmd->add_subcommand("runtimeclass", "Print the RuntimeClass that selects the containerd runtime handler gpu-run");
@@ -158,14 +199,17 @@ void add_k8s_command(CLI::App& app) {
       ->capture_default_str();
   rc->footer(
       "Apply it once per cluster (`gpu-run-ctl k8s runtimeclass | kubectl apply -f -`) after\n"
-      "`gpu-run-ctl configure containerd` on each node; pods then set `runtimeClassName: gpu-run`.");
+      "`gpu-run-ctl configure containerd` on each node and `kubectl label node NODE gpu-run.io/runtime=gpu-run`;\n"
+      "pods then set `runtimeClassName: gpu-run` and are scheduled only onto the labelled nodes.");
   rc->callback([handler] { std::cout << runtime_class_manifest(*handler); });
   add_k8s_webhook_command(*cmd);
   add_k8s_guard_command(*cmd);
   cmd->callback([o, cmd] {
     if (!cmd->get_subcommands().empty()) return;
-    for (const auto& [flag, value] : {std::pair{"--profile", &o->sizing.profile}, std::pair{"--gpus", &o->sizing.gpus}})
-      if (!*value) throw CLI::RequiredError(flag);
+    if (o->filename.empty())
+      throw usage_error(
+          "k8s: give the manifest to size: -f FILE, or -f - for stdin (e.g. kubectl get deployment NAME -o yaml | "
+          "gpu-run-ctl k8s -f -)");
     run_k8s(*o);
   });
 }

@@ -1,6 +1,7 @@
 #include "k8s_guard.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -46,6 +47,18 @@ void check_containerd_state(const std::string& dir) {
                       "/run/containerd)");
 }
 
+// The DaemonSet's rolling update: N nodes or N% of them at a time (at least one).
+ordered_json max_unavailable(const std::string& text) {
+  const bool percent = !text.empty() && text.back() == '%';
+  const std::string digits = percent ? text.substr(0, text.size() - 1) : text;
+  const bool ok = !digits.empty() && digits.size() <= 6 && digits.find_first_not_of("0123456789") == std::string::npos;
+  const long n = ok ? std::stol(digits) : 0;
+  if (n < 1 || (percent && n > 100))
+    throw usage_error("--max-unavailable '" + k8s_shown(text) +
+                      "': expected how many nodes' guards a rollout may stop at once, N or N% (1% to 100%)");
+  return percent ? ordered_json(std::to_string(n) + "%") : ordered_json(n);
+}
+
 ordered_json guard_metadata(const std::string& name, const std::string& ns) {
   return manifest_metadata(name, ns, kGuardName);
 }
@@ -54,7 +67,44 @@ ordered_json host_path_volume(const char* name, const std::string& path, const c
   return {{"name", name}, {"hostPath", {{"path", path}, {"type", type}}}};
 }
 
-ordered_json daemon_set(const std::string& ns, const std::string& image, int port, const std::string& state) {
+// What the DaemonSet's pod spec takes from the flags, checked.
+struct GuardPodPlacement {
+  ordered_json tolerations = ordered_json::array();
+  ordered_json node_selector = ordered_json::object();
+  ordered_json pull_secrets = ordered_json::array();
+  std::string priority_class;
+  ordered_json max_unavailable;
+};
+
+GuardPodPlacement placement(const GuardManifestOptions& o) {
+  GuardPodPlacement p;
+  for (const std::string& t :
+       o.tolerations.empty() ? std::vector<std::string>{"nvidia.com/gpu:NoSchedule"} : o.tolerations)
+    p.tolerations.push_back(parse_toleration(t));
+  p.node_selector = parse_label_flags(o.node_selectors, "--node-selector");
+  for (const std::string& name : o.image_pull_secrets) {
+    if (!is_dns_subdomain(name))
+      throw usage_error("--image-pull-secret '" + k8s_shown(name) +
+                        "': expected the name of a Secret of type kubernetes.io/dockerconfigjson in the guard's "
+                        "namespace (lowercase letters, digits, '-' and '.')");
+    p.pull_secrets.push_back({{"name", name}});
+  }
+  if (!is_dns_subdomain(o.priority_class))
+    throw usage_error("--priority-class '" + k8s_shown(o.priority_class) +
+                      "': expected a PriorityClass's name (lowercase letters, digits, '-' and '.')");
+  p.priority_class = o.priority_class;
+  p.max_unavailable = max_unavailable(o.max_unavailable);
+  return p;
+}
+
+bool is_critical_priority_class(const std::string& name) {
+  for (const char* critical : kCriticalPriorityClasses)
+    if (name == critical) return true;
+  return false;
+}
+
+ordered_json daemon_set(const std::string& ns, const std::string& image, int port, const std::string& state,
+                        const GuardPodPlacement& placement) {
   const std::string tasks = state + "/" + kContainerdTaskDir;
   // The guard's loops' progress, not /metrics: its table answers while a loop is stuck (guard_health.hpp).
   const ordered_json probe = {{"httpGet", {{"path", "/healthz"}, {"port", "metrics"}}}, {"timeoutSeconds", 2}};
@@ -97,9 +147,9 @@ ordered_json daemon_set(const std::string& ns, const std::string& image, int por
   ordered_json pod_spec = {
       {"hostPID", true},
       {"automountServiceAccountToken", false},
-      {"priorityClassName", "system-node-critical"},
+      {"priorityClassName", placement.priority_class},
       {"terminationGracePeriodSeconds", 10},
-      {"tolerations", {{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}}},
+      {"tolerations", placement.tolerations},
       {"containers", ordered_json::array({container})},
       {"volumes",
        {host_path_volume("containerd-tasks", tasks, "Directory"),
@@ -107,9 +157,13 @@ ordered_json daemon_set(const std::string& ns, const std::string& image, int por
         host_path_volume("host-shm", "/dev/shm", "Directory"),
         {{"name", "config"}, {"configMap", {{"name", kGuardConfigMap}, {"optional", true}}}},
         {{"name", "profiles"}, {"configMap", {{"name", kProfilesConfigMap}, {"optional", true}}}}}}};
+  if (!placement.node_selector.empty()) pod_spec["nodeSelector"] = placement.node_selector;
+  if (!placement.pull_secrets.empty()) pod_spec["imagePullSecrets"] = placement.pull_secrets;
   ordered_json d = manifest_object("apps/v1", "DaemonSet", guard_metadata(kGuardName, ns));
   d["spec"] = {{"selector", {{"matchLabels", app_labels(kGuardName)}}},
-               {"updateStrategy", {{"type", "RollingUpdate"}, {"rollingUpdate", {{"maxUnavailable", 1}}}}},
+               // A rollout stops the guard on this many nodes at once (their pods keep what they have).
+               {"updateStrategy",
+                {{"type", "RollingUpdate"}, {"rollingUpdate", {{"maxUnavailable", placement.max_unavailable}}}}},
                {"template",
                 {{"metadata",
                   {{"labels", app_labels(kGuardName)},
@@ -124,32 +178,41 @@ constexpr const char* kWhichContainer =
     "{{ if $labels.pod }}pod {{ $labels.namespace }}/{{ $labels.pod }} container {{ $labels.container }}"
     "{{ else }}container {{ $labels.container_name }}{{ end }} on {{ $labels.node }}";
 
-ordered_json prometheus_rule(const std::string& ns) {
-  ordered_json full = {
-      {"alert", "GpuRunShmFullCannotGrow"},
-      // gpu_run_shm_growth_blocked, not the refused counter: the counter moves once an episode,
-      // and a /dev/shm that stays full after one refusal keeps it flat.
-      {"expr", "(gpu_run_shm_used_bytes / gpu_run_shm_size_bytes > 0.9) and (gpu_run_shm_growth_blocked == 1)"},
-      {"labels", {{"severity", "warning"}}},
-      {"annotations",
-       {{"summary", "/dev/shm above 90% and the guard cannot grow it"},
-        {"description",
-         std::string(kWhichContainer) +
-             ": /dev/shm is {{ $value | humanizePercentage }} full and gpu-run's guard may not grow it (at the "
-             "profile's max_shm, the memory budget or an emptyDir's sizeLimit, or a remount failed: its log "
-             "says which). DataLoader workers fail with a bus error once it is full; raise the limit or "
-             "lower workers or batch size."}}}};
-  ordered_json down = {{"alert", "GpuRunGuardDown"},
-                       {"expr", "up{job=\"" + std::string(kGuardName) + "\", namespace=\"" + ns + "\"} == 0"},
-                       {"for", "5m"},
-                       {"labels", {{"severity", "warning"}}},
-                       {"annotations",
-                        {{"summary", "gpu-run's node guard is not answering"},
-                         {"description",
-                          "The guard on {{ $labels.node }} ({{ $labels.pod }}) has not answered scrapes for 5 minutes: "
-                          "/dev/shm of that node's pods is not grown."}}}};
+ordered_json guard_prometheus_rule(const std::string& ns, const std::string& runbooks) {
+  // gpu_run_shm_growth_blocked, not the refused counter: the counter moves once an episode, and a
+  // /dev/shm that stays full after one refusal keeps it flat.
+  const ordered_json full = prometheus_alert(
+      "GpuRunShmFullCannotGrow",
+      "(gpu_run_shm_used_bytes / gpu_run_shm_size_bytes > 0.9) and (gpu_run_shm_growth_blocked == 1)", nullptr,
+      runbooks, "/dev/shm above 90% and the guard cannot grow it",
+      std::string(kWhichContainer) +
+          ": /dev/shm is {{ $value | humanizePercentage }} full and gpu-run's guard may not grow it (at the "
+          "profile's max_shm, the memory budget or an emptyDir's sizeLimit, or a remount failed: its log "
+          "says which). DataLoader workers fail with a bus error once it is full; raise the limit or "
+          "lower workers or batch size.");
+  const ordered_json down =
+      prometheus_alert("GpuRunGuardDown", "up{job=\"" + std::string(kGuardName) + "\", namespace=\"" + ns + "\"} == 0",
+                       "5m", runbooks, "gpu-run's node guard is not answering",
+                       "The guard on {{ $labels.node }} ({{ $labels.pod }}) has not answered scrapes for 5 minutes: "
+                       "/dev/shm of that node's pods is not grown.");
+  // What `up` cannot see: a node whose guard pod never started has no target at all.
+  // kube-state-metrics' DaemonSet series count the nodes that should run one.
+  const std::string daemonset = "{namespace=\"" + ns + "\", daemonset=\"" + kGuardName + "\"}";
+  const ordered_json missing = prometheus_alert(
+      "GpuRunGuardNotOnEveryNode",
+      "kube_daemonset_status_desired_number_scheduled" + daemonset + " - kube_daemonset_status_number_available" +
+          daemonset + " > 0",
+      "15m", runbooks, "gpu-run's node guard is missing on some nodes",
+      "{{ $value }} node(s) that should run gpu-run's guard have had no available guard pod for 15 minutes "
+      "(not scheduled, pending, crash-looping or not ready): /dev/shm of their pods is not grown.");
+  const ordered_json unseen = prometheus_alert(
+      "GpuRunGuardDaemonSetAbsent", "absent(kube_daemonset_status_desired_number_scheduled" + daemonset + ")", "15m",
+      runbooks, "no kube-state-metrics series for gpu-run's guard DaemonSet",
+      "Prometheus has had no kube_daemonset_status_desired_number_scheduled for DaemonSet " + ns + "/" + kGuardName +
+          " for 15 minutes: the DaemonSet is gone, or kube-state-metrics is not scraped, and "
+          "GpuRunGuardNotOnEveryNode cannot see a node without a guard.");
   ordered_json rule = manifest_object("monitoring.coreos.com/v1", "PrometheusRule", guard_metadata(kGuardName, ns));
-  rule["spec"] = {{"groups", {{{"name", kGuardName}, {"rules", {full, down}}}}}};
+  rule["spec"] = {{"groups", {{{"name", kGuardName}, {"rules", {full, down, missing, unseen}}}}}};
   return rule;
 }
 
@@ -184,6 +247,32 @@ ordered_json dashboard_variable(const char* name, const char* label, const std::
 }
 
 }  // namespace
+
+ordered_json parse_toleration(const std::string& text) {
+  if (text == "all") return {{"operator", "Exists"}};
+  static const char* const effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute"};
+  const auto colon = text.rfind(':');
+  const std::string effect = colon == std::string::npos ? "" : text.substr(colon + 1);
+  const std::string taint = text.substr(0, colon);
+  const auto eq = taint.find('=');
+  const std::string key = taint.substr(0, eq);
+  bool ok = is_label_key(key) && (eq == std::string::npos || is_label_value(taint.substr(eq + 1)));
+  if (colon != std::string::npos)
+    ok = ok && std::find(std::begin(effects), std::end(effects), effect) != std::end(effects);
+  if (!ok)
+    throw usage_error("--toleration '" + k8s_shown(text) +
+                      "': expected KEY=VALUE:EFFECT, KEY:EFFECT or KEY (EFFECT NoSchedule, PreferNoSchedule or "
+                      "NoExecute), or all to tolerate every taint");
+  ordered_json t = {{"key", key}};
+  if (eq == std::string::npos) {
+    t["operator"] = "Exists";
+  } else {
+    t["operator"] = "Equal";
+    t["value"] = taint.substr(eq + 1);
+  }
+  if (!effect.empty()) t["effect"] = effect;
+  return t;
+}
 
 ordered_json guard_dashboard() {
   const std::string sel = kPodSelector;
@@ -242,13 +331,27 @@ std::vector<ordered_json> guard_manifests(const GuardManifestOptions& o) {
   const std::string image = manifest_image(o.image, kDefaultGuardImage);
   const int port = guard_port(o.port);
   check_containerd_state(o.containerd_state);
+  const GuardPodPlacement pod = placement(o);
+  const ordered_json labels = parse_label_flags(o.labels, "--label");
+  check_runbook_url(o.runbook_url);
 
   std::vector<ordered_json> out;
   ordered_json ns_labels = app_labels(kGuardName);
   // The pod needs hostPID, hostPath volumes and added capabilities: Pod Security's "privileged".
   ns_labels["pod-security.kubernetes.io/enforce"] = "privileged";
   out.push_back(manifest_object("v1", "Namespace", {{"name", ns}, {"labels", ns_labels}}));
-  out.push_back(daemon_set(ns, image, port, o.containerd_state));
+  if (ns != "kube-system" && is_critical_priority_class(pod.priority_class)) {
+    // Pods of a system-*-critical class outside kube-system are admitted only under a quota
+    // that names the class (GKE's ResourceQuota admission configuration; docs/kubernetes.md).
+    ordered_json quota =
+        manifest_object("v1", "ResourceQuota", guard_metadata(kGuardName + std::string("-critical-pods"), ns));
+    quota["spec"] = {{"hard", {{"pods", "1G"}}},
+                     {"scopeSelector",
+                      {{"matchExpressions",
+                        {{{"scopeName", "PriorityClass"}, {"operator", "In"}, {"values", {pod.priority_class}}}}}}}};
+    out.push_back(quota);
+  }
+  out.push_back(daemon_set(ns, image, port, o.containerd_state, pod));
   ordered_json service = manifest_object("v1", "Service", guard_metadata(kGuardName, ns));
   // Headless: each node's guard is a target of its own, never a balanced one.
   service["spec"] = {
@@ -256,38 +359,50 @@ std::vector<ordered_json> guard_manifests(const GuardManifestOptions& o) {
       {"selector", app_labels(kGuardName)},
       {"ports", {{{"name", "metrics"}, {"port", port}, {"targetPort", "metrics"}, {"protocol", "TCP"}}}}};
   out.push_back(service);
-  ordered_json monitor = manifest_object("monitoring.coreos.com/v1", "ServiceMonitor", guard_metadata(kGuardName, ns));
-  monitor["spec"] = {{"selector", {{"matchLabels", app_labels(kGuardName)}}},
-                     {"endpoints",
-                      {{{"port", "metrics"},
-                        {"path", "/metrics"},
-                        {"interval", "15s"},
-                        // The series' namespace, pod and container are the guarded pod's, not the guard's.
-                        {"honorLabels", true},
-                        {"relabelings",
-                         {{{"sourceLabels", {"__meta_kubernetes_pod_node_name"}},
-                           {"targetLabel", "node"},
-                           {"action", "replace"}}}}}}}};
-  out.push_back(monitor);
-  out.push_back(prometheus_rule(ns));
-  ordered_json dashboard = manifest_object("v1", "ConfigMap", guard_metadata(kGuardDashboardConfigMap, ns));
-  dashboard["metadata"]["labels"]["grafana_dashboard"] = "1";
-  dashboard["data"] = {{"gpu-run-guard.json", guard_dashboard().dump() + "\n"}};
-  out.push_back(dashboard);
+  if (!o.no_monitoring) {
+    ordered_json monitor =
+        manifest_object("monitoring.coreos.com/v1", "ServiceMonitor", guard_metadata(kGuardName, ns));
+    monitor["spec"] = {{"selector", {{"matchLabels", app_labels(kGuardName)}}},
+                       {"endpoints",
+                        {{{"port", "metrics"},
+                          {"path", "/metrics"},
+                          {"interval", "15s"},
+                          // The series' namespace, pod and container are the guarded pod's, not the guard's.
+                          {"honorLabels", true},
+                          {"relabelings",
+                           {{{"sourceLabels", {"__meta_kubernetes_pod_node_name"}},
+                             {"targetLabel", "node"},
+                             {"action", "replace"}}}}}}}};
+    out.push_back(monitor);
+    out.push_back(guard_prometheus_rule(ns, o.runbook_url));
+    ordered_json dashboard = manifest_object("v1", "ConfigMap", guard_metadata(kGuardDashboardConfigMap, ns));
+    dashboard["metadata"]["labels"]["grafana_dashboard"] = "1";
+    dashboard["data"] = {{"gpu-run-guard.json", guard_dashboard().dump() + "\n"}};
+    out.push_back(dashboard);
+  }
+  add_object_labels(out, labels);
   return out;
 }
 
 std::string render_guard_manifests(const GuardManifestOptions& o) {
   const std::vector<ordered_json> objects = guard_manifests(o);
   const std::string tasks = o.containerd_state + "/" + kContainerdTaskDir;
+  std::string tolerated;
+  for (const std::string& t :
+       o.tolerations.empty() ? std::vector<std::string>{"nvidia.com/gpu:NoSchedule"} : o.tolerations)
+    tolerated += (tolerated.empty() ? "" : ", ") + (t == "all" ? std::string("every taint") : t);
+  const bool quota = o.namespace_name != "kube-system" && is_critical_priority_class(o.priority_class);
   const std::string header =
       "# gpu-run's node guard in namespace " + o.namespace_name +
       " (gpu-run-ctl k8s guard-manifests): a DaemonSet running\n"
-      "# `gpu-run-ctl guard --engine containerd` on every node (the nvidia.com/gpu taint tolerated), its\n"
-      "# metrics Service (port " +
-      std::to_string(guard_port(o.port)) +
-      "), a ServiceMonitor and a PrometheusRule (prometheus-operator's CRDs), and a\n"
-      "# Grafana dashboard (a ConfigMap labelled grafana_dashboard: \"1\").\n"
+      "# `gpu-run-ctl guard --engine containerd` on every node, its metrics Service (port " +
+      std::to_string(guard_port(o.port)) + ")" +
+      (o.no_monitoring
+           ? ".\n"
+           : ",\n# a ServiceMonitor and a PrometheusRule (prometheus-operator's CRDs), and a Grafana dashboard (a\n"
+             "# ConfigMap labelled grafana_dashboard: \"1\").\n") +
+      "# Tolerated: " + tolerated + ".\n# Priority " + o.priority_class +
+      (quota ? ", admitted outside kube-system by the ResourceQuota gpu-run-guard-critical-pods" : "") + ".\n" +
       "# Optional: ConfigMaps gpu-run-guard-config (config.json: gpu-run-config(5)) and gpu-run-profiles.\n"
       "# What the guard's pod may do, and why:\n"
       "#   hostPID: containerd's init.pid holds host pids; the guard samples /proc/PID/root/dev/shm and\n"
@@ -327,9 +442,36 @@ void add_k8s_guard_command(CLI::App& k8s) {
                   "containerd's state directory on the nodes, whose tasks the guard watches")
       ->type_name("DIR")
       ->capture_default_str();
+  cmd->add_option("--toleration", o->tolerations,
+                  "A taint the guard's pods tolerate (repeatable; replaces the default nvidia.com/gpu:NoSchedule): "
+                  "KEY=VALUE:EFFECT, KEY:EFFECT, KEY (any value and effect), or all (every taint)")
+      ->type_name("TOLERATION");
+  cmd->add_option("--node-selector", o->node_selectors, "Run only on nodes with this label (repeatable)")
+      ->type_name("KEY=VALUE");
+  cmd->add_option("--image-pull-secret", o->image_pull_secrets,
+                  "A Secret in the guard's namespace to pull the image with (repeatable)")
+      ->type_name("NAME");
+  cmd->add_option("--label", o->labels,
+                  "A label on every object, e.g. the one your Prometheus selects rules and monitors by (repeatable)")
+      ->type_name("KEY=VALUE");
+  cmd->add_option("--priority-class", o->priority_class,
+                  "The guard's PriorityClass (system-node-critical and system-cluster-critical get the "
+                  "ResourceQuota a namespace other than kube-system needs)")
+      ->type_name("NAME")
+      ->capture_default_str();
+  cmd->add_option("--max-unavailable", o->max_unavailable, "Nodes whose guard a rollout stops at once: N or N%")
+      ->type_name("N|N%")
+      ->capture_default_str();
+  cmd->add_flag("--no-monitoring", o->no_monitoring,
+                "No ServiceMonitor, PrometheusRule or dashboard (a cluster without prometheus-operator's CRDs)");
+  cmd->add_option("--runbook-url", o->runbook_url,
+                  "docs/kubernetes.md as your team serves it: each alert's runbook_url is its section there")
+      ->type_name("URL")
+      ->capture_default_str();
   cmd->footer(
       "Apply with: gpu-run-ctl k8s guard-manifests ... | kubectl apply -f -\n"
-      "The ServiceMonitor and PrometheusRule need prometheus-operator; give them the label your Prometheus selects.\n"
+      "The ServiceMonitor and PrometheusRule need prometheus-operator (else --no-monitoring); give them the label "
+      "your Prometheus selects (--label release=NAME).\n"
       "Teams' profiles: kubectl -n NS create configmap gpu-run-profiles --from-file=DIR (mounted at "
       "/etc/gpu-run/profiles.d).");
   cmd->callback([o] { std::cout << render_guard_manifests(*o); });

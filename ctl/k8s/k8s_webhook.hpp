@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "k8s_webhook_cert.hpp"
+#include "manifest.hpp"
 
 namespace CLI {
 class App;
@@ -21,7 +22,25 @@ struct WebhookManifestOptions {
   std::string image;  // empty: kDefaultWebhookImage
   bool cert_manager = false;
   std::optional<std::string> self_signed_dir;
+  std::optional<std::string> config_file;    // --config: the webhook's webhook.json (default: kDefaultWebhookConfig)
+  std::vector<std::string> apiserver_cidrs;  // --apiserver-cidr: the only sources the NetworkPolicy admits
+  std::vector<std::string> labels;           // --label KEY=VALUE, on every object
+  bool no_monitoring = false;                // no PrometheusRule
+  std::string runbook_url = kDefaultRunbookUrl;
 };
+
+// The webhook's own config (pod/webhook_config.hpp, gpu-run-webhook(1)), as the ConfigMap ships it
+// without --config.
+inline constexpr const char* kDefaultWebhookConfig =
+    R"({"policy": "raise", "memory_fraction_max": 0.5, "default_cpus": 1, "namespace_profiles": {}})";
+
+// The webhook's name in the MutatingWebhookConfiguration, and so the `name` label of the API
+// server's admission webhook series the alerts read.
+inline constexpr const char* kWebhookName = "shm.gpu-run.io";
+
+// The CEL expression of the webhook's matchConditions: a pod that asks (a gpu-run.* or CRI-O's
+// shm-size annotation) or whose containers request nvidia.com/gpu (a namespace default sizes those).
+extern const char* const kWebhookMatchExpression;
 
 // The image packaging/webhook/build-image tags.
 inline const std::string kDefaultWebhookImage = std::string("gpu-run-webhook:") + GPU_RUN_VERSION;
@@ -34,12 +53,18 @@ inline constexpr const char* kWebhookOptInLabel = "gpu-run.io/webhook";
 std::vector<std::string> webhook_dns_names(const std::string& namespace_name);
 
 // The objects, in apply order. `tls`: the self-signed pair (a Secret and the caBundle); without
-// it cert-manager objects. Pure. Throws Error (exit 2) on a bad namespace or image.
+// it cert-manager objects (a CA chain). `config`: webhook.json's text, checked. Pure. Throws
+// Error (exit 2) on a bad namespace, image, config, CIDR, label or runbook URL.
 std::vector<nlohmann::ordered_json> webhook_manifests(const WebhookManifestOptions& options,
-                                                      const std::optional<WebhookTlsPair>& tls);
+                                                      const std::optional<WebhookTlsPair>& tls,
+                                                      const std::string& config = kDefaultWebhookConfig);
+
+// Throws Error (exit 2) naming --apiserver-cidr unless `cidr` is an IPv4 or IPv6 CIDR.
+void check_cidr(const std::string& cidr);
 
 // The objects as one YAML stream with a header comment.
-std::string render_webhook_manifests(const WebhookManifestOptions& options, const std::optional<WebhookTlsPair>& tls);
+std::string render_webhook_manifests(const WebhookManifestOptions& options, const std::optional<WebhookTlsPair>& tls,
+                                     const std::string& config = kDefaultWebhookConfig);
 
 void run_webhook_manifests(const WebhookManifestOptions& options);
 

@@ -33,4 +33,43 @@ nlohmann::ordered_json manifest_object(const char* api_version, const char* kind
 // `header` (comment lines, each ending in a newline), then each object as a YAML document.
 std::string render_manifest_stream(const std::string& header, const std::vector<nlohmann::ordered_json>& objects);
 
+// True for a label key as Kubernetes takes it: an optional DNS-subdomain prefix and '/', then a
+// name of at most 63 letters, digits, '-', '_' and '.', starting and ending alphanumeric.
+bool is_label_key(const std::string& key);
+
+// True for a label value: empty, or at most 63 letters, digits, '-', '_' and '.', starting and
+// ending alphanumeric.
+bool is_label_value(const std::string& value);
+
+// True for a DNS subdomain (a Secret's or a PriorityClass's name): at most 253 lowercase letters,
+// digits, '-' and '.'.
+bool is_dns_subdomain(const std::string& name);
+
+// The KEY=VALUE items of the repeatable `flag` (--label, --node-selector) as a map, in order.
+// Throws Error (exit 2) naming the flag and the item that is not a label key and value; a --label
+// may not set app.kubernetes.io/name, which the objects' selectors use.
+nlohmann::ordered_json parse_label_flags(const std::vector<std::string>& items, const std::string& flag);
+
+// Adds `labels` to the metadata.labels of every object (--label: the label a Prometheus or a
+// policy selects objects by).
+void add_object_labels(std::vector<nlohmann::ordered_json>& objects, const nlohmann::ordered_json& labels);
+
+// The docs' page every alert's runbook_url points into, where the gpu-run package installs it
+// (--runbook-url: the same page as the team serves it).
+inline constexpr const char* kDefaultRunbookUrl = "file:///usr/share/doc/gpu-run/docs/kubernetes.md";
+
+// Throws Error (exit 2) naming --runbook-url unless `url` is an http, https or file URL without
+// spaces or a '#'.
+void check_runbook_url(const std::string& url);
+
+// `base`#<alert in lowercase>: the alert's section of docs/kubernetes.md (its heading is the
+// alert's name).
+std::string runbook_url(const std::string& base, const std::string& alert);
+
+// A PrometheusRule's alert: `expr`, held `for_duration` (null: fires at the first evaluation),
+// severity warning, a summary, a description and its runbook_url under `runbooks`.
+nlohmann::ordered_json prometheus_alert(const char* name, const std::string& expr, const char* for_duration,
+                                        const std::string& runbooks, const std::string& summary,
+                                        const std::string& description);
+
 }  // namespace gpurun

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # gpu-run-ctl k8s guard-manifests: packaging/kubernetes/gpu-run-guard.yaml is the command's output;
 # bad flags are one line naming the flag, exit 2; kubectl reads every object (offline: `kubectl
-# label --local`); the Kubernetes Python client's models round-trip the core objects unchanged and
-# the objects agree with each other (ports, names, the watched path); the PrometheusRule's groups
-# pass `promtool check rules`, and `promtool test rules` fires GpuRunShmFullCannotGrow for a pod at
-# 95% whose growth was refused but not for one at 95% that the guard just grew; the Grafana
+# label --local`), of the defaults, of every flag changed, and of the placement flags with
+# --no-monitoring; the Kubernetes Python client's models round-trip the core objects unchanged and
+# the objects agree with each other (ports, names, the watched path, the quota's priority class);
+# each alert's runbook_url is a section of docs/kubernetes.md; the PrometheusRule's groups pass
+# `promtool check rules`, and `promtool test rules` fires each alert in one case and not in
+# another: GpuRunShmFullCannotGrow for a pod at 95% whose growth was refused, not for one the guard
+# just grew; GpuRunGuardDown after 5 minutes down, not before; GpuRunGuardNotOnEveryNode for a
+# DaemonSet with a node short of an available pod, not for one whose every node has one;
+# GpuRunGuardDaemonSetAbsent without kube-state-metrics' series, not with them. The Grafana
 # dashboard is JSON whose every query is a PromQL expression promtool parses. Starts no guard.
 # Usage: guard_manifests_test.sh [PATH/TO/gpu-run]   (gpu-run-ctl next to it, or in $GPU_RUN_BIN_DIR)
 set -u
@@ -27,11 +32,18 @@ assert_eq 0 "$?" "guard-manifests: exit 0"
 assert_eq "" "$(diff "$work/default.yaml" "$here/../../packaging/kubernetes/gpu-run-guard.yaml")" \
   "packaging/kubernetes/gpu-run-guard.yaml is the output of guard-manifests"
 "$CTL" k8s guard-manifests --namespace shm-guard --image example.test/guard:2 --port 9555 \
-  --containerd-state /run/k3s/containerd >"$work/custom.yaml"
+  --containerd-state /run/k3s/containerd --runbook-url https://wiki.example/gpu-run/kubernetes.html \
+  >"$work/custom.yaml"
 assert_eq 0 "$?" "guard-manifests with every flag: exit 0"
+"$CTL" k8s guard-manifests --toleration all --toleration dedicated=gpu:NoExecute \
+  --node-selector nvidia.com/gpu.present=true --image-pull-secret regcred --label release=kps \
+  --priority-class gpu-agents --max-unavailable 25% --no-monitoring >"$work/placed.yaml"
+assert_eq 0 "$?" "guard-manifests with the placement flags and --no-monitoring: exit 0"
 
 for bad in "--namespace Bad_NS" "--image two\ words" "--port 0" "--port 65536" "--port nine" \
-  "--containerd-state run/containerd"; do
+  "--containerd-state run/containerd" "--toleration x:Never" "--node-selector pool" \
+  "--image-pull-secret Reg_Cred" "--label app.kubernetes.io/name=x" "--priority-class Bad" \
+  "--max-unavailable 0%" "--runbook-url wiki"; do
   flag=${bad%% *}
   out=$(eval "\"\$CTL\" k8s guard-manifests $bad" 2>&1)
   rc=$?
@@ -39,11 +51,12 @@ for bad in "--namespace Bad_NS" "--image two\ words" "--port 0" "--port 65536" "
   assert_contains "$out" "$flag '" "...naming $flag"
 done
 
-for f in default custom; do
+for f in default custom placed; do
   kinds=$(kubectl label --local -f "$work/$f.yaml" gpu-run.io/checked=yes -o json 2>"$work/kubectl.err" |
     jq -r 'if .items then .items[].kind else .kind end' | tr '\n' ' ')
-  assert_eq "Namespace DaemonSet Service ServiceMonitor PrometheusRule ConfigMap " "$kinds" \
-    "$f: kubectl reads every object ($(head -c 200 "$work/kubectl.err"))"
+  want="Namespace ResourceQuota DaemonSet Service ServiceMonitor PrometheusRule ConfigMap "
+  [[ $f == placed ]] && want="Namespace DaemonSet Service "
+  assert_eq "$want" "$kinds" "$f: kubectl reads every object ($(head -c 200 "$work/kubectl.err"))"
 done
 
 cat >"$work/check.py" <<'PYEOF'
@@ -51,11 +64,38 @@ import json, re, sys
 import yaml
 from k8s_models import check, done, read_objects
 
-MODELS = {"Namespace": "V1Namespace", "DaemonSet": "V1DaemonSet", "Service": "V1Service", "ConfigMap": "V1ConfigMap"}
-path, variant, work = sys.argv[1], sys.argv[2], sys.argv[3]
+MODELS = {"Namespace": "V1Namespace", "DaemonSet": "V1DaemonSet", "Service": "V1Service", "ConfigMap": "V1ConfigMap",
+          "ResourceQuota": "V1ResourceQuota"}
+path, variant, work, docs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 ns, port, state = {"default": ("gpu-run-guard", 9477, "/run/containerd"),
-                   "custom": ("shm-guard", 9555, "/run/k3s/containerd")}[variant]
+                   "custom": ("shm-guard", 9555, "/run/k3s/containerd"),
+                   "placed": ("gpu-run-guard", 9477, "/run/containerd")}[variant]
 objs = read_objects(path, MODELS, variant)
+
+# The anchors GitHub gives docs/kubernetes.md's headings (as scripts/check-docs computes them).
+def slug(title):
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+sections = {slug(m.group(1).strip()) for m in re.finditer(r"^#{1,6}\s+(.*)$", open(docs).read(), re.M)}
+
+if variant == "placed":
+    pod = objs["DaemonSet"].spec.template.spec
+    check([t.to_dict() for t in pod.tolerations] == [
+        {"effect": None, "key": None, "operator": "Exists", "toleration_seconds": None, "value": None},
+        {"effect": "NoExecute", "key": "dedicated", "operator": "Equal", "toleration_seconds": None, "value": "gpu"}],
+        "placed: --toleration all tolerates every taint, and dedicated=gpu:NoExecute")
+    check(pod.node_selector == {"nvidia.com/gpu.present": "true"} and pod.image_pull_secrets[0].name == "regcred"
+          and pod.priority_class_name == "gpu-agents", "placed: nodeSelector, imagePullSecrets, priority class")
+    check(objs["DaemonSet"].spec.update_strategy.rolling_update.max_unavailable == "25%", "placed: maxUnavailable 25%")
+    check(all(o.metadata.labels.get("release") == "kps" for o in objs.values()), "placed: --label on every object")
+    check("ResourceQuota" not in objs and "PrometheusRule" not in objs, "placed: no quota for its own class, no monitoring")
+    done()
+
+quota = objs["ResourceQuota"].spec
+check(quota.scope_selector.match_expressions[0].scope_name == "PriorityClass"
+      and quota.scope_selector.match_expressions[0].values == [objs["DaemonSet"].spec.template.spec.priority_class_name]
+      and quota.hard["pods"], variant + ": the ResourceQuota admits the DaemonSet's critical priority class")
+check(objs["DaemonSet"].spec.update_strategy.rolling_update.max_unavailable == "10%",
+      variant + ": a rollout stops 10% of the nodes' guards at once")
 
 # The DaemonSet: only what the guard needs.
 d = objs["DaemonSet"]
@@ -105,6 +145,12 @@ check(mon["spec"]["selector"]["matchLabels"] == svc.metadata.labels and ep["port
       variant + ": the ServiceMonitor scrapes the Service's port, keeping the pods' labels")
 groups = objs["PrometheusRule"]["spec"]["groups"]
 down = [r for g in groups for r in g["rules"] if r["alert"] == "GpuRunGuardDown"][0]
+base = {"default": "file:///usr/share/doc/gpu-run/docs/kubernetes.md",
+        "custom": "https://wiki.example/gpu-run/kubernetes.html"}[variant]
+for r in (r for g in groups for r in g["rules"]):
+    url = r["annotations"]["runbook_url"]
+    check(url == base + "#" + r["alert"].lower() and r["alert"].lower() in sections,
+          "%s: %s's runbook_url is its section of docs/kubernetes.md (%s)" % (variant, r["alert"], url))
 check('job="%s"' % svc.metadata.name in down["expr"] and 'namespace="%s"' % ns in down["expr"],
       variant + ": GpuRunGuardDown watches the Service's job")
 check(objs["Namespace"].metadata.labels.get("pod-security.kubernetes.io/enforce") == "privileged",
@@ -134,22 +180,26 @@ for g in groups:
 yaml.safe_dump({"groups": groups}, open(work + "/" + variant + "-rules-bare.yml", "w"))
 done()
 PYEOF
-for f in default custom; do
-  PYTHONPATH=$here "$PY" "$work/check.py" "$work/$f.yaml" "$f" "$work" >"$work/$f.out" 2>&1
+for f in default custom placed; do
+  PYTHONPATH=$here "$PY" "$work/check.py" "$work/$f.yaml" "$f" "$work" "$here/../../docs/kubernetes.md" \
+    >"$work/$f.out" 2>&1
   rc=$?
   it_count_checks "$work/$f.out"
   assert_eq 0 "$rc" "$f: the model checks pass"
+  [[ $f == placed ]] && continue
   out=$(promtool check rules "$work/$f-rules.yml" 2>&1)
   assert_eq 0 "$?" "$f: promtool check rules passes on the PrometheusRule's groups ($(tail -n 2 <<<"$out" | tr '\n' ' '))"
   out=$(promtool check rules "$work/$f-dashboard.yml" 2>&1)
   assert_eq 0 "$?" "$f: every dashboard query parses as PromQL ($(tail -n 2 <<<"$out" | tr '\n' ' '))"
 done
 
-# The alert on synthetic series, 15 s apart: a pod at 95% whose growth was refused (the counter moves
-# once, the gauge stays 1), and one at 95% the guard has just grown (growths moved, not blocked).
-# The guard of node n2 is down for good.
+# The alerts on synthetic series, 15 s apart: a pod at 95% whose growth was refused (the counter
+# moves once, the gauge stays 1), and one at 95% the guard has just grown (growths moved, not
+# blocked). The guard of node n2 is down for good. kube-state-metrics sees the DaemonSet want 3
+# nodes: all 3 available here, 2 in the second test; the third has no kube-state-metrics series.
 refused='namespace="ml",pod="refused",container="c0",node="n1"'
 grown='namespace="ml",pod="grown",container="c0",node="n1"'
+ksm='job="kube-state-metrics",namespace="gpu-run-guard",daemonset="gpu-run-guard"'
 cat >"$work/rules_test.yml" <<EOF
 rule_files: [default-rules-bare.yml]
 evaluation_interval: 15s
@@ -168,6 +218,8 @@ tests:
       - {series: 'gpu_run_shm_growth_blocked{$grown}', values: '0x40'}
       - {series: 'up{job="gpu-run-guard",namespace="gpu-run-guard",node="n1",pod="gpu-run-guard-a"}', values: '1x40'}
       - {series: 'up{job="gpu-run-guard",namespace="gpu-run-guard",node="n2",pod="gpu-run-guard-b"}', values: '0x40'}
+      - {series: 'kube_daemonset_status_desired_number_scheduled{$ksm}', values: '3x100'}
+      - {series: 'kube_daemonset_status_number_available{$ksm}', values: '3x100'}
     alert_rule_test:
       - eval_time: 0s
         alertname: GpuRunShmFullCannotGrow
@@ -181,9 +233,34 @@ tests:
         alertname: GpuRunGuardDown
         exp_alerts:
           - exp_labels: {severity: warning, job: gpu-run-guard, namespace: gpu-run-guard, node: n2, pod: gpu-run-guard-b}
+      - eval_time: 20m
+        alertname: GpuRunGuardNotOnEveryNode
+      - eval_time: 20m
+        alertname: GpuRunGuardDaemonSetAbsent
+  - interval: 1m
+    input_series:
+      - {series: 'kube_daemonset_status_desired_number_scheduled{$ksm}', values: '3x30'}
+      - {series: 'kube_daemonset_status_number_available{$ksm}', values: '2x30'}
+    alert_rule_test:
+      - eval_time: 10m
+        alertname: GpuRunGuardNotOnEveryNode
+      - eval_time: 20m
+        alertname: GpuRunGuardNotOnEveryNode
+        exp_alerts:
+          - exp_labels: {severity: warning, job: kube-state-metrics, namespace: gpu-run-guard, daemonset: gpu-run-guard}
+  - interval: 1m
+    input_series:
+      - {series: 'up{job="gpu-run-guard",namespace="gpu-run-guard",node="n1",pod="gpu-run-guard-a"}', values: '1x30'}
+    alert_rule_test:
+      - eval_time: 10m
+        alertname: GpuRunGuardDaemonSetAbsent
+      - eval_time: 20m
+        alertname: GpuRunGuardDaemonSetAbsent
+        exp_alerts:
+          - exp_labels: {severity: warning, namespace: gpu-run-guard, daemonset: gpu-run-guard}
 EOF
 out=$(cd "$work" && promtool test rules rules_test.yml 2>&1)
-assert_eq 0 "$?" "promtool test rules: GpuRunShmFullCannotGrow fires for the refused pod only, GpuRunGuardDown for n2"
+assert_eq 0 "$?" "promtool test rules: each alert fires in its case and not in the other (GpuRunShmFullCannotGrow for the refused pod only, GpuRunGuardDown for n2 after 5m, GpuRunGuardNotOnEveryNode for 2 of 3 nodes after 15m, GpuRunGuardDaemonSetAbsent without kube-state-metrics after 15m)"
 [[ $IT_FAILED -eq 0 ]] || printf '%s\n' "$out"
 
 it_done

@@ -14,9 +14,9 @@ namespace {
 
 TEST(Cli, UsageErrorsExitTwo) {
   for (const char* args :
-       {"", "plan --bogus", "plan --profile", "k8s --profile imagenet", "k8s --gpus 1", "k8s webhook-manifests --bogus",
-        "k8s guard-manifests --bogus", "k8s guard-manifests --port", "profiles", "profiles show", "configure",
-        "configure docker --set-default=maybe", "nope", "k8s runtimeclass --handler",
+       {"", "plan --bogus", "plan --profile", "k8s -f", "k8s --gpus 1", "k8s --container c",
+        "k8s webhook-manifests --bogus", "k8s guard-manifests --bogus", "k8s guard-manifests --port", "profiles",
+        "profiles show", "configure", "configure docker --set-default=maybe", "nope", "k8s runtimeclass --handler",
         "configure containerd --print=maybe", "configure docker --print=maybe"}) {
     CLI::App app;
     add_ctl_commands(app);
@@ -43,8 +43,8 @@ TEST(Cli, HelpExitsZero) {
     testing::internal::CaptureStdout();
     EXPECT_EQ(report_parse_error(app, e), 0);
     const std::string out = testing::internal::GetCapturedStdout();
-    EXPECT_CONTAINS(out, "--runtime-class");
-    EXPECT_CONTAINS(out, "4Gi per GPU rank");
+    EXPECT_CONTAINS(out, "--filename");
+    EXPECT_CONTAINS(out, "gpu-run-ctl k8s -f -");
   }
 }
 
@@ -71,12 +71,12 @@ TEST(Cli, SizingFlagsSayTheSameOnEveryCommand) {
     return app.get_subcommand(command)->get_option(flag)->get_description();
   };
   for (const char* flag : {"--batch-size", "--prefetch-factor", "--profile-dir"})
-    for (const char* command : {"k8s", "calibrate", "tune"}) EXPECT_EQ(help(command, flag), help("plan", flag)) << flag;
-  // k8s describes a pod: its --profile, --gpus and --workers say so.
-  for (const char* flag : {"--profile", "--gpus", "--workers"}) {
+    for (const char* command : {"calibrate", "tune"}) EXPECT_EQ(help(command, flag), help("plan", flag)) << flag;
+  for (const char* flag : {"--profile", "--gpus", "--workers"})
     EXPECT_EQ(help("calibrate", flag), help("plan", flag)) << flag;
-    EXPECT_NE(help("k8s", flag), help("plan", flag)) << flag;
-  }
+  // k8s -f reads each pod's own resources: its --profile is a default, and it has no --gpus.
+  EXPECT_NE(help("k8s", "--profile"), help("plan", "--profile"));
+  EXPECT_EQ(app.get_subcommand("k8s")->get_option_no_throw("--gpus"), nullptr);
   for (const char* flag : {"--profile", "--gpus"}) EXPECT_EQ(help("tune", flag), help("plan", flag)) << flag;
 }
 

@@ -2,8 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "error.hpp"
 #include "test_util.hpp"
@@ -29,8 +33,8 @@ std::vector<std::string> guard_kinds(const std::vector<ordered_json>& objects) {
 
 TEST(GuardManifestsTest, TheObjectsInApplyOrder) {
   const auto objects = guard_manifests(GuardManifestOptions{});
-  EXPECT_EQ(guard_kinds(objects), (std::vector<std::string>{"Namespace", "DaemonSet", "Service", "ServiceMonitor",
-                                                            "PrometheusRule", "ConfigMap"}));
+  EXPECT_EQ(guard_kinds(objects), (std::vector<std::string>{"Namespace", "ResourceQuota", "DaemonSet", "Service",
+                                                            "ServiceMonitor", "PrometheusRule", "ConfigMap"}));
   const ordered_json& ns = guard_object(objects, "Namespace");
   EXPECT_EQ(ns["metadata"]["name"], "gpu-run-guard");
   EXPECT_EQ(ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "privileged");
@@ -109,12 +113,84 @@ TEST(GuardManifestsTest, ScrapedAndAlerted) {
   EXPECT_EQ(endpoint["port"], "metrics");
   EXPECT_EQ(endpoint["honorLabels"], true);
   const ordered_json& rules = guard_object(objects, "PrometheusRule")["spec"]["groups"][0]["rules"];
-  ASSERT_EQ(rules.size(), 2u);
+  ASSERT_EQ(rules.size(), 4u);
   EXPECT_EQ(rules[0]["alert"], "GpuRunShmFullCannotGrow");
   EXPECT_CONTAINS(rules[0]["expr"].get<std::string>(), "gpu_run_shm_growth_blocked == 1");
   EXPECT_CONTAINS(rules[0]["expr"].get<std::string>(), "> 0.9");
   EXPECT_EQ(rules[1]["alert"], "GpuRunGuardDown");
   EXPECT_EQ(rules[1]["expr"], "up{job=\"gpu-run-guard\", namespace=\"gpu-run-guard\"} == 0");
+  // What `up` cannot see: nodes without a guard pod, and no DaemonSet series at all.
+  EXPECT_EQ(rules[2]["alert"], "GpuRunGuardNotOnEveryNode");
+  EXPECT_EQ(
+      rules[2]["expr"],
+      "kube_daemonset_status_desired_number_scheduled{namespace=\"gpu-run-guard\", daemonset=\"gpu-run-guard\"} - "
+      "kube_daemonset_status_number_available{namespace=\"gpu-run-guard\", daemonset=\"gpu-run-guard\"} > 0");
+  EXPECT_EQ(rules[3]["alert"], "GpuRunGuardDaemonSetAbsent");
+  EXPECT_CONTAINS(rules[3]["expr"].get<std::string>(), "absent(kube_daemonset_status_desired_number_scheduled{");
+  for (const ordered_json& rule : rules)
+    EXPECT_EQ(
+        rule["annotations"]["runbook_url"], "file:///usr/share/doc/gpu-run/docs/kubernetes.md#" + [&] {
+          std::string a = rule["alert"];
+          for (char& ch : a) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+          return a;
+        }());
+  GuardManifestOptions o;
+  o.runbook_url = "https://wiki.example/gpu-run/kubernetes.html";
+  EXPECT_EQ(
+      guard_object(guard_manifests(o), "PrometheusRule")["spec"]["groups"][0]["rules"][1]["annotations"]["runbook_url"],
+      "https://wiki.example/gpu-run/kubernetes.html#gpurunguarddown");
+}
+
+TEST(GuardManifestsTest, PlacedWhereTheClusterSays) {
+  GuardManifestOptions o;
+  const auto defaults = guard_manifests(o);
+  EXPECT_EQ(guard_object(defaults, "DaemonSet")["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"], "10%");
+  o.tolerations = {"all", "dedicated=gpu:NoExecute", "nvidia.com/gpu", "team:PreferNoSchedule"};
+  o.node_selectors = {"nvidia.com/gpu.present=true", "pool=train"};
+  o.image_pull_secrets = {"regcred"};
+  o.labels = {"release=kube-prometheus-stack"};
+  o.max_unavailable = "3";
+  o.priority_class = "gpu-agents";
+  const auto objects = guard_manifests(o);
+  const ordered_json& d = guard_object(objects, "DaemonSet");
+  const ordered_json& pod = d["spec"]["template"]["spec"];
+  EXPECT_EQ(pod["tolerations"], ordered_json::parse(R"([{"operator": "Exists"},
+    {"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoExecute"},
+    {"key": "nvidia.com/gpu", "operator": "Exists"},
+    {"key": "team", "operator": "Exists", "effect": "PreferNoSchedule"}])"));
+  EXPECT_EQ(pod["nodeSelector"], ordered_json::parse(R"({"nvidia.com/gpu.present": "true", "pool": "train"})"));
+  EXPECT_EQ(pod["imagePullSecrets"], ordered_json::parse(R"([{"name": "regcred"}])"));
+  EXPECT_EQ(pod["priorityClassName"], "gpu-agents");
+  EXPECT_EQ(d["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"], 3);
+  EXPECT_EQ(guard_kinds(objects), (std::vector<std::string>{"Namespace", "DaemonSet", "Service", "ServiceMonitor",
+                                                            "PrometheusRule", "ConfigMap"}))
+      << "no ResourceQuota for a class of one's own";
+  for (const ordered_json& object : objects) {
+    EXPECT_EQ(object["metadata"]["labels"]["release"], "kube-prometheus-stack") << object["kind"];
+    EXPECT_EQ(object["metadata"]["labels"]["app.kubernetes.io/name"], "gpu-run-guard") << object["kind"];
+  }
+  EXPECT_FALSE(d["spec"]["selector"]["matchLabels"].contains("release")) << "the selector stays the app's";
+}
+
+TEST(GuardManifestsTest, ACriticalClassOutsideKubeSystemGetsItsQuota) {
+  GuardManifestOptions o;
+  o.priority_class = "system-cluster-critical";
+  const auto objects = guard_manifests(o);
+  const ordered_json& quota = guard_object(objects, "ResourceQuota");
+  EXPECT_EQ(quota["metadata"]["namespace"], "gpu-run-guard");
+  EXPECT_EQ(quota["spec"]["scopeSelector"]["matchExpressions"][0],
+            ordered_json::parse(R"({"scopeName": "PriorityClass", "operator": "In",
+                                    "values": ["system-cluster-critical"]})"));
+  o.namespace_name = "kube-system";
+  EXPECT_EQ(guard_kinds(guard_manifests(o))[1], "DaemonSet") << "kube-system needs none";
+}
+
+TEST(GuardManifestsTest, NoMonitoringForAClusterWithoutPrometheusOperator) {
+  GuardManifestOptions o;
+  o.no_monitoring = true;
+  EXPECT_EQ(guard_kinds(guard_manifests(o)),
+            (std::vector<std::string>{"Namespace", "ResourceQuota", "DaemonSet", "Service"}));
+  EXPECT_EQ(render_guard_manifests(o).find("ServiceMonitor"), std::string::npos);
 }
 
 TEST(GuardManifestsTest, TheDashboardIsAConfigMapOfItsJson) {
@@ -141,7 +217,7 @@ TEST(GuardManifestsTest, RenderedAsOneYamlStreamThatSaysWhy) {
   EXPECT_EQ(text.rfind("# gpu-run's node guard in namespace gpu-run-guard", 0), 0u);
   std::size_t documents = 0;
   for (std::size_t at = text.find("\n---\n"); at != std::string::npos; at = text.find("\n---\n", at + 1)) ++documents;
-  EXPECT_EQ(documents, 6u);
+  EXPECT_EQ(documents, 7u);
   for (const char* why : {"hostPID:", "SYS_PTRACE:", "SYS_ADMIN, SYS_CHROOT:", "DAC_OVERRIDE:",
                           "/run/gpu-run, read-write", "/dev/shm, read-only", "seccomp RuntimeDefault"})
     EXPECT_CONTAINS(text, why);
@@ -168,6 +244,29 @@ TEST(GuardManifestsTest, BadInputIsAUsageErrorNamingTheFlag) {
     o = GuardManifestOptions{};
     o.containerd_state = dir;
     EXPECT_CONTAINS(error_of(o).what(), "--containerd-state '" + std::string(dir) + "'");
+  }
+  for (const char* t : {"x:NoRun", "=v", "k=v=w:NoSchedule", "a b", ""}) {
+    o = GuardManifestOptions{};
+    o.tolerations = {t};
+    EXPECT_CONTAINS(error_of(o).what(), "--toleration '" + std::string(t) + "'");
+  }
+  const std::vector<std::pair<std::string, std::function<void(GuardManifestOptions&)>>> bad = {
+      {"--node-selector 'a'", [](GuardManifestOptions& g) { g.node_selectors = {"a"}; }},
+      {"--node-selector 'a=b c'", [](GuardManifestOptions& g) { g.node_selectors = {"a=b c"}; }},
+      {"--label 'app.kubernetes.io/name=x'", [](GuardManifestOptions& g) { g.labels = {"app.kubernetes.io/name=x"}; }},
+      {"--image-pull-secret 'Reg_Cred'", [](GuardManifestOptions& g) { g.image_pull_secrets = {"Reg_Cred"}; }},
+      {"--priority-class ''", [](GuardManifestOptions& g) { g.priority_class = ""; }},
+      {"--max-unavailable '0'", [](GuardManifestOptions& g) { g.max_unavailable = "0"; }},
+      {"--max-unavailable '101%'", [](GuardManifestOptions& g) { g.max_unavailable = "101%"; }},
+      {"--max-unavailable 'ten'", [](GuardManifestOptions& g) { g.max_unavailable = "ten"; }},
+      {"--runbook-url 'wiki/page'", [](GuardManifestOptions& g) { g.runbook_url = "wiki/page"; }},
+      {"--runbook-url 'https://w/x#y'", [](GuardManifestOptions& g) { g.runbook_url = "https://w/x#y"; }}};
+  for (const auto& [flag, set] : bad) {
+    o = GuardManifestOptions{};
+    set(o);
+    const Error fe = error_of(o);
+    EXPECT_EQ(fe.exit_code(), kExitUsage) << flag;
+    EXPECT_CONTAINS(fe.what(), flag);
   }
 }
 

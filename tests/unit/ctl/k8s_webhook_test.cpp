@@ -27,22 +27,39 @@ std::vector<std::string> kinds(const std::vector<ordered_json>& objects) {
   return out;
 }
 
-TEST(WebhookManifestsTest, CertManagerSetUp) {
+const ordered_json& named(const std::vector<ordered_json>& objects, const std::string& kind, const std::string& name) {
+  for (const ordered_json& o : objects)
+    if (o["kind"] == kind && o["metadata"]["name"] == name) return o;
+  static const ordered_json none;
+  ADD_FAILURE() << "no " << kind << " " << name;
+  return none;
+}
+
+TEST(WebhookManifestsTest, CertManagerSetUpIsACaChain) {
   WebhookManifestOptions o;
   o.namespace_name = "shm";
   o.cert_manager = true;
   const auto objects = webhook_manifests(o, std::nullopt);
   EXPECT_EQ(kinds(objects),
-            (std::vector<std::string>{"Namespace", "ConfigMap", "Issuer", "Certificate", "Deployment", "Service",
-                                      "PodDisruptionBudget", "MutatingWebhookConfiguration"}));
-  const ordered_json& cert = find(objects, "Certificate");
+            (std::vector<std::string>{"Namespace", "ConfigMap", "Issuer", "Certificate", "Issuer", "Certificate",
+                                      "Deployment", "Service", "PodDisruptionBudget", "NetworkPolicy",
+                                      "MutatingWebhookConfiguration", "PrometheusRule"}));
+  // The self-signed Issuer makes only the CA; the CA's Issuer signs the serving certificate.
+  EXPECT_TRUE(named(objects, "Issuer", "gpu-run-webhook-selfsigned")["spec"].contains("selfSigned"));
+  const ordered_json& ca = named(objects, "Certificate", "gpu-run-webhook-ca");
+  EXPECT_EQ(ca["spec"]["isCA"], true);
+  EXPECT_EQ(ca["spec"]["issuerRef"]["name"], "gpu-run-webhook-selfsigned");
+  EXPECT_EQ(ca["spec"]["privateKey"]["rotationPolicy"], "Never") << "a renewed CA keeps its key";
+  EXPECT_EQ(named(objects, "Issuer", "gpu-run-webhook")["spec"]["ca"]["secretName"], ca["spec"]["secretName"]);
+  const ordered_json& cert = named(objects, "Certificate", "gpu-run-webhook");
   EXPECT_EQ(cert["metadata"]["namespace"], "shm");
   EXPECT_EQ(cert["spec"]["secretName"], "gpu-run-webhook-tls");
   EXPECT_EQ(cert["spec"]["dnsNames"][0], "gpu-run-webhook.shm.svc");
   EXPECT_EQ(cert["spec"]["issuerRef"]["name"], "gpu-run-webhook");
-  EXPECT_TRUE(find(objects, "Issuer")["spec"].contains("selfSigned"));
+  EXPECT_EQ(cert["spec"]["privateKey"]["algorithm"], "ECDSA");
   const ordered_json& hooks = find(objects, "MutatingWebhookConfiguration");
-  EXPECT_EQ(hooks["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "shm/gpu-run-webhook");
+  EXPECT_EQ(hooks["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "shm/gpu-run-webhook-ca")
+      << "the caBundle is the CA, which a renewed serving certificate keeps";
   const ordered_json& hook = hooks["webhooks"][0];
   EXPECT_FALSE(hook["clientConfig"].contains("caBundle"));
   EXPECT_EQ(hook["clientConfig"]["service"]["namespace"], "shm");
@@ -54,6 +71,60 @@ TEST(WebhookManifestsTest, CertManagerSetUp) {
   EXPECT_EQ(hook["rules"][0]["resources"], ordered_json::array({"pods"}));
   EXPECT_EQ(hook["namespaceSelector"]["matchLabels"]["gpu-run.io/webhook"], "enabled");
   EXPECT_EQ(hook["namespaceSelector"]["matchExpressions"][0]["values"], ordered_json::array({"shm"}));
+  EXPECT_EQ(hook["matchConditions"][0]["expression"], kWebhookMatchExpression);
+}
+
+TEST(WebhookManifestsTest, ForRealClusters) {
+  WebhookManifestOptions o;
+  o.cert_manager = true;
+  o.apiserver_cidrs = {"10.0.0.0/28", "fd00::/64"};
+  o.labels = {"release=kps"};
+  const auto objects = webhook_manifests(o, std::nullopt);
+  // Pod Security: the webhook's pod meets "restricted".
+  const ordered_json& ns = find(objects, "Namespace");
+  for (const char* mode : {"enforce", "audit", "warn"})
+    EXPECT_EQ(ns["metadata"]["labels"][std::string("pod-security.kubernetes.io/") + mode], "restricted") << mode;
+  const ordered_json& pdb = find(objects, "PodDisruptionBudget");
+  EXPECT_EQ(pdb["spec"]["unhealthyPodEvictionPolicy"], "AlwaysAllow");
+  const ordered_json& policy = find(objects, "NetworkPolicy")["spec"];
+  EXPECT_EQ(policy["policyTypes"], ordered_json::array({"Ingress", "Egress"}));
+  EXPECT_EQ(policy["egress"], ordered_json::array());
+  EXPECT_EQ(policy["ingress"][0]["ports"], ordered_json::parse(R"([{"protocol": "TCP", "port": 8443}])"));
+  EXPECT_EQ(policy["ingress"][0]["from"],
+            ordered_json::parse(R"([{"ipBlock": {"cidr": "10.0.0.0/28"}}, {"ipBlock": {"cidr": "fd00::/64"}}])"));
+  const ordered_json& rules = find(objects, "PrometheusRule")["spec"]["groups"][0]["rules"];
+  ASSERT_EQ(rules.size(), 2u);
+  EXPECT_EQ(rules[0]["alert"], "GpuRunWebhookFailingOpen");
+  EXPECT_CONTAINS(rules[0]["expr"].get<std::string>(),
+                  "apiserver_admission_webhook_fail_open_count{name=\"shm.gpu-run.io\", type=\"admit\"}");
+  EXPECT_EQ(rules[1]["alert"], "GpuRunWebhookRejectingPods");
+  EXPECT_CONTAINS(rules[1]["expr"].get<std::string>(), "apiserver_admission_webhook_rejection_count{");
+  EXPECT_EQ(rules[0]["annotations"]["runbook_url"],
+            "file:///usr/share/doc/gpu-run/docs/kubernetes.md#gpurunwebhookfailingopen");
+  for (const ordered_json& object : objects)
+    EXPECT_EQ(object["metadata"]["labels"]["release"], "kps") << object["kind"];
+  o.no_monitoring = true;
+  o.apiserver_cidrs.clear();
+  const auto bare = webhook_manifests(o, std::nullopt);
+  EXPECT_EQ(kinds(bare).back(), "MutatingWebhookConfiguration");
+  EXPECT_FALSE(find(bare, "NetworkPolicy")["spec"]["ingress"][0].contains("from")) << "any source, the port only";
+}
+
+TEST(WebhookManifestsTest, AChangedConfigRollsTheDeployment) {
+  const auto checksum = [](const std::string& config) {
+    const auto objects = webhook_manifests(WebhookManifestOptions{}, std::nullopt, config);
+    return find(objects, "Deployment")["spec"]["template"]["metadata"]["annotations"]["gpu-run.io/config-sha256"]
+        .get<std::string>();
+  };
+  // sha256 of the default webhook.json and its newline, as the ConfigMap holds it (sha256sum).
+  EXPECT_EQ(checksum(kDefaultWebhookConfig), "f583fef9ab817ddf857518101bf354c5bb934727f558bfb65fd2690bdc6a5dcf");
+  const std::string ml = R"({"policy": "deny", "namespace_profiles": {"ml": "imagenet"}})";
+  EXPECT_NE(checksum(ml), checksum(kDefaultWebhookConfig));
+  const auto with_ml = webhook_manifests(WebhookManifestOptions{}, std::nullopt, ml);
+  EXPECT_EQ(find(with_ml, "ConfigMap")["data"]["webhook.json"], ml + "\n");
+  const Error e = expect_error([] { webhook_manifests(WebhookManifestOptions{}, std::nullopt, R"({"polcy": 1})"); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "unknown key");
 }
 
 TEST(WebhookManifestsTest, DeploymentIsHardened) {
@@ -90,7 +161,8 @@ TEST(WebhookManifestsTest, SelfSignedGivesTheSecretAndCaBundle) {
   const WebhookTlsPair tls{"CA PEM\n", "CERT PEM\n", "KEY PEM\n"};
   const auto objects = webhook_manifests(WebhookManifestOptions{}, tls);
   EXPECT_EQ(kinds(objects), (std::vector<std::string>{"Namespace", "ConfigMap", "Secret", "Deployment", "Service",
-                                                      "PodDisruptionBudget", "MutatingWebhookConfiguration"}));
+                                                      "PodDisruptionBudget", "NetworkPolicy",
+                                                      "MutatingWebhookConfiguration", "PrometheusRule"}));
   const ordered_json& secret = find(objects, "Secret");
   EXPECT_EQ(secret["type"], "kubernetes.io/tls");
   EXPECT_EQ(secret["data"]["tls.crt"], "Q0VSVCBQRU0K");  // base64 of "CERT PEM\n"
@@ -107,7 +179,7 @@ TEST(WebhookManifestsTest, RenderedAsOneYamlStream) {
   EXPECT_EQ(text.rfind("# gpu-run-webhook in namespace gpu-run", 0), 0u);
   std::size_t documents = 0;
   for (std::size_t at = text.find("\n---\n"); at != std::string::npos; at = text.find("\n---\n", at + 1)) ++documents;
-  EXPECT_EQ(documents, 8u);
+  EXPECT_EQ(documents, 12u);
   EXPECT_CONTAINS(text, "kubectl label namespace NS gpu-run.io/webhook=enabled");
 }
 
@@ -120,6 +192,13 @@ TEST(WebhookManifestsTest, BadInputIsAUsageError) {
   o.namespace_name = "ok";
   o.image = "two words";
   EXPECT_CONTAINS(expect_error([&] { webhook_manifests(o, std::nullopt); }).what(), "--image 'two words'");
+  o.image.clear();
+  o.apiserver_cidrs = {"10.0.0.0"};
+  EXPECT_CONTAINS(expect_error([&] { webhook_manifests(o, std::nullopt); }).what(), "--apiserver-cidr '10.0.0.0'");
+  for (const char* cidr : {"10.0.0.0/33", "10.0.0/8", "fd00::/129", "x/1", "10.0.0.0/"}) {
+    o.apiserver_cidrs = {cidr};
+    EXPECT_EQ(expect_error([&] { webhook_manifests(o, std::nullopt); }).exit_code(), kExitUsage) << cidr;
+  }
   // Neither or both certificate set-ups.
   EXPECT_CONTAINS(expect_error([] { run_webhook_manifests(WebhookManifestOptions{}); }).what(),
                   "--cert-manager or --self-signed DIR");

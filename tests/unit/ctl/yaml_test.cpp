@@ -6,8 +6,11 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "error.hpp"
 #include "test_files.hpp"
+#include "test_util.hpp"
 
 namespace gpurun {
 namespace {
@@ -135,6 +138,88 @@ TEST(Yaml, ReadsBackAsTheSameValueWithPyYaml) {
       yaml.string() + " " + out.string();
   ASSERT_EQ(std::system(cmd.c_str()), 0) << read_text(yaml);
   EXPECT_EQ(json::parse(read_text(out)), json::parse(doc.dump())) << read_text(yaml);
+}
+
+TEST(YamlDocuments, SplitAtEachDocumentStart) {
+  const std::string stream = "# head\na: 1\n---\nb: 2\n--- # c\n---x: 3\n...\n---\n";
+  const std::vector<YamlDocumentText> docs = split_yaml_documents(stream);
+  ASSERT_EQ(docs.size(), 4u);
+  EXPECT_EQ(docs[0].text, "# head\na: 1\n");
+  EXPECT_EQ(docs[1].text, "---\nb: 2\n");
+  EXPECT_EQ(docs[2].text, "--- # c\n---x: 3\n...\n") << "---x is content, not a document start";
+  EXPECT_EQ(docs[2].line, 5u);
+  EXPECT_EQ(docs[3].text, "---\n");
+  std::string joined;
+  for (const auto& d : docs) joined += d.text;
+  EXPECT_EQ(joined, stream);
+  EXPECT_TRUE(split_yaml_documents("").empty());
+}
+
+TEST(YamlDocuments, ValuesAsYamlCppReadsThem) {
+  const ordered_json v = yaml_document_value(
+      "q: \"2\"\nn: 2\nneg: -3\nf: 0.5\nb: yes\no: 0755\nh: 0x1F\nz: ~\ne:\ns: !!str 12\nt: !!int \"7\"\n"
+      "l: |\n  x\n  y\nw: 12abc\ninf: .inf\nk: [a, {b: c}]\n1: one\n",
+      "t.yaml");
+  EXPECT_EQ(v, ordered_json::parse(R"({"q": "2", "n": 2, "neg": -3, "f": 0.5, "b": true, "o": 493, "h": 31, "z": null,
+    "e": null, "s": "12", "t": 7, "l": "x\ny\n", "w": "12abc", "inf": ".inf", "k": ["a", {"b": "c"}], "1": "one"})"));
+  EXPECT_EQ(std::vector<std::string>(1, v.begin().key()), std::vector<std::string>{"q"}) << "keys in order";
+  EXPECT_TRUE(yaml_document_value("# nothing\n", "t.yaml").is_null());
+  const Error e = expect_error([] { yaml_document_value("a: 1\nb: [1\n", "t.yaml", 10); });
+  EXPECT_CONTAINS(e.what(), "t.yaml:1");
+  EXPECT_CONTAINS(e.what(), "not YAML");
+  EXPECT_CONTAINS(expect_error([] { yaml_document_value("? [a]\n: 1\n", "t.yaml"); }).what(), "not a string");
+}
+
+TEST(YamlDocuments, RewriteKeepsWhatTheEditLeft) {
+  const std::string doc =
+      "--- # the pod\n# Source: x.yaml\nkind: Pod   # inline, lost when rewritten\nmetadata: {name: p, labels: {a: "
+      "\"1\"}}\nspec:\n  # inside, lost\n  containers:\n  - name: c\n    args: ['--lr', \"0.1\", 3, yes]\n"
+      "    resources:\n      limits: {memory: 32Gi}\n    script: |\n      line one\n        two\n"
+      "# trailing comment\n\n";
+  ordered_json v = yaml_document_value(doc, "d");
+  // Unchanged: the same value back, the comments around the content, flow and quoting.
+  const std::string same = rewrite_yaml_document(doc, v);
+  EXPECT_EQ(yaml_document_value(same, "d"), v) << same;
+  EXPECT_EQ(same.rfind("--- # the pod\n# Source: x.yaml\nkind: Pod\n", 0), 0u) << same;
+  EXPECT_CONTAINS(same, "metadata: {name: p, labels: {a: \"1\"}}\n");
+  EXPECT_CONTAINS(same, "args: [\"--lr\", \"0.1\", 3, yes]");
+  EXPECT_CONTAINS(same, "script: \"line one\\n  two\\n\"");
+  EXPECT_EQ(same.substr(same.size() - 20), "# trailing comment\n\n");
+  EXPECT_EQ(same.find("inline"), std::string::npos);
+  // Edited: changed scalars and added members new, strings quoted unless plain is safe.
+  v["spec"]["containers"][0]["resources"]["limits"]["memory"] = "34042Mi";
+  v["spec"]["containers"][0]["env"] = {{{"name", "A"}, {"value", "2"}},
+                                       {{"name", "B"}, {"value", "yes"}},
+                                       {{"name", "C"}, {"value", "/dev/shm"}},
+                                       {{"name", "D"}, {"value", "imagenet"}}};
+  v["spec"]["volumes"] = {{{"name", "gpu-run-shm"}, {"emptyDir", {{"medium", "Memory"}}}}};
+  const std::string edited = rewrite_yaml_document(doc, v);
+  EXPECT_EQ(yaml_document_value(edited, "d"), v) << edited;
+  EXPECT_CONTAINS(edited, "limits: {memory: \"34042Mi\"}");
+  EXPECT_CONTAINS(edited, "value: \"2\"");
+  EXPECT_CONTAINS(edited, "value: \"yes\"");
+  EXPECT_CONTAINS(edited, "value: /dev/shm");
+  EXPECT_CONTAINS(edited, "value: imagenet");
+  EXPECT_CONTAINS(edited, "metadata: {name: p, labels: {a: \"1\"}}\n") << "the untouched part as it was";
+  // `--- {..}`: content on the marker's line.
+  EXPECT_EQ(rewrite_yaml_document("--- {a: 1}\n", ordered_json{{"a", 2}}), "---\n{a: 2}\n");
+}
+
+// What rewrite_yaml_document writes, as PyYAML (YAML 1.1) reads it, when the machine has it.
+TEST(YamlDocuments, RewriteReadsBackWithPyYaml) {
+  if (std::system("python3 -c 'import yaml' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 with PyYAML not found";
+  const std::string doc = "a: {b: \"0755\", c: 'yes', d: no}\ne: [\"1e3\", x]\nf: |\n  l1\n\n  l2\n";
+  ordered_json v = yaml_document_value(doc, "d");
+  v["g"] = ordered_json::parse(kTricky);
+  TempDir dir;
+  const fs::path yaml = dir.write("doc.yaml", rewrite_yaml_document(doc, v));
+  const fs::path out = dir.path() / "doc.json";
+  const std::string cmd =
+      "python3 -c 'import json,sys,yaml; json.dump(yaml.safe_load(open(sys.argv[1], encoding=\"utf-8\")), "
+      "open(sys.argv[2], \"w\"))' " +
+      yaml.string() + " " + out.string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << read_text(yaml);
+  EXPECT_EQ(json::parse(read_text(out)), json::parse(v.dump())) << read_text(yaml);
 }
 
 }  // namespace

@@ -11,14 +11,15 @@ using nlohmann::json;
 
 constexpr const char* kGpuResource = "nvidia.com/gpu";
 
-// A resource quantity as the API writes it (a string; a number from a hand-written review).
+// A resource quantity as the API writes it (a string), or a number as a manifest or a
+// hand-written review may give it (`cpu: 0.5`), read as its JSON text.
 std::optional<std::string> resource(const json& container, const char* section, const char* name) {
   const json* r = member(container, "resources");
   const json* s = r ? member(*r, section) : nullptr;
   const json* v = s ? member(*s, name) : nullptr;
   if (!v || v->is_null()) return std::nullopt;
   if (v->is_string()) return v->get<std::string>();
-  if (v->is_number_unsigned()) return std::to_string(v->get<std::uint64_t>());
+  if (v->is_number()) return v->dump();
   throw usage_error(std::string("resources.") + section + "." + name + ": expected a quantity string");
 }
 

@@ -1,0 +1,34 @@
+#pragma once
+
+// One Pod's review: what gpu-run-webhook answers for a pod at admission, and what gpu-run-ctl
+// k8s -f does to each pod template of a manifest. Pure over its inputs (the profile store reads
+// profile files by name, nothing else). docs/ARCHITECTURE.md, "The doors" (the webhook row).
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "profile_store.hpp"
+#include "webhook_config.hpp"
+
+namespace gpurun {
+
+struct PodReview {
+  std::string outcome;               // patched | allowed | warned | denied
+  nlohmann::json patch;              // patched: the JSONPatch (RFC 6902) ops, paths from the pod's root
+  std::string reason;                // why it was not patched, in one line ("" when patched)
+  std::string warning;               // warned: the warning for the person who created the pod
+  std::uint64_t size = 0;            // patched: the plan, the sum over the containers that got /dev/shm
+  std::string containers;            // patched: their names, comma-separated
+  std::string default_profile_used;  // patched with `default_profile` (the pod named none), else ""
+};
+
+// Reviews the Pod `pod` (a Pod's JSON as the API server sends it: metadata, spec). Its gpu-run.*
+// annotations ask; `default_profile` (or null) is the profile of a pod that names none: only its
+// containers that request GPUs are then sized, and a plan that cannot be met warns instead of
+// denying. Denied: a request that cannot be planned (under "deny" also one over the memory
+// budget). Never throws gpurun::Error for the pod's content.
+PodReview review_pod(const nlohmann::json& pod, const WebhookConfig& config, const ProfileStore& store,
+                     const std::string* default_profile);
+
+}  // namespace gpurun
