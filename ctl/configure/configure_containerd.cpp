@@ -582,7 +582,7 @@ void run_configure_containerd(const ConfigureContainerdOptions& o) {
     return;
   }
   if (!file.changed && !chain_changed) {
-    std::cout << config.string() << ": already configured ([" << edit.table << "] runs " << chain_words(chain)
+    std::cout << config.string() << ": already configured ([" << edit.table << "]: " << chain_words(chain)
               << "); nothing changed\n";
     return;
   }

@@ -255,7 +255,7 @@ void run_configure_docker(const ConfigureDockerOptions& o) {
     return;
   }
   if (!edit.changed && !chain_changed) {
-    std::cout << daemon_json.string() << ": already configured (runtimes.gpu-run runs " << chain_words(chain)
+    std::cout << daemon_json.string() << ": already configured (runtimes.gpu-run: " << chain_words(chain)
               << (o.set_default ? "; default-runtime = gpu-run" : "") << "); nothing changed\n";
     for (const auto& n : edit.notes) std::cout << "note: " << n << "\n";
     return;
