@@ -329,6 +329,7 @@ void check_runtime_chain(const DoctorFacts& f, std::vector<Finding>& out) {
     if (!e.gpu_run) continue;
     const std::string entry = e.file + "'s runtime \"" + e.name + "\"";
     const std::string fix = "gpu-run-ctl configure " + e.engine +
+                            (e.engine == "docker" ? " --daemon-json " : " --containerd-config ") + e.file +
                             " (it chains the engine's default runtime; make NVIDIA's the default first if it is not)";
     if (e.execs.empty()) {
       add(out, Level::kFail, "runtime-chain",

@@ -237,7 +237,7 @@ TEST(Doctor, OnTheHostAGpuRunEntryThatBypassesNvidiasRuntimeWarns) {
                   "/etc/docker/daemon.json's runtime \"gpu-run\" runs gpu-run-runtime, which execs "
                   "/usr/sbin/runc (the gpu-run config's runtimes (runc)), bypassing the GPU runtime "
                   "\"nvidia\" (/usr/bin/nvidia-container-runtime)");
-  EXPECT_CONTAINS(chain.fix, "gpu-run-ctl configure docker");
+  EXPECT_CONTAINS(chain.fix, "gpu-run-ctl configure docker --daemon-json /etc/docker/daemon.json");
   EXPECT_EQ(doctor_exit_code(diagnose(f)), kDoctorExitWarn);
 }
 
