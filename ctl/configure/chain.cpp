@@ -1,6 +1,7 @@
 #include "chain.hpp"
 
 #include <cerrno>
+#include <iostream>
 
 #include "error.hpp"
 #include "fd.hpp"
@@ -78,32 +79,51 @@ std::string chain_words(const Chain& chain) {
          ")";
 }
 
-std::string chain_file_text(const fs::path& runtime, const Chain& chain, const std::string& command,
-                            const std::string& entry_words) {
-  return runtime_chain_text(RuntimeChain{runtime, chain.next.value_or(fs::path())},
-                            {"Written by `gpu-run-ctl " + command + "` for " + entry_words + ":",
-                             "gpu-run-runtime sizes /dev/shm, then execs the runtime below, " + chain.where + ".",
-                             "`gpu-run-ctl " + command + " --undo` takes the entry out; this file stays for the",
-                             "containers started through it (each exec, stop and delete of one runs it)."});
-}
-
-bool chain_file_differs(const fs::path& file, const std::string& text) {
-  try {
-    return read_small_file(file, kMaxChainFileRead, "chain file") != text;
-  } catch (const Error&) {
-    return true;
+ChainFile plan_chain_file(const Chain& chain, const fs::path& path, const fs::path& runtime, const std::string& command,
+                          const std::string& entry_words, bool entry_changes) {
+  ChainFile f;
+  f.path = path;
+  if (chain.next) {
+    f.text = runtime_chain_text(RuntimeChain{runtime, *chain.next},
+                                {"Written by `gpu-run-ctl " + command + "` for " + entry_words + ":",
+                                 "gpu-run-runtime sizes /dev/shm, then execs the runtime below, " + chain.where + ".",
+                                 "`gpu-run-ctl " + command + " --undo` takes the entry out; this file stays for the",
+                                 "containers started through it (each exec, stop and delete of one runs it)."});
+    try {
+      f.write = read_small_file(f.path, kMaxChainFileRead, "chain file") != f.text;
+    } catch (const Error&) {
+      f.write = true;
+    }
+  } else {
+    f.stale = entry_changes && read_chain(f.path);
   }
+  return f;
 }
 
-bool write_chain_file(const fs::path& file, const std::string& text) {
-  if (!chain_file_differs(file, text)) return false;
+void report_chain_dry_run(const Chain& chain, const ChainFile& f) {
+  std::cerr << "gpu-run-ctl: chain: " << chain_words(chain) << "\n";
+  if (f.write) std::cerr << "gpu-run-ctl: --dry-run: would write " << f.path.string() << ":\n" << f.text;
+  if (f.stale)
+    std::cerr << "gpu-run-ctl: " << f.path.string()
+              << " would no longer be run by the entry; it stays for the containers started through it\n";
+}
+
+void write_chain_file(const ChainFile& f) {
+  if (!f.write) return;
   try {
-    write_file_atomic(file.string(), text, 0755, Durability::kDurable);
+    write_file_atomic(f.path.string(), f.text, 0755, Durability::kDurable);
   } catch (const Error& e) {
     throw Error(std::string(e.what()) + (e.errno_value() == EACCES ? " (run as root, or pick another path)" : ""),
                 e.errno_value(), e.exit_code());
   }
-  return true;
+  std::cout << "wrote " << f.path.string() << "\n";
+}
+
+void report_chain(const Chain& chain, const ChainFile& f) {
+  std::cout << "chain: " << chain_words(chain) << "\n";
+  if (f.stale)
+    std::cout << "note: " << f.path.string() << " is no longer run by the entry: remove it once no container "
+              << "started through it runs (each exec, stop and delete of one runs it)\n";
 }
 
 }  // namespace gpurun

@@ -51,15 +51,27 @@ std::optional<fs::path> chain_of_binary(const fs::path& binary);
 // default runtime "nvidia")", or "gpu-run-runtime -> the gpu-run config's runtimes (runc)".
 std::string chain_words(const Chain& chain);
 
-// The text of the chain file for `chain` (with `chain.next`), saying who wrote it and how to
-// take it back.
-std::string chain_file_text(const fs::path& runtime, const Chain& chain, const std::string& command,
-                            const std::string& entry_words);
+// What configure does with an entry's chain file, decided before anything is written.
+struct ChainFile {
+  fs::path path;       // chain_file_path(...)
+  std::string text;    // the file's text, when the entry chains a runtime
+  bool write = false;  // the file is missing or says something else
+  bool stale = false;  // the entry stops running it; it stays for the containers started through it
+};
 
-// Writes `text` to `file` (mode 0755, atomic) unless it holds it already; true when written.
-bool write_chain_file(const fs::path& file, const std::string& text);
+// The chain file at `path` for `chain` and gpu-run-runtime `runtime` (its comment names
+// `command`, "configure docker", and the entry, `entry_words`); `entry_changes`: configure
+// rewrites the entry.
+ChainFile plan_chain_file(const Chain& chain, const fs::path& path, const fs::path& runtime, const std::string& command,
+                          const std::string& entry_words, bool entry_changes);
 
-// True when `text` (nullopt: no file) differs from the file `file` holds.
-bool chain_file_differs(const fs::path& file, const std::string& text);
+// --dry-run's lines on stderr: the chain, and what would become of the chain file.
+void report_chain_dry_run(const Chain& chain, const ChainFile& file);
+
+// Writes the chain file when planned (mode 0755, atomic), saying so: before the entry that runs it.
+void write_chain_file(const ChainFile& file);
+
+// After the entry is written: the chain, and a note for a chain file the entry stopped running.
+void report_chain(const Chain& chain, const ChainFile& file);
 
 }  // namespace gpurun

@@ -3,7 +3,6 @@
 #include <tsl/ordered_map.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -559,45 +558,34 @@ void run_configure_containerd(const ConfigureContainerdOptions& o) {
   const std::optional<std::string> existing = read_existing_file(config, "containerd config");
   const Chain chain =
       resolve_chain(containerd_default_runtime(existing, config.string(), o.handler), config.string(), runtime);
-  const fs::path chain_file = chain_file_path(config, o.handler);
-  const std::string chain_text =
-      chain.next ? chain_file_text(runtime, chain, "configure containerd",
-                                   "the runtime handler \"" + o.handler + "\" of " + fs::absolute(config).string())
-                 : "";
-  const fs::path entry_binary = chain.next ? chain_file : runtime;
+  const fs::path chain_path = chain_file_path(config, o.handler);
+  const fs::path entry_binary = chain.next ? chain_path : runtime;
   const ContainerdEdit edit = merge_containerd_config(existing, config.string(), entry_binary.string(), o.handler);
   const FileEdit& file = edit.file;
-  const bool chain_changed = chain.next && chain_file_differs(chain_file, chain_text);
-  const bool chain_stale = !chain.next && file.changed && chain_of_binary(chain_file);
+  const ChainFile chain_file =
+      plan_chain_file(chain, chain_path, runtime, "configure containerd",
+                      "the runtime handler \"" + o.handler + "\" of " + fs::absolute(config).string(), file.changed);
 
   if (o.dry_run) {
     report_dry_run(config, file.changed || !existing ? file.text : *existing, file, "TOML");
-    std::cerr << "gpu-run-ctl: chain: " << chain_words(chain) << "\n";
-    if (chain_changed)
-      std::cerr << "gpu-run-ctl: --dry-run: would write " << chain_file.string() << ":\n" << chain_text;
-    if (chain_stale)
-      std::cerr << "gpu-run-ctl: " << chain_file.string() << " is no longer run by the entry; it stays for the "
-                << "containers started through it\n";
+    report_chain_dry_run(chain, chain_file);
     std::cerr << runtime_config_note(config_file, "containerd", "containerd") << missing_config;
     return;
   }
-  if (!file.changed && !chain_changed) {
+  if (!file.changed && !chain_file.write) {
     std::cout << config.string() << ": already configured ([" << edit.table << "]: " << chain_words(chain)
               << "); nothing changed\n";
     return;
   }
   // The chain file first: the handler never names a file that is not there yet.
-  if (chain.next && write_chain_file(chain_file, chain_text)) std::cout << "wrote " << chain_file.string() << "\n";
+  write_chain_file(chain_file);
   if (file.changed) {
     const std::optional<fs::path> backup = replace_file_with_backup(config, file.text, existing, file.first);
     std::cout << "wrote " << config.string() << ": runtime handler " << o.handler << " ([" << edit.table << "], "
               << "BinaryName = " << entry_binary.string() << ")\n";
     if (backup) std::cout << "backup of the previous file (what --undo restores): " << backup->string() << "\n";
   }
-  if (chain_stale)
-    std::cout << "note: " << chain_file.string() << " is no longer run by the entry: remove it once no container "
-              << "started through it runs (each exec, stop and delete of one runs it)\n";
-  std::cout << "chain: " << chain_words(chain) << "\n";
+  report_chain(chain, chain_file);
   for (const auto& n : file.notes) std::cout << "note: " << n << "\n";
   std::cout << "containerd reads its config only at start: run `systemctl restart containerd` (running containers "
                "keep running)\n"

@@ -1,7 +1,6 @@
 #include "configure_docker.hpp"
 
 #include <CLI/CLI.hpp>
-#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -233,46 +232,34 @@ void run_configure_docker(const ConfigureDockerOptions& o) {
   const std::optional<std::string> existing = read_existing_file(daemon_json, "daemon.json");
   const Chain chain =
       resolve_chain(docker_default_runtime(existing, daemon_json.string()), daemon_json.string(), runtime);
-  const fs::path chain_file = chain_file_path(daemon_json, kRuntimeName);
-  const std::string chain_text =
-      chain.next ? chain_file_text(runtime, chain, "configure docker",
-                                   "the runtime \"gpu-run\" of " + fs::absolute(daemon_json).string())
-                 : "";
-  const FileEdit edit =
-      merge_daemon_json(existing, daemon_json.string(), (chain.next ? chain_file : runtime).string(), o.set_default);
-  const bool chain_changed = chain.next && chain_file_differs(chain_file, chain_text);
-  const bool chain_stale = !chain.next && edit.changed && chain_of_binary(chain_file);
+  const fs::path chain_path = chain_file_path(daemon_json, kRuntimeName);
+  const fs::path entry_binary = chain.next ? chain_path : runtime;
+  const FileEdit edit = merge_daemon_json(existing, daemon_json.string(), entry_binary.string(), o.set_default);
+  const ChainFile chain_file =
+      plan_chain_file(chain, chain_path, runtime, "configure docker",
+                      "the runtime \"gpu-run\" of " + fs::absolute(daemon_json).string(), edit.changed);
 
   if (o.dry_run) {
     report_dry_run(daemon_json, edit.text, edit, "JSON");
-    std::cerr << "gpu-run-ctl: chain: " << chain_words(chain) << "\n";
-    if (chain_changed)
-      std::cerr << "gpu-run-ctl: --dry-run: would write " << chain_file.string() << ":\n" << chain_text;
-    if (chain_stale)
-      std::cerr << "gpu-run-ctl: " << chain_file.string() << " is no longer run by the entry; it stays for the "
-                << "containers started through it\n";
+    report_chain_dry_run(chain, chain_file);
     std::cerr << runtime_config_note(config_file, "dockerd", "docker") << missing_config;
     return;
   }
-  if (!edit.changed && !chain_changed) {
+  if (!edit.changed && !chain_file.write) {
     std::cout << daemon_json.string() << ": already configured (runtimes.gpu-run: " << chain_words(chain)
               << (o.set_default ? "; default-runtime = gpu-run" : "") << "); nothing changed\n";
     for (const auto& n : edit.notes) std::cout << "note: " << n << "\n";
     return;
   }
   // The chain file first: the entry never names a file that is not there yet.
-  if (chain.next && write_chain_file(chain_file, chain_text)) std::cout << "wrote " << chain_file.string() << "\n";
+  write_chain_file(chain_file);
   if (edit.changed) {
     const std::optional<fs::path> backup = replace_file_with_backup(daemon_json, edit.text, existing, edit.first);
-    std::cout << "wrote " << daemon_json.string()
-              << ": runtimes.gpu-run.path = " << (chain.next ? chain_file : runtime).string()
+    std::cout << "wrote " << daemon_json.string() << ": runtimes.gpu-run.path = " << entry_binary.string()
               << (o.set_default ? ", default-runtime = gpu-run" : "") << "\n";
     if (backup) std::cout << "backup of the previous file (what --undo restores): " << backup->string() << "\n";
   }
-  if (chain_stale)
-    std::cout << "note: " << chain_file.string() << " is no longer run by the entry: remove it once no container "
-              << "started through it runs (each exec, stop and delete of one runs it)\n";
-  std::cout << "chain: " << chain_words(chain) << "\n";
+  report_chain(chain, chain_file);
   for (const auto& n : edit.notes) std::cout << "note: " << n << "\n";
   std::cout << "dockerd reads runtimes and default-runtime at start and on SIGHUP: run `systemctl reload docker` "
                "(or `kill -HUP $(pidof dockerd)`, or restart it)\n";
