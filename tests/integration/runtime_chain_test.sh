@@ -99,6 +99,7 @@ assert_eq 1 "$(creates)" "--set-default: the stand-in ran its create"
 # A container running, and one created, through gpu-run before the undo.
 running=$(docker run -d --runtime gpu-run -e GPU_RUN_SHM_SIZE=150m gpurun-busybox sleep 300)
 docker create --name made-before --runtime gpu-run gpurun-busybox true >/dev/null || it_die "docker create failed"
+docker create --name made-by-default gpurun-busybox true >/dev/null || it_die "docker create failed"
 
 # --- --undo refuses a file edited in between, in one line, and touches nothing --------------------
 cp "$DJ" "$d/configured.json"
@@ -132,6 +133,9 @@ assert_eq $((150 * 1024)) "$(docker exec "$running" df -k /dev/shm | awk 'NR == 
   "after --undo: a container started through gpu-run keeps its /dev/shm, and docker exec works"
 out=$(docker start made-before 2>&1)
 assert_contains "$out" "Unknown runtime specified gpu-run" "after --undo: a container created with the runtime gpu-run no longer starts"
+out=$(docker start made-by-default 2>&1)
+assert_contains "$out" "Unknown runtime specified gpu-run" \
+  "after --undo: a container created while gpu-run was the default no longer starts either"
 start=$(date +%s)
 docker rm -f "$running" >/dev/null
 assert_eq 0 $? "after --undo: a container started through gpu-run is removed"
