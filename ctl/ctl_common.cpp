@@ -103,10 +103,12 @@ void replace_file(const fs::path& link, const std::string& text, const std::opti
   }
 }
 
+fs::path backup_path(const fs::path& path) { return path.string() + ".gpu-run.bak"; }
+
 std::optional<fs::path> replace_file_with_backup(const fs::path& path, const std::string& text,
-                                                 const std::optional<std::string>& old_text) {
+                                                 const std::optional<std::string>& old_text, bool first) {
   std::optional<fs::path> backup;
-  if (old_text) backup = path.string() + ".gpu-run.bak";
+  if (old_text && first) backup = backup_path(path);
   replace_file(path, text, old_text, backup);
   return backup;
 }

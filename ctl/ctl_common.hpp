@@ -53,6 +53,7 @@ std::optional<std::string> read_existing_file(const fs::path& path, const std::s
 struct FileEdit {
   std::string text;                // the whole resulting file
   bool changed = false;            // false: already configured, nothing to write
+  bool first = true;               // the file had no gpu-run entry yet: its backup is taken now
   std::vector<std::string> notes;  // one line each, for the person running it
 };
 
@@ -67,10 +68,15 @@ void report_dry_run(const fs::path& path, const std::string& shown, const FileEd
 void replace_file(const fs::path& path, const std::string& text, const std::optional<std::string>& old_text,
                   const std::optional<fs::path>& backup);
 
-// replace_file with the backup every `configure` makes: <path>.gpu-run.bak when the file
-// existed (`old_text`). Returns the backup's path, if one was written.
+// The backup `configure` keeps of a file as it was before gpu-run's entry: <path>.gpu-run.bak.
+fs::path backup_path(const fs::path& path);
+
+// replace_file with the backup `configure` makes when it adds gpu-run's entry to a file that
+// existed (`old_text`) without one (`first`): backup_path(path), which `configure --undo`
+// restores. A file that has the entry keeps the backup of the first time. Returns the backup's
+// path, if one was written.
 std::optional<fs::path> replace_file_with_backup(const fs::path& path, const std::string& text,
-                                                 const std::optional<std::string>& old_text);
+                                                 const std::optional<std::string>& old_text, bool first);
 
 // The gpu-run binary `name` that `configure` registers: `given` (from `flag`), else the one
 // next to gpu-run-ctl, else `fallback` when given. Absolute. Throws Error (exit 2) when it is

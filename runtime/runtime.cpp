@@ -10,7 +10,6 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "clock.hpp"
 #include "config.hpp"
@@ -20,6 +19,8 @@
 #include "fd.hpp"
 #include "log.hpp"
 #include "oci.hpp"
+#include "process.hpp"
+#include "runtime_chain.hpp"
 #include "shm_mount.hpp"
 #include "units.hpp"
 
@@ -38,16 +39,15 @@ fs::path self_exe() {
   return ec ? fs::path() : p;
 }
 
-bool is_executable(const fs::path& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0;
-}
-
 }  // namespace
 
 RuntimeArgs parse_runtime_args(const std::vector<std::string>& args) {
   RuntimeArgs r;
   std::size_t i = 0;
+  if (args.size() >= 2 && args[0] == kChainOption) {
+    r.chain = args[1];
+    r.own = i = 2;
+  }
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a.empty() || a[0] != '-') break;
@@ -80,29 +80,37 @@ RuntimeArgs parse_runtime_args(const std::vector<std::string>& args) {
 
 std::string find_real_runtime(const std::vector<std::string>& candidates) {
   const fs::path self = self_exe();
-  std::string path_env = std::getenv("PATH") ? std::getenv("PATH") : "";
-  if (path_env.empty()) path_env = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  for (const std::string& c : candidates) {
-    std::vector<fs::path> tries;
-    if (c.find('/') != std::string::npos) {
-      tries.emplace_back(c);
-    } else {
-      std::stringstream ss(path_env);
-      std::string dir;
-      while (std::getline(ss, dir, ':'))
-        if (!dir.empty()) tries.push_back(fs::path(dir) / c);
-    }
-    for (const fs::path& t : tries) {
-      if (!is_executable(t)) continue;
-      std::error_code ec;
-      if (!self.empty() && fs::equivalent(t, self, ec)) continue;
-      return t.string();
-    }
-  }
+  const auto is_self = [&](const fs::path& p) {
+    std::error_code ec;
+    return !self.empty() && fs::equivalent(p, self, ec);
+  };
+  for (const std::string& c : candidates)
+    if (const std::optional<fs::path> found = find_executable(c, is_self)) return found->string();
   std::string list;
   for (const auto& c : candidates) list += (list.empty() ? "" : ", ") + c;
   throw Error("no real OCI runtime found (tried " + list + "): install runc or set \"runtimes\" in the gpu-run config",
               ENOENT, kExitFailure);
+}
+
+std::string chained_runtime(const std::string& chain_file) {
+  const std::string again =
+      "; run `gpu-run-ctl configure docker` (or `configure containerd`) again to chain the engine's default runtime";
+  RuntimeChain chain;
+  try {
+    chain = read_runtime_chain(chain_file);
+  } catch (const Error& e) {
+    throw Error(std::string("gpu-run-runtime --chain ") + e.what() + again, e.errno_value(), kExitFailure);
+  }
+  const std::string next = chain.next.string();
+  if (!find_executable(next))
+    throw Error(chain_file + ": runtime=" + next +
+                    " is not an executable file (the chained runtime moved or was removed)" + again,
+                ENOENT, kExitFailure);
+  std::error_code ec;
+  const fs::path self = self_exe();
+  if (!self.empty() && fs::equivalent(chain.next, self, ec))
+    throw Error(chain_file + ": runtime=" + next + " is gpu-run-runtime itself, a loop" + again, ELOOP, kExitFailure);
+  return next;
 }
 
 SpecEdit edit_spec(nlohmann::json& spec, const SpecFacts& facts, const ShmDecision& d, const std::string& hook_path,
@@ -174,11 +182,11 @@ std::optional<bool> resize_on_host(const Bundle& b, const ShmDecision& d, const 
 
 }  // namespace
 
-bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx) {
+bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx, const std::string& runtime) {
   // Load, decide, modify, write (nvidia-container-toolkit's spec Load/Modify/Flush).
   Bundle bundle = load_bundle(bundle_arg);
   const ContainerPlan plan = plan_container({}, bundle.facts, ctx.config, ctx.store, probe_host_facts);
-  const std::string who = "bundle=" + log_quote(bundle.dir.string());
+  const std::string who = "bundle=" + log_quote(bundle.dir.string()) + " runtime=" + log_quote(runtime);
   if (plan.disposition.action != Action::kAct) {
     log_disposition(ctx.log, who, plan.disposition);
     if (plan.disposition.action == Action::kFail) throw Error(plan.disposition.error, 0, kExitFailure);
@@ -209,23 +217,33 @@ void report_runtime_error(const RuntimeArgs& args, const std::string& message) {
 void run_runtime(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   RuntimeArgs ra = parse_runtime_args(args);
-  std::vector<std::string> runtimes;
+  std::string real;
   try {
-    if (ra.subcommand == "create" || ra.subcommand == "run") {
+    // The runtime is found first: a create that cannot go on changes no bundle.
+    if (ra.chain) {
+      real = chained_runtime(*ra.chain);
+      if (ra.subcommand == "create" || ra.subcommand == "run") {
+        const DecisionContext ctx(config_path(std::nullopt), "gpu-run-runtime");
+        prepare_bundle(ra.bundle.value_or("."), ctx, real);
+      }
+    } else if (ra.subcommand == "create" || ra.subcommand == "run") {
       const DecisionContext ctx(config_path(std::nullopt), "gpu-run-runtime");
-      prepare_bundle(ra.bundle.value_or("."), ctx);
-      runtimes = ctx.config.runtimes;
+      real = find_real_runtime(ctx.config.runtimes);
+      prepare_bundle(ra.bundle.value_or("."), ctx, real);
     } else {
       // state, start, kill, delete, ...: containerd's shim runs several per container; they
       // need the real runtime's name only, not the log or the profile store.
-      runtimes = load_config(config_path(std::nullopt)).runtimes;
+      real = find_real_runtime(load_config(config_path(std::nullopt)).runtimes);
     }
   } catch (const Error& e) {
     report_runtime_error(ra, e.what());
     throw;
   }
-  const std::string real = find_real_runtime(runtimes);
-  std::vector<char*> argv2(argv, argv + argc);
+  // A chain file's #! line replaced the engine's argv[0] with the file: the chained runtime
+  // gets its own name. Without one, argv[0] is passed on as the engine gave it.
+  std::vector<char*> argv2;
+  argv2.push_back(ra.chain ? real.data() : argv[0]);
+  for (std::size_t i = 1 + ra.own; i < static_cast<std::size_t>(argc); ++i) argv2.push_back(argv[i]);
   argv2.push_back(nullptr);
   ::execv(real.c_str(), argv2.data());
   throw system_error("exec " + real, errno);

@@ -13,8 +13,11 @@ namespace gpurun {
 struct DecisionContext;
 struct ShmDecision;
 
-// What gpu-run-runtime needs from a runc command line.
+// What gpu-run-runtime needs from its command line: its own `--chain FILE`, first when given
+// (a chain file's #! line puts it there), then runc's.
 struct RuntimeArgs {
+  std::optional<std::string> chain;   // --chain FILE: the runtime to exec is in FILE
+  std::size_t own = 0;                // how many leading arguments are gpu-run-runtime's own
   std::string subcommand;             // "create", "run", "start", ... ("" if none)
   std::optional<std::string> bundle;  // --bundle X, --bundle=X, -b X, -b=X (create/run only)
   std::optional<std::string> log;     // runc's global --log FILE
@@ -25,7 +28,8 @@ struct RuntimeArgs {
 // reads it to tell `docker run` why the create failed). Never throws.
 void report_runtime_error(const RuntimeArgs& args, const std::string& message);
 
-// Reads runc's argv (without argv[0]): global options, then the subcommand and its options.
+// Reads the argv (without argv[0]): `--chain FILE` when first, then runc's global options, the
+// subcommand and its options.
 RuntimeArgs parse_runtime_args(const std::vector<std::string>& args);
 
 // What the runtime did to a spec for a decision to act.
@@ -58,13 +62,18 @@ Bundle load_bundle(const std::string& bundle);
 void write_bundle(const Bundle& bundle);
 
 // On create/run: load_bundle, plan_container, edit_spec, write_bundle (or, for an engine's own
-// shm bound in, the resize on the host), and one log line. Returns false when the spec was left unchanged. Throws Error
-// when an explicit request cannot be met (or on_error is fail).
-bool prepare_bundle(const std::string& bundle, const DecisionContext& context);
+// shm bound in, the resize on the host), and one log line naming `runtime`, the runtime that is
+// exec'd next. Returns false when the spec was left unchanged. Throws Error when an explicit
+// request cannot be met (or on_error is fail).
+bool prepare_bundle(const std::string& bundle, const DecisionContext& context, const std::string& runtime);
 
 // Resolves the real runtime to exec: the first of the config's `runtimes` found (absolute
 // path or on PATH), never this binary itself. Throws Error when none is found.
 std::string find_real_runtime(const std::vector<std::string>& candidates);
+
+// The runtime a chain file names (runtime_chain.hpp): an executable regular file, never this
+// binary itself. Throws Error (exit 1) naming the file and what to do.
+std::string chained_runtime(const std::string& chain_file);
 
 // gpu-run-runtime's flow; execs the real runtime (returns only by throwing).
 [[noreturn]] void run_runtime(int argc, char** argv);

@@ -3,12 +3,15 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
 
 #include "error.hpp"
 #include "fd.hpp"
@@ -137,6 +140,26 @@ UniqueFd open_pidfd(int pid) {
   errno = ENOSYS;
   return UniqueFd();
 #endif
+}
+
+std::optional<std::filesystem::path> find_executable(const std::string& name,
+                                                     const std::function<bool(const std::filesystem::path&)>& skip) {
+  const auto usable = [&](const std::filesystem::path& p) {
+    struct stat st {};
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(p.c_str(), X_OK) == 0 && !(skip && skip(p));
+  };
+  if (name.find('/') != std::string::npos) {
+    if (usable(name)) return std::filesystem::path(name);
+    return std::nullopt;
+  }
+  const char* env = std::getenv("PATH");
+  std::stringstream dirs(env && *env ? env : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (dir.empty()) continue;
+    const std::filesystem::path p = std::filesystem::path(dir) / name;
+    if (usable(p)) return p;
+  }
+  return std::nullopt;
 }
 
 }  // namespace gpurun

@@ -2,6 +2,9 @@
 
 #include <sys/types.h>
 
+#include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +46,12 @@ Captured run_capture(const std::vector<std::string>& argv);
 
 // 128+signal for signalled children, the exit code otherwise.
 int exit_code_of(int wait_status);
+
+// Where the program `name` runs from: `name` itself when it holds a '/', else the first
+// executable regular file of that name in $PATH's directories (the usual ones when PATH is
+// unset) that `skip` does not reject. nullopt when there is none.
+std::optional<std::filesystem::path> find_executable(
+    const std::string& name, const std::function<bool(const std::filesystem::path&)>& skip = {});
 
 // A pidfd of `pid` (pidfd_open(2)), readable once the process has exited; empty with errno set
 // when there is none (ESRCH: it is gone; ENOSYS: Linux before 5.3).

@@ -220,11 +220,162 @@ std::string format_config(const Toml& doc, const std::string& source, const std:
 
 }  // namespace
 
-ContainerdEdit merge_containerd_config(const std::optional<std::string>& existing, const std::string& source,
-                                       const std::string& runtime_path, const std::string& handler) {
+namespace {
+
+void check_handler_name(const std::string& handler) {
   if (!is_k8s_dns_label(handler))
     throw usage_error("--handler '" + handler.substr(0, 64) +
                       "': expected a RuntimeClass handler name (lowercase letters, digits and '-', at most 63)");
+}
+
+// Where a config's CRI runtime handlers are, per version.
+struct CriPaths {
+  std::string plugin;      // io.containerd.grpc.v1.cri, io.containerd.cri.v1.runtime
+  std::string containerd;  // plugins."<plugin>".containerd
+  std::string runtimes;    // <containerd>.runtimes
+};
+
+CriPaths cri_paths(int version) {
+  CriPaths p;
+  p.plugin = cri_runtime_plugin(version);
+  p.containerd = "plugins." + header_key(p.plugin) + ".containerd";
+  p.runtimes = p.containerd + ".runtimes";
+  return p;
+}
+
+// The table at `keys` below `doc`, when every step is a table.
+const Toml* find_table(const Toml& doc, const std::vector<std::string>& keys) {
+  const Toml* at = &doc;
+  for (const std::string& k : keys) {
+    if (!at->is_table() || !at->contains(k)) return nullptr;
+    at = &at->at(k);
+  }
+  return at->is_table() ? at : nullptr;
+}
+
+std::vector<std::string> runtimes_keys(const CriPaths& p) { return {"plugins", p.plugin, "containerd", "runtimes"}; }
+
+// containerd's default_runtime_name (runc when unset); Error for another type.
+std::string default_runtime_name(const Toml& doc, const CriPaths& p, const std::string& source) {
+  const Toml* containerd = find_table(doc, {"plugins", p.plugin, "containerd"});
+  if (!containerd || !containerd->contains("default_runtime_name")) return "runc";
+  const Toml& name = containerd->at("default_runtime_name");
+  if (!name.is_string())
+    throw usage_error(source + ": key " + p.containerd + ".default_runtime_name: expected a runtime name, got " +
+                      toml::stringize(name.type()) + kKeep);
+  return name.as_string().str;
+}
+
+// The options.BinaryName of a handler table, "" when it has none.
+std::string binary_name(const Toml& handler_table) {
+  if (!handler_table.contains("options") || !handler_table.at("options").is_table()) return "";
+  const Toml& options = handler_table.at("options");
+  if (!options.contains("BinaryName") || !options.at("BinaryName").is_string()) return "";
+  return options.at("BinaryName").as_string().str;
+}
+
+// The runc table gpu-run-ctl adds when the file has none for the default runtime runc.
+Toml added_runc_table() {
+  Toml runc(Toml::table_type{});
+  runc.as_table()["runtime_type"] = Toml(kRuncShim);
+  return runc;
+}
+
+// Equal values whatever the order of keys in tables (another writer, the GPU Operator's
+// toolkit, orders them its way); comments do not count.
+bool equal_values(const Toml& a, const Toml& b) {
+  if (a.type() != b.type()) return false;
+  if (a.is_table()) {
+    if (a.as_table().size() != b.as_table().size()) return false;
+    for (const auto& [key, value] : a.as_table())
+      if (!b.contains(key) || !equal_values(value, b.at(key))) return false;
+    return true;
+  }
+  if (a.is_array()) {
+    if (a.as_array().size() != b.as_array().size()) return false;
+    for (std::size_t i = 0; i < a.as_array().size(); ++i)
+      if (!equal_values(a.as_array()[i], b.as_array()[i])) return false;
+    return true;
+  }
+  return same_values(a, b);
+}
+
+// The first place `after` differs from `before`, as a dotted key ("key plugins.x.y added"); ""
+// when they are equal.
+std::string toml_difference(const Toml& before, const Toml& after, const std::string& prefix = "") {
+  for (const auto& [key, value] : after.as_table()) {
+    const std::string name = prefix + header_key(key);
+    if (!before.contains(key)) return "key " + name + " added";
+    const Toml& old = before.at(key);
+    if (equal_values(old, value)) continue;
+    if (value.is_table() && old.is_table()) return toml_difference(old, value, name + ".");
+    return "key " + name + " changed";
+  }
+  for (const auto& [key, value] : before.as_table())
+    if (!after.contains(key)) return "key " + prefix + header_key(key) + " removed";
+  return "";
+}
+
+}  // namespace
+
+DefaultRuntime containerd_default_runtime(const std::optional<std::string>& existing, const std::string& source,
+                                          const std::string& handler) {
+  check_handler_name(handler);
+  DefaultRuntime d;
+  d.name = "runc";
+  d.where = "containerd's runc";
+  if (!existing) return d;
+  const Toml doc = parse_toml_config(*existing, source);
+  if (doc.as_table().empty()) return d;
+  const CriPaths p = cri_paths(config_version(doc, source));
+  d.name = default_runtime_name(doc, p, source);
+  const Toml* runtimes = find_table(doc, runtimes_keys(p));
+  const std::string table = p.runtimes + "." + header_key(d.name);
+  d.where = "containerd's default runtime \"" + d.name + "\" ([" + table + "])";
+  if (d.name == handler) {
+    d.is_entry = true;
+    if (runtimes && runtimes->contains(d.name)) d.binary = binary_name(runtimes->at(d.name));
+    return d;
+  }
+  if (!runtimes || !runtimes->contains(d.name)) {
+    // runc without a table: containerd's built-in, which merge_containerd_config writes.
+    if (d.name == "runc") return d;
+    throw usage_error(source + ": " + p.containerd + ".default_runtime_name is \"" + d.name + "\" but " + p.runtimes +
+                      " has no table for it, so containerd's CRI plugin does not load; "
+                      "add the table or fix the name, then run again" +
+                      kKeep);
+  }
+  const Toml& base = runtimes->at(d.name);
+  if (!base.is_table())
+    throw usage_error(source + ": key " + table + ": expected a table, got " + toml::stringize(base.type()) + kKeep);
+  const std::string type = base.contains("runtime_type") && base.at("runtime_type").is_string()
+                               ? base.at("runtime_type").as_string().str
+                               : "";
+  if (type != kRuncShim && type != "io.containerd.runc.v1")
+    throw usage_error(source + ": the default runtime \"" + d.name + "\" has runtime_type \"" + type +
+                      "\", not the runc shim (io.containerd.runc.v2) whose options.BinaryName gpu-run-runtime can "
+                      "chain; make a runc-shim handler the default, then run again" +
+                      kKeep);
+  d.binary = binary_name(base);
+  if (!d.binary.empty()) d.where = "containerd's default runtime \"" + d.name + "\" (its options.BinaryName)";
+  return d;
+}
+
+std::vector<NamedRuntime> containerd_runtimes(const std::optional<std::string>& existing, const std::string& source) {
+  std::vector<NamedRuntime> out;
+  if (!existing) return out;
+  const Toml doc = parse_toml_config(*existing, source);
+  if (doc.as_table().empty()) return out;
+  const Toml* runtimes = find_table(doc, runtimes_keys(cri_paths(config_version(doc, source))));
+  if (!runtimes) return out;
+  for (const auto& [name, table] : runtimes->as_table())
+    out.push_back({name, table.is_table() ? binary_name(table) : std::string()});
+  return out;
+}
+
+ContainerdEdit merge_containerd_config(const std::optional<std::string>& existing, const std::string& source,
+                                       const std::string& entry_binary, const std::string& handler) {
+  check_handler_name(handler);
   CommentedConfig read =
       existing ? parse_commented_config(*existing, source) : CommentedConfig{Toml(Toml::table_type{}), ""};
   Toml& doc = read.doc;
@@ -236,44 +387,39 @@ ContainerdEdit merge_containerd_config(const std::optional<std::string>& existin
     result.file.notes.push_back("created a version 2 config (containerd 1.x and 2.x read it)");
   }
   result.version = config_version(doc, source);
+  const CriPaths p = cri_paths(result.version);
+  const std::string default_runtime = default_runtime_name(doc, p, source);
 
-  const std::string plugin = cri_runtime_plugin(result.version);
   Toml& plugins = ed.table(doc, "", "plugins");
-  const std::string plugin_path = "plugins." + header_key(plugin);
-  Toml& cri = ed.table(plugins, "plugins", plugin);
-  Toml& containerd = ed.table(cri, plugin_path, "containerd");
-  const std::string containerd_path = plugin_path + ".containerd";
-  Toml& runtimes = ed.table(containerd, containerd_path, "runtimes");
-  const std::string runtimes_path = containerd_path + ".runtimes";
+  Toml& cri = ed.table(plugins, "plugins", p.plugin);
+  Toml& containerd = ed.table(cri, "plugins." + header_key(p.plugin), "containerd");
+  Toml& runtimes = ed.table(containerd, p.containerd, "runtimes");
 
-  std::string default_runtime = "runc";
-  if (containerd.contains("default_runtime_name")) {
-    const Toml& name = containerd.at("default_runtime_name");
-    if (!name.is_string())
-      throw usage_error(source + ": key " + containerd_path + ".default_runtime_name: expected a runtime name, got " +
-                        toml::stringize(name.type()) + kKeep);
-    default_runtime = name.as_string().str;
-  }
   // A file's runtimes replace containerd's built-in ones (runc), and the CRI plugin does not
   // load when the default runtime has no table: measured with containerd 1.6.20.
   if (default_runtime != handler && !runtimes.contains(default_runtime)) {
     if (default_runtime != "runc")
-      throw usage_error(source + ": " + containerd_path + ".default_runtime_name is \"" + default_runtime + "\" but " +
-                        runtimes_path +
+      throw usage_error(source + ": " + p.containerd + ".default_runtime_name is \"" + default_runtime + "\" but " +
+                        p.runtimes +
                         " has no table for it, so containerd's CRI plugin does not load; "
                         "add the table or fix the name, then run again" +
                         kKeep);
-    Toml& runc = ed.table(runtimes, runtimes_path, "runc");
-    ed.set(runc, runtimes_path + ".runc", "runtime_type", Toml(kRuncShim), false);
-    result.file.notes.push_back("added " + runtimes_path +
+    Toml& runc = ed.table(runtimes, p.runtimes, "runc");
+    ed.set(runc, p.runtimes + ".runc", "runtime_type", Toml(kRuncShim), false);
+    result.file.notes.push_back("added " + p.runtimes +
                                 ".runc (runtime_type \"io.containerd.runc.v2\", containerd's built-in default): once "
                                 "the file names a runtime, containerd knows only the file's, and its CRI plugin "
                                 "needs the default runtime \"runc\"");
   }
+  // A copy: adding the handler's table below may move the tables of `runtimes`.
+  const std::optional<Toml> base = default_runtime != handler && runtimes.at(default_runtime).is_table()
+                                       ? std::optional<Toml>(runtimes.at(default_runtime))
+                                       : std::nullopt;
 
   const bool existed = runtimes.contains(handler);
-  result.table = runtimes_path + "." + header_key(handler);
-  Toml& entry = ed.table(runtimes, runtimes_path, handler);
+  result.file.first = !existed;
+  result.table = p.runtimes + "." + header_key(handler);
+  Toml& entry = ed.table(runtimes, p.runtimes, handler);
   if (!existed) {
     entry.comments().push_back(" gpu-run: gpu-run-runtime sizes the pod's /dev/shm from its gpu-run.* annotations");
     entry.comments().push_back(" (written by `gpu-run-ctl configure containerd`; pods select it by a RuntimeClass)");
@@ -282,14 +428,25 @@ ContainerdEdit merge_containerd_config(const std::optional<std::string>& existin
   ed.add_to_array(entry, result.table, "pod_annotations", request_annotation_globs(), existed);
   const std::string options_path = result.table + ".options";
   Toml& options = ed.table(entry, result.table, "options");
-  ed.set(options, options_path, "BinaryName", Toml(runtime_path), existed);
-  // The kubelet's cgroup driver is one for the node: a runc handler must use the same as the default runtime.
-  if (default_runtime != handler && runtimes.contains(default_runtime)) {
-    const Toml& base = runtimes.at(default_runtime);
-    if (base.is_table() && base.contains("options") && base.at("options").is_table() &&
-        base.at("options").contains("SystemdCgroup")) {
-      const Toml systemd = base.at("options").at("SystemdCgroup");
-      ed.set(options, options_path, "SystemdCgroup", systemd, existed);
+  ed.set(options, options_path, "BinaryName", Toml(entry_binary), existed);
+  // What the default runtime's containers get, the chained runtime gets here: the handler's
+  // settings (privileged_without_host_devices, base_runtime_spec, ...) and its runc options
+  // (SystemdCgroup, the node's cgroup driver; Root; ...), all but the binary.
+  if (base) {
+    for (const auto& [key, value] : base->as_table()) {
+      if (key == "runtime_type" || key == "options") continue;
+      if (value.is_array() && (key == "pod_annotations" || key == "container_annotations")) {
+        std::vector<std::string> names;
+        for (const Toml& v : value.as_array())
+          if (v.is_string()) names.push_back(v.as_string().str);
+        ed.add_to_array(entry, result.table, key, names, existed);
+        continue;
+      }
+      ed.set(entry, result.table, key, value, existed);
+    }
+    if (base->contains("options") && base->at("options").is_table()) {
+      for (const auto& [key, value] : base->at("options").as_table())
+        if (key != "BinaryName") ed.set(options, options_path, key, value, existed);
     }
   }
 
@@ -299,7 +456,97 @@ ContainerdEdit merge_containerd_config(const std::optional<std::string>& existin
   return result;
 }
 
+UndoEdit undo_containerd_config(const std::optional<std::string>& current, const std::optional<std::string>& backup,
+                                const std::string& source, const std::string& handler) {
+  check_handler_name(handler);
+  UndoEdit undo;
+  if (!current) {
+    undo.said = source + " does not exist: nothing to undo";
+    return undo;
+  }
+  Toml after = parse_toml_config(*current, source);
+  const CriPaths p = after.as_table().empty() ? cri_paths(2) : cri_paths(config_version(after, source));
+  const std::string table = p.runtimes + "." + header_key(handler);
+  const Toml* handlers = find_table(after, runtimes_keys(p));
+  if (!handlers || !handlers->contains(handler)) {
+    undo.said = source + " has no [" + table + "]: nothing to undo";
+    return undo;
+  }
+  const std::string bak = backup_path(source).string();
+  const std::string by_hand = "remove [" + table + "] by hand";
+  const std::optional<Toml> before = backup ? std::optional<Toml>(parse_toml_config(*backup, bak)) : std::nullopt;
+  if (before) {
+    const Toml* old = find_table(*before, runtimes_keys(p));
+    if (old && old->contains(handler))
+      throw usage_error(bak + " has [" + table + "] too (an older gpu-run-ctl kept it): " + by_hand +
+                        " (gpu-run-ctl leaves both files as they are)");
+  }
+  undo.entry_binary = binary_name(handlers->at(handler));
+
+  // Take out what configure added: the handler, runc's table when the file had none, the
+  // tables on the way that were not there, and the version line of a file it created.
+  const std::vector<std::string> keys = runtimes_keys(p);
+  Toml* runtimes = &after;
+  for (const std::string& k : keys) runtimes = &runtimes->as_table()[k];
+  runtimes->as_table().erase(handler);
+  const bool before_has_runc = before && find_table(*before, keys) && find_table(*before, keys)->contains("runc");
+  if (!before_has_runc && runtimes->contains("runc") && runtimes->at("runc").is_table() &&
+      equal_values(runtimes->at("runc"), added_runc_table()))
+    runtimes->as_table().erase("runc");
+  for (std::size_t depth = keys.size(); depth > 0; --depth) {
+    const std::vector<std::string> path(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(depth));
+    const std::vector<std::string> parent_path(path.begin(), path.end() - 1);
+    Toml* parent = &after;
+    for (const std::string& k : parent_path) parent = &parent->as_table()[k];
+    const Toml& child = parent->at(path.back());
+    if (child.is_table() && child.as_table().empty() && !(before && find_table(*before, path)))
+      parent->as_table().erase(path.back());
+  }
+  const bool before_empty = !before || before->as_table().empty();
+  if (before_empty && after.contains("version") && after.as_table().size() == 1) after.as_table().erase("version");
+
+  if (!before) {
+    if (after.as_table().empty()) {
+      undo.kind = UndoEdit::kRemove;
+      undo.said = "removed (gpu-run-ctl configure created it)";
+      return undo;
+    }
+    throw usage_error(source + ": no backup " + bak +
+                      " to restore (it was removed, or the handler was not added by gpu-run-ctl configure): " +
+                      by_hand + " (gpu-run-ctl leaves the file as it is)");
+  }
+  if (const std::string change = toml_difference(*before, after); !change.empty())
+    throw usage_error(source + " changed since gpu-run-ctl configure wrote it (" + change + "): " + by_hand +
+                      ", or copy " + bak +
+                      " over it to drop that change too (gpu-run-ctl leaves both files as they are)");
+  undo.kind = UndoEdit::kRestore;
+  undo.text = *backup;
+  undo.said = "restored from " + bak + ", byte for byte as it was before gpu-run-ctl configure";
+  return undo;
+}
+
+namespace {
+
+void run_undo_containerd(const ConfigureContainerdOptions& o) {
+  const fs::path config = o.containerd_config;
+  const std::optional<std::string> current = read_existing_file(config, "containerd config");
+  const std::optional<std::string> backup = read_existing_file(backup_path(config), "backup");
+  const UndoEdit undo = undo_containerd_config(current, backup, config.string(), o.handler);
+  apply_undo(config, undo, o.dry_run);
+  if (o.dry_run || undo.kind == UndoEdit::kNothing) return;
+  std::cout << "containerd reads its config only at start: run `systemctl restart containerd`; running pods keep "
+               "running with their /dev/shm, and their containers are stopped through the runtime they were started "
+               "with (gpu-run-runtime: remove the package after they are gone); delete the RuntimeClass `"
+            << o.handler << "` once no node has the handler\n";
+}
+
+}  // namespace
+
 void run_configure_containerd(const ConfigureContainerdOptions& o) {
+  if (o.undo) {
+    run_undo_containerd(o);
+    return;
+  }
   if (o.config && fs::path(*o.config).extension() == ".toml")
     throw usage_error("--config " + o.config->substr(0, 80) +
                       ": --config is gpu-run's config (JSON); give containerd's config.toml as --containerd-config");
@@ -309,23 +556,36 @@ void run_configure_containerd(const ConfigureContainerdOptions& o) {
   const std::string missing_config = check_gpu_run_config(config_file);
   const fs::path config = o.containerd_config;
   const std::optional<std::string> existing = read_existing_file(config, "containerd config");
-  const ContainerdEdit edit = merge_containerd_config(existing, config.string(), runtime.string(), o.handler);
+  const Chain chain =
+      resolve_chain(containerd_default_runtime(existing, config.string(), o.handler), config.string(), runtime);
+  const fs::path chain_path = chain_file_path(config, o.handler);
+  const fs::path entry_binary = chain.next ? chain_path : runtime;
+  const ContainerdEdit edit = merge_containerd_config(existing, config.string(), entry_binary.string(), o.handler);
   const FileEdit& file = edit.file;
+  const ChainFile chain_file =
+      plan_chain_file(chain, chain_path, runtime, "configure containerd",
+                      "the runtime handler \"" + o.handler + "\" of " + fs::absolute(config).string(), file.changed);
 
   if (o.dry_run) {
     report_dry_run(config, file.changed || !existing ? file.text : *existing, file, "TOML");
+    report_chain_dry_run(chain, chain_file);
     std::cerr << runtime_config_note(config_file, "containerd", "containerd") << missing_config;
     return;
   }
-  if (!file.changed) {
-    std::cout << config.string() << ": already configured ([" << edit.table << "] runs " << runtime.string()
+  if (!file.changed && !chain_file.write) {
+    std::cout << config.string() << ": already configured ([" << edit.table << "]: " << chain_words(chain)
               << "); nothing changed\n";
     return;
   }
-  const std::optional<fs::path> backup = replace_file_with_backup(config, file.text, existing);
-  std::cout << "wrote " << config.string() << ": runtime handler " << o.handler << " ([" << edit.table << "], "
-            << "BinaryName = " << runtime.string() << ")\n";
-  if (backup) std::cout << "backup of the previous file: " << backup->string() << "\n";
+  // The chain file first: the handler never names a file that is not there yet.
+  write_chain_file(chain_file);
+  if (file.changed) {
+    const std::optional<fs::path> backup = replace_file_with_backup(config, file.text, existing, file.first);
+    std::cout << "wrote " << config.string() << ": runtime handler " << o.handler << " ([" << edit.table << "], "
+              << "BinaryName = " << entry_binary.string() << ")\n";
+    if (backup) std::cout << "backup of the previous file (what --undo restores): " << backup->string() << "\n";
+  }
+  report_chain(chain, chain_file);
   for (const auto& n : file.notes) std::cout << "note: " << n << "\n";
   std::cout << "containerd reads its config only at start: run `systemctl restart containerd` (running containers "
                "keep running)\n"
@@ -347,28 +607,38 @@ void add_configure_containerd_command(CLI::App& configure) {
       ->type_name("PATH")
       ->capture_default_str();
   cmd->add_flag("--dry-run,--print", o->dry_run, "Print the resulting config.toml and write nothing");
-  cmd->add_option(
-         "--config", o->config,
-         "The gpu-run config the runtime should read (default: $GPU_RUN_CONFIG, else /etc/gpu-run/config.json)")
-      ->type_name("PATH");
-  cmd->add_option("--runtime-path", o->runtime_path,
-                  "gpu-run-runtime to run (default: next to gpu-run-ctl, else /usr/bin/gpu-run-runtime)")
-      ->type_name("PATH");
+  CLI::Option* config =
+      cmd->add_option(
+             "--config", o->config,
+             "The gpu-run config the runtime should read (default: $GPU_RUN_CONFIG, else /etc/gpu-run/config.json)")
+          ->type_name("PATH");
+  CLI::Option* runtime_path =
+      cmd->add_option("--runtime-path", o->runtime_path,
+                      "gpu-run-runtime to run (default: next to gpu-run-ctl, else /usr/bin/gpu-run-runtime)")
+          ->type_name("PATH");
+  cmd->add_flag("--undo", o->undo, "Take the handler out again: restore config.toml from its backup, as it was before")
+      ->excludes(config)
+      ->excludes(runtime_path);
   cmd->add_option("--handler", o->handler, "Name of the runtime handler (the RuntimeClass's handler)")
       ->type_name("NAME")
       ->capture_default_str();
   cmd->footer(
       "Adds [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.gpu-run] (config version 2,\n"
       "containerd 1.x; version 3, containerd 2.x: plugins.\"io.containerd.cri.v1.runtime\"): runtime_type\n"
-      "io.containerd.runc.v2, options.BinaryName = gpu-run-runtime, and pod_annotations \"gpu-run.*\" and\n"
-      "\"io.kubernetes.cri-o.ShmSize\" so the pod's annotations reach the OCI spec. A missing file becomes a\n"
-      "version 2 config; a file without a table for the default runtime gets runc's (containerd drops its\n"
-      "built-in runc once the file names a runtime). Comments and other settings are kept; the previous\n"
-      "file is saved as <config>.gpu-run.bak and the new one replaces it atomically. Running it again\n"
-      "changes nothing. A malformed file, or config version 1, is reported and never overwritten.\n"
-      "containerd reads its config at start: `systemctl restart containerd`. gpu-run-runtime reads\n"
-      "$GPU_RUN_CONFIG from containerd's environment, else /etc/gpu-run/config.json (printed, with a\n"
-      "systemd drop-in, when --config names another file).");
+      "io.containerd.runc.v2, pod_annotations \"gpu-run.*\" and \"io.kubernetes.cri-o.ShmSize\" so the pod's\n"
+      "annotations reach the OCI spec, and the default handler's settings and options. gpu-run-runtime\n"
+      "then execs what the default handler runs (its options.BinaryName, e.g. NVIDIA's from the GPU\n"
+      "Operator), written to <dir of config.toml>/gpu-run-runtime.<handler>, the handler's BinaryName;\n"
+      "runc when the default runs containerd's runc. A default that cannot be chained (another shim, a\n"
+      "binary that does not exist, gpu-run-runtime itself) is refused and nothing is written. A missing\n"
+      "file becomes a version 2 config; a file without a table for the default runtime gets runc's\n"
+      "(containerd drops its built-in runc once the file names a runtime). Comments and other settings\n"
+      "are kept; the file as it was before gpu-run's handler is saved as <config>.gpu-run.bak and the new\n"
+      "one replaces it atomically; --undo restores it byte for byte, and refuses when the file changed\n"
+      "otherwise since. Running it again changes nothing. A malformed file, or config version 1, is\n"
+      "reported and never overwritten. containerd reads its config at start: `systemctl restart\n"
+      "containerd`. gpu-run-runtime reads $GPU_RUN_CONFIG from containerd's environment, else\n"
+      "/etc/gpu-run/config.json (printed, with a systemd drop-in, when --config names another file).");
   cmd->callback([o] { run_configure_containerd(*o); });
 }
 

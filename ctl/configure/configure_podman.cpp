@@ -14,6 +14,29 @@ namespace gpurun {
 
 using nlohmann::ordered_json;
 
+namespace {
+
+// A hooks.d document whose hook is gpu-run-hook.
+bool is_gpu_run_hook(const ordered_json& doc) {
+  if (!doc.is_object() || !doc.contains("hook") || !doc["hook"].is_object()) return false;
+  const ordered_json& hook = doc["hook"];
+  const bool path = hook.contains("path") && hook["path"].is_string() &&
+                    fs::path(hook["path"].get<std::string>()).filename() == "gpu-run-hook";
+  const bool args =
+      hook.contains("args") && hook["args"].is_array() && !hook["args"].empty() && hook["args"][0] == "gpu-run-hook";
+  return path || args;
+}
+
+std::optional<ordered_json> parse_hook_file(const std::string& text) {
+  try {
+    return ordered_json::parse(text);
+  } catch (const ordered_json::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 ordered_json hooks_d_document(const std::string& hook_path, const std::string& config_path, bool always) {
   ordered_json doc;
   doc["version"] = "1.0.0";
@@ -42,6 +65,7 @@ FileEdit hook_file_edit(const std::optional<std::string>& existing, const std::s
   } catch (const ordered_json::exception& e) {
     throw usage_error(source + ": malformed JSON: " + e.what() + " (gpu-run-ctl leaves it as it is)");
   }
+  edit.first = !is_gpu_run_hook(current);
   if (current == wanted) {
     edit.changed = false;
   } else {
@@ -50,7 +74,37 @@ FileEdit hook_file_edit(const std::optional<std::string>& existing, const std::s
   return edit;
 }
 
+UndoEdit undo_hook_file(const std::optional<std::string>& current, const std::optional<std::string>& backup,
+                        const std::string& source) {
+  UndoEdit undo;
+  if (!current) {
+    undo.said = source + " does not exist: nothing to undo";
+    return undo;
+  }
+  const std::optional<ordered_json> doc = parse_hook_file(*current);
+  if (!doc || !is_gpu_run_hook(*doc))
+    throw usage_error(source + " is not gpu-run's hook (" + (doc ? "its hook is not gpu-run-hook" : "malformed JSON") +
+                      "): remove it by hand if it should go (gpu-run-ctl leaves it as it is)");
+  const std::optional<ordered_json> before = backup ? parse_hook_file(*backup) : std::nullopt;
+  if (backup && !(before && is_gpu_run_hook(*before))) {
+    undo.kind = UndoEdit::kRestore;
+    undo.text = *backup;
+    undo.said = "restored from " + backup_path(source).string() + ", the file configure replaced, byte for byte";
+    return undo;
+  }
+  undo.kind = UndoEdit::kRemove;
+  undo.said = "removed: podman runs no gpu-run-hook from the next container on";
+  return undo;
+}
+
 void run_configure_podman(const ConfigurePodmanOptions& o) {
+  if (o.undo) {
+    const fs::path file = fs::path(o.hooks_dir) / kHookFileName;
+    const UndoEdit undo = undo_hook_file(read_existing_file(file, "hooks.d file"),
+                                         read_existing_file(backup_path(file), "backup"), file.string());
+    apply_undo(file, undo, o.dry_run);
+    return;
+  }
   // podman stats the hook's path when it reads hooks.d and refuses to run any container otherwise.
   const fs::path hook = gpu_run_binary(o.hook_path, "gpu-run-hook", "--hook-path");
   const fs::path config_file = fs::absolute(config_path(o.config));
@@ -69,7 +123,7 @@ void run_configure_podman(const ConfigurePodmanOptions& o) {
               << config_file.string() << "); nothing changed\n";
     return;
   }
-  const std::optional<fs::path> backup = replace_file_with_backup(file, edit.text, existing);
+  const std::optional<fs::path> backup = replace_file_with_backup(file, edit.text, existing, edit.first);
   std::cout << "wrote " << file.string() << ": gpu-run-hook at createRuntime with --config " << config_file.string()
             << "\n";
   if (backup) std::cout << "backup of the previous file: " << backup->string() << "\n";
@@ -94,13 +148,19 @@ void add_configure_podman_command(CLI::App& configure) {
       ->type_name("DIR")
       ->capture_default_str();
   cmd->add_flag("--dry-run,--print", o->dry_run, "Print the hooks.d file and write nothing");
-  cmd->add_option("--config", o->config,
-                  "The gpu-run config the hook reads, passed as --config (default: $GPU_RUN_CONFIG, else "
-                  "/etc/gpu-run/config.json)")
-      ->type_name("PATH");
-  cmd->add_option("--hook-path", o->hook_path, "gpu-run-hook to run (default: next to gpu-run-ctl)")->type_name("PATH");
-  cmd->add_flag("--always", o->always,
-                "Inject the hook into every container, not only those with a gpu-run annotation");
+  CLI::Option* config = cmd->add_option("--config", o->config,
+                                        "The gpu-run config the hook reads, passed as --config (default: "
+                                        "$GPU_RUN_CONFIG, else /etc/gpu-run/config.json)")
+                            ->type_name("PATH");
+  CLI::Option* hook_path =
+      cmd->add_option("--hook-path", o->hook_path, "gpu-run-hook to run (default: next to gpu-run-ctl)")
+          ->type_name("PATH");
+  CLI::Option* always = cmd->add_flag("--always", o->always,
+                                      "Inject the hook into every container, not only those with a gpu-run annotation");
+  cmd->add_flag("--undo", o->undo, "Remove the hooks.d file again (or put back the file it replaced)")
+      ->excludes(config)
+      ->excludes(hook_path)
+      ->excludes(always);
   cmd->footer(
       "Writes <hooks-dir>/gpu-run.json (hooks.d schema 1.0.0, stage createRuntime, supported by\n"
       "podman since 2.2). hooks.d can match annotations, commands, bind mounts or always, never\n"
@@ -109,7 +169,8 @@ void add_configure_podman_command(CLI::App& configure) {
       "gpu-run.shm-size (`podman run --annotation gpu-run.profile=imagenet`); GPU_RUN_* env alone\n"
       "and the host's default_profile take effect only with --always. Runtimes start hooks with\n"
       "only the hook's own env, so the config path goes on its command line. Running it again\n"
-      "changes nothing; a malformed existing file is reported and never overwritten.");
+      "changes nothing; a malformed existing file is reported and never overwritten. --undo removes\n"
+      "the file (a file of that name it replaced is saved as gpu-run.json.gpu-run.bak and put back).");
   cmd->callback([o] { run_configure_podman(*o); });
 }
 

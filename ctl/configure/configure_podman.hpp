@@ -5,6 +5,7 @@
 #include <string>
 
 #include "configure_docker.hpp"
+#include "undo.hpp"
 
 namespace CLI {
 class App;
@@ -20,6 +21,7 @@ constexpr const char* kHookFileName = "gpu-run.json";
 struct ConfigurePodmanOptions {
   std::string hooks_dir = kDefaultHooksDir;
   bool dry_run = false;
+  bool undo = false;                     // remove the hooks.d file again
   bool always = false;                   // inject into every container, not only annotated ones
   std::optional<std::string> config;     // passed to the hook as --config
   std::optional<std::string> hook_path;  // default: gpu-run-hook next to this program
@@ -35,8 +37,15 @@ nlohmann::ordered_json hooks_d_document(const std::string& hook_path, const std:
 FileEdit hook_file_edit(const std::optional<std::string>& existing, const std::string& source,
                         const nlohmann::ordered_json& wanted);
 
+// What --undo does to <hooks-dir>/gpu-run.json (`current`): the file is removed, or, when
+// configure replaced another file of that name, that file (`backup`) is put back byte for byte.
+// Pure. Throws Error (exit 2), one line naming `source`, when the file is not gpu-run's hook
+// (malformed, or its hook is not gpu-run-hook).
+UndoEdit undo_hook_file(const std::optional<std::string>& current, const std::optional<std::string>& backup,
+                        const std::string& source);
+
 // Writes <hooks-dir>/gpu-run.json atomically (backup gpu-run.json.gpu-run.bak, which podman
-// ignores), or prints it with --dry-run.
+// ignores), or prints it with --dry-run; --undo removes it.
 void run_configure_podman(const ConfigurePodmanOptions& options);
 
 // Registers `podman` on the `configure` command.

@@ -97,6 +97,7 @@ int run_doctor(const DoctorOptions& o) {
           " names the engine of a CONTAINER argument: give the container, or run doctor inside it without "
           "--engine");
     gather_inside(f);
+    if (f.on_host) gather_runtime_entries(f, o.daemon_json, o.containerd_config, config.runtimes);
   }
   const std::vector<Finding> findings = diagnose(f);
   return report(f.target, findings, doctor_json(f, findings), o.json);
@@ -115,6 +116,9 @@ void add_doctor_command(CLI::App& app) {
          << kEnvNumWorkers << "\n"
          << "against the CPUs, leftover torch_* and nccl-* segments, kernel.shmmax/shmall (which do not size\n"
          << "/dev/shm).\n"
+         << "On the host itself (no CONTAINER, run outside any container), it checks what gpu-run's runtime\n"
+         << "entries in daemon.json and containerd's config.toml exec: a gpu-run entry that bypasses a GPU\n"
+         << "runtime of the same file (NVIDIA's) is a WARN, one whose chained runtime is missing a FAIL.\n"
          << "A container that has exited, or a log given with --log (a training log, `docker logs` output), is\n"
          << "read for the failures /dev/shm causes: DataLoader workers killed by a bus error, PyTorch's, NCCL's,\n"
          << "vLLM's, Ray's and Triton's shared-memory errors, exit status 135 and exit code -7 (SIGBUS); and for\n"
@@ -134,6 +138,14 @@ void add_doctor_command(CLI::App& app) {
       ->type_name("ENGINE")
       ->check(CLI::IsMember({"docker", "podman"}));
   cmd->add_flag("--json", o->json, "Print the facts and findings as JSON");
+  cmd->add_option("--daemon-json", o->daemon_json,
+                  "On the host: dockerd's daemon.json, whose gpu-run runtime is checked against its GPU runtimes")
+      ->type_name("PATH")
+      ->capture_default_str();
+  cmd->add_option("--containerd-config", o->containerd_config,
+                  "On the host: containerd's config.toml, whose gpu-run handler is checked against its GPU runtimes")
+      ->type_name("PATH")
+      ->capture_default_str();
   cmd->callback([o] {
     const int code = run_doctor(*o);
     if (code != kExitOk)

@@ -19,6 +19,8 @@ struct DoctorOptions {
   std::optional<std::string> engine;     // docker | podman; default: the config's engine
   std::optional<std::string> log;        // --log FILE|-: read a crashed job's log instead
   bool json = false;
+  std::string daemon_json = "/etc/docker/daemon.json";            // on the host: the engines' runtime
+  std::string containerd_config = "/etc/containerd/config.toml";  // entries, for the runtime chain
 };
 
 // Reads a log for --log: the file, or standard input for "-", at most its last 64 MiB (where

@@ -16,6 +16,19 @@ struct ShmFile {
   std::uint64_t bytes = 0;
 };
 
+// A runtime entry of an engine's config file on this machine, as doctor on the host found it:
+// gpu-run's (and what it execs) or another (and whether it is NVIDIA's).
+struct RuntimeEntryFacts {
+  std::string file;       // the daemon.json or config.toml it is in
+  std::string engine;     // docker | containerd (gpu-run-ctl configure <engine>)
+  std::string name;       // runtimes.<name>, the CRI handler
+  bool gpu_run = false;   // runs gpu-run-runtime, directly or through a chain file
+  std::string execs;      // gpu_run: what gpu-run-runtime execs, canonical; "" when not found
+  std::string execs_how;  // gpu_run: where that comes from ("the chain file X", "the gpu-run config's runtimes")
+  std::string binary;     // another entry: its binary, canonical ("" when not found or none)
+  bool gpu = false;       // another entry: NVIDIA's runtime (nvidia-container-runtime*)
+};
+
 // Everything doctor measured, before any judgement: what the probes (doctor_probe.hpp) fill
 // and the rules (doctor_rules.hpp) judge. Unknown facts stay empty.
 struct DoctorFacts {
@@ -26,15 +39,16 @@ struct DoctorFacts {
   ShmMount shm_mount = ShmMount::kTmpfs;
   std::uint64_t shm_size = 0;  // bytes, when shm_mount is not kMissing
   std::uint64_t shm_used = 0;
-  std::optional<bool> shm_is_host;             // same device as the host's /dev/shm (from the host only)
-  std::string ipc_mode;                        // inspect's IpcMode; inside: "host" or "" (own namespace)
-  std::optional<std::uint64_t> memory_limit;   // the container's memory limit
-  std::optional<unsigned> cpus;                // CPUs the container may use
-  std::string cpus_source;                     // how `cpus` was found, for the message
-  std::map<std::string, std::string> env;      // the container's GPU_RUN_* variables (contract_env_names())
-  std::vector<ShmFile> files;                  // every entry of /dev/shm
-  std::map<std::string, std::string> sysctls;  // kernel.shmmax / kernel.shmall when not the kernel default
-  double memory_fraction_max = 0.5;            // from the host config
+  std::optional<bool> shm_is_host;                 // same device as the host's /dev/shm (from the host only)
+  std::string ipc_mode;                            // inspect's IpcMode; inside: "host" or "" (own namespace)
+  std::optional<std::uint64_t> memory_limit;       // the container's memory limit
+  std::optional<unsigned> cpus;                    // CPUs the container may use
+  std::string cpus_source;                         // how `cpus` was found, for the message
+  std::map<std::string, std::string> env;          // the container's GPU_RUN_* variables (contract_env_names())
+  std::vector<ShmFile> files;                      // every entry of /dev/shm
+  std::map<std::string, std::string> sysctls;      // kernel.shmmax / kernel.shmall when not the kernel default
+  double memory_fraction_max = 0.5;                // from the host config
+  std::vector<RuntimeEntryFacts> runtime_entries;  // on the host: the engines' runtime entries
 };
 
 }  // namespace gpurun

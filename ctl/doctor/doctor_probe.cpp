@@ -12,6 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "chain.hpp"
+#include "configure_containerd.hpp"
+#include "configure_docker.hpp"
 #include "container.hpp"
 #include "contract.hpp"
 #include "error.hpp"
@@ -147,6 +150,67 @@ void gather_inside(DoctorFacts& f) {
   for (const std::string& name : contract_env_names())
     if (const char* v = std::getenv(name.c_str())) f.env[name] = v;
   local_sysctls(f);
+}
+
+namespace {
+
+// The canonical path of the program `name` (a path, or a name on PATH); "" when none.
+std::string resolved_binary(const std::string& name) {
+  if (name.empty()) return "";
+  const std::optional<fs::path> found = find_executable(name);
+  if (!found) return "";
+  std::error_code ec;
+  const fs::path canonical = fs::canonical(*found, ec);
+  return ec ? found->string() : canonical.string();
+}
+
+// The entries of one engine's file, classified and resolved.
+void add_runtime_entries(DoctorFacts& f, const std::string& engine, const std::string& file,
+                         const std::vector<NamedRuntime>& named, const std::vector<std::string>& runtimes) {
+  for (const NamedRuntime& r : named) {
+    RuntimeEntryFacts e;
+    e.file = file;
+    e.engine = engine;
+    e.name = r.name;
+    const std::string binary = r.binary.empty() ? "" : resolved_binary(r.binary);
+    const std::optional<fs::path> chained = binary.empty() ? std::nullopt : chain_of_binary(binary);
+    e.gpu_run = chained || fs::path(r.binary).filename() == "gpu-run-runtime";
+    if (chained) {
+      e.execs = resolved_binary(chained->string());
+      e.execs_how = "its chain file " + binary + " (runtime=" + chained->string() + ")";
+    } else if (e.gpu_run) {
+      for (const std::string& c : runtimes) {
+        e.execs = resolved_binary(c);
+        if (!e.execs.empty()) break;
+      }
+      std::string list;
+      for (const std::string& c : runtimes) list += (list.empty() ? "" : ", ") + c;
+      e.execs_how = "the gpu-run config's runtimes (" + list + ")";
+    } else {
+      e.binary = binary;
+      e.gpu = fs::path(r.binary).filename().string().rfind("nvidia-container-runtime", 0) == 0;
+    }
+    f.runtime_entries.push_back(e);
+  }
+}
+
+}  // namespace
+
+void gather_runtime_entries(DoctorFacts& f, const std::string& daemon_json, const std::string& containerd_config,
+                            const std::vector<std::string>& runtimes) {
+  // A file doctor cannot read as its engine would is not this check's business: configure
+  // and the engine itself say what is wrong with it.
+  try {
+    add_runtime_entries(f, "docker", daemon_json,
+                        daemon_json_runtimes(read_existing_file(daemon_json, "daemon.json"), daemon_json), runtimes);
+  } catch (const Error&) {
+  }
+  try {
+    add_runtime_entries(
+        f, "containerd", containerd_config,
+        containerd_runtimes(read_existing_file(containerd_config, "containerd config"), containerd_config), runtimes);
+  } catch (const Error&) {
+  }
 }
 
 InspectedContainer inspect_for_doctor(const std::string& engine, const std::string& name) {

@@ -19,6 +19,12 @@ namespace gpurun {
 // The facts of the container this process runs in (or of the host, when it runs in none).
 void gather_inside(DoctorFacts& facts);
 
+// The runtime entries of dockerd's `daemon_json` and containerd's `containerd_config` (each
+// skipped when missing or unreadable as its format), resolved on this machine: what gpu-run's
+// entries exec, and which others are NVIDIA's. `runtimes`: the gpu-run config's.
+void gather_runtime_entries(DoctorFacts& facts, const std::string& daemon_json, const std::string& containerd_config,
+                            const std::vector<std::string>& runtimes);
+
 // A container as `<engine> inspect` shows it (run once per doctor run).
 struct InspectedContainer {
   std::string engine;

@@ -56,6 +56,16 @@ nlohmann::json doctor_json(const DoctorFacts& f, const std::vector<Finding>& fin
   facts["memory_fraction_max"] = f.memory_fraction_max;
   facts["cpus"] = f.cpus ? nlohmann::json(*f.cpus) : nlohmann::json(nullptr);
   facts["cpus_source"] = f.cpus_source;
+  nlohmann::json entries = nlohmann::json::array();
+  for (const RuntimeEntryFacts& e : f.runtime_entries)
+    entries.push_back({{"file", e.file},
+                       {"engine", e.engine},
+                       {"name", e.name},
+                       {"gpu_run", e.gpu_run},
+                       {"execs", e.gpu_run ? nlohmann::json(e.execs) : nlohmann::json(nullptr)},
+                       {"binary", e.gpu_run ? nlohmann::json(nullptr) : nlohmann::json(e.binary)},
+                       {"gpu", e.gpu}});
+  facts["runtime_entries"] = entries;
   facts["env"] = f.env;
   facts["files"] = nlohmann::json::array();
   for (const auto& file : f.files) facts["files"].push_back({{"name", file.name}, {"bytes", file.bytes}});

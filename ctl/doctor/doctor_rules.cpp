@@ -321,6 +321,44 @@ void check_host(const DoctorFacts& f, std::vector<Finding>& out) {
       "FILE");
 }
 
+// gpu-run's runtime entries against the GPU runtimes of the same file: a container started
+// through gpu-run must still pass through NVIDIA's runtime (docs/ARCHITECTURE.md, "The runtime
+// chain").
+void check_runtime_chain(const DoctorFacts& f, std::vector<Finding>& out) {
+  for (const RuntimeEntryFacts& e : f.runtime_entries) {
+    if (!e.gpu_run) continue;
+    const std::string entry = e.file + "'s runtime \"" + e.name + "\"";
+    const std::string fix = "gpu-run-ctl configure " + e.engine +
+                            (e.engine == "docker" ? " --daemon-json " : " --containerd-config ") + e.file +
+                            " (it chains the engine's default runtime; make NVIDIA's the default first if it is not)";
+    if (e.execs.empty()) {
+      add(out, Level::kFail, "runtime-chain",
+          entry + " runs gpu-run-runtime, which execs what " + e.execs_how +
+              " names: not an executable file here, so every container started through it fails",
+          fix);
+      continue;
+    }
+    std::string bypassed;
+    bool reached = false;
+    for (const RuntimeEntryFacts& g : f.runtime_entries) {
+      if (g.file != e.file || !g.gpu) continue;
+      if (!g.binary.empty() && g.binary == e.execs) reached = true;
+      bypassed += (bypassed.empty() ? "" : ", ") + std::string("\"") + g.name + "\" (" +
+                  (g.binary.empty() ? std::string("not found") : g.binary) + ")";
+    }
+    if (!bypassed.empty() && !reached) {
+      add(out, Level::kWarn, "runtime-chain",
+          entry + " runs gpu-run-runtime, which execs " + e.execs + " (" + e.execs_how +
+              "), bypassing the GPU runtime " + bypassed +
+              " of the same file: a container started through gpu-run never passes through NVIDIA's runtime (in "
+              "its legacy mode it starts without its GPUs)",
+          fix);
+      continue;
+    }
+    add(out, Level::kOk, "runtime-chain", entry + ": gpu-run-runtime -> " + e.execs + " (" + e.execs_how + ")");
+  }
+}
+
 void check_sysctls(const DoctorFacts& f, std::vector<Finding>& out) {
   if (f.sysctls.empty()) return;
   std::string set;
@@ -347,6 +385,7 @@ std::vector<Finding> diagnose(const DoctorFacts& f) {
   std::vector<Finding> out;
   if (f.on_host) {
     check_host(f, out);
+    check_runtime_chain(f, out);
     return out;
   }
   check_mount(f, out);

@@ -47,6 +47,8 @@ it_cri_config "$D"
 it_cri_handler "$D" "$BIN"
 grep -q 'runtimes.gpu-run' "$D/config.toml" || it_die "configure containerd wrote no gpu-run handler"
 
+# What gpu-run-runtime execs: the config's runtimes ("runc"), on PATH (the log line names it).
+RUNC=$(command -v runc)
 host_shm_before=$(stat -f -c '%b %S' /dev/shm)
 host_shm_opts_before=$(awk '$2 == "/dev/shm" { print $4 }' /proc/self/mounts)
 
@@ -87,10 +89,10 @@ it_cri exec "$a0" sh -c 'echo from-c0 > /dev/shm/handoff'
 assert_eq "from-c0" "$(it_cri exec "$a1" cat /dev/shm/handoff)" "profile pod: a file one container writes to /dev/shm the other reads"
 assert_contains "$(sandbox_shm_opts "$a_pod")" "rw," "profile pod: the pod's shm tmpfs on the host stays read-write"
 assert_contains "$(sandbox_shm_opts "$a_pod")" "size=$((want / 1024))k" "profile pod: the pod's shm tmpfs on the host has the planned size"
-assert_eq 1 "$(grep -cE "gpu-run-runtime.*$a_pod\"? action=resized .* where=host$" "$LOG")" \
+assert_eq 1 "$(grep -cE "gpu-run-runtime.*$a_pod\"? runtime=[^ ]+ action=resized .* where=host$" "$LOG")" \
   "profile pod: the runtime resized the pod's /dev/shm once, on the host, for the sandbox"
 assert_eq 0 "$(grep -cE "gpu-run-hook.*$a_pod" "$LOG")" "profile pod: no hook ran for the sandbox"
-assert_eq 2 "$(grep -cE "gpu-run-runtime.*($a0|$a1)\"? action=unchanged .* before=$((want >> 20))m after=$((want >> 20))m where=host$" "$LOG")" \
+assert_eq 2 "$(grep -cE "gpu-run-runtime.*($a0|$a1)\"? runtime=[^ ]+ action=unchanged .* before=$((want >> 20))m after=$((want >> 20))m where=host$" "$LOG")" \
   "profile pod: the runtime found the pod's tmpfs sized for both app containers (unchanged, no hook)"
 assert_eq 0 "$(grep -cE "gpu-run-hook.*($a0|$a1)" "$LOG")" "profile pod: no hook ran for the app containers"
 
@@ -239,7 +241,7 @@ for i in $(seq 1 20); do
   [[ -s $D/par$i.json ]] || continue
   [[ $(shm_kib "$(jq -r '.containers[0]' "$D/par$i.json")") == $(((100 + i) * 1024)) ]] && right=$((right + 1))
   p=$(jq -r .pod "$D/par$i.json")
-  grep -qE "^[0-9T:-]+Z gpu-run-runtime\[[0-9]+\] level=info bundle=\"?[^ ]*/$p\"? action=resized source=annotation size=$((100 + i))m reason=\"explicit size\" before=64m after=$((100 + i))m where=host$" "$LOG" &&
+  grep -qE "^[0-9T:-]+Z gpu-run-runtime\[[0-9]+\] level=info bundle=\"?[^ ]*/$p\"? runtime=$RUNC action=resized source=annotation size=$((100 + i))m reason=\"explicit size\" before=64m after=$((100 + i))m where=host$" "$LOG" &&
     whole=$((whole + 1))
 done
 assert_eq 20 "$right" "20 parallel pods: 20 right sizes"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu-run-hook through podman's hooks.d: `gpu-run-ctl configure podman --hooks-dir DIR`
 # installs the hook, then `podman --hooks-dir DIR run --annotation gpu-run.profile=...`
-# gets its /dev/shm (podman's own tmpfs, bind-mounted in) resized.
+# gets its /dev/shm (podman's own tmpfs, bind-mounted in) resized; `configure podman --undo`
+# removes the file, and the next annotated container runs no hook.
 set -u
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/oci_lib.sh"
@@ -39,4 +40,12 @@ out=$(podman --hooks-dir "$hooks" run --rm --annotation gpu-run.profile=imagenet
 rc=$?
 ((rc != 0)) && it_pass "unknown profile: podman run fails (exit $rc)" || it_fail "unknown profile: podman run succeeded"
 assert_contains "$out" "unknown profile 'imagenett'" "podman shows the hook's message"
+
+# --undo: the entry goes, and podman, which reads hooks.d for each container, runs no hook.
+"$CTL" configure podman --hooks-dir "$hooks" --undo >"$work/undo.out" 2>&1
+assert_eq 0 $? "configure podman --undo ($(cat "$work/undo.out"))"
+assert_eq "" "$(ls -A "$hooks")" "--undo: the hooks.d entry is removed, nothing left in the directory"
+assert_eq 64000 "$(shm_kib --annotation gpu-run.shm-size=300m)" "after --undo: an annotated container keeps podman's default"
+"$CTL" configure podman --hooks-dir "$hooks" --undo >"$work/undo.out" 2>&1
+assert_contains "$(cat "$work/undo.out")" "does not exist: nothing to undo" "a second --undo has nothing to do"
 it_done

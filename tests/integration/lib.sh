@@ -133,6 +133,17 @@ it_isolate_config() {
     GPU_RUN_NUM_WORKERS || true
 }
 
+# it_nvidia_standin DIR LOG: writes DIR/nvidia-container-runtime, a stand-in for NVIDIA's runtime
+# (its toolkit is not installable here): it appends its argv to LOG, one line a call, and execs
+# runc with the same arguments, as nvidia-container-runtime does after editing the spec.
+it_nvidia_standin() {
+  local dir=$1 log=$2 runc
+  runc=$(command -v runc) || it_skip "runc not found on PATH"
+  mkdir -p "$dir"
+  printf '#!/bin/sh\nprintf "%%s\\n" "$*" >>%q\nexec %q "$@"\n' "$log" "$runc" >"$dir/nvidia-container-runtime"
+  chmod 0755 "$dir/nvidia-container-runtime"
+}
+
 # ---------------------------------------------------------------------------------------
 # Assertions: each prints "ok - MSG" or "FAIL - MSG: details" and counts; none exits.
 

@@ -274,7 +274,7 @@ unset GPU_RUN_CONFIG
 # ------------------------------------------------------------------------ remove and purge
 : >"$root/var/log/gpu-run.log"   # what the hook and the runtime write by default
 assert_exit 0 in_root dpkg -r gpu-run-profiles-vision gpu-run
-assert_contains "$IT_ERR" "daemon.json still registers /usr/bin/gpu-run-runtime" \
+assert_contains "$IT_ERR" "/etc/docker/daemon.json still runs gpu-run-runtime" \
   "removing warns that daemon.json still names the runtime"
 assert_eq "$configured_sum" "$(sha256sum <"$root/etc/docker/daemon.json")" "removing leaves daemon.json as it was"
 assert_eq "$local_sum" "$(sha256sum <"$root/etc/gpu-run/config.json" 2>/dev/null)" "removing keeps the admin's config.json"

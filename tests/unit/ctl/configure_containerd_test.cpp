@@ -24,6 +24,9 @@ toml::value parsed(const std::string& text) {
   return toml::parse(in, "out.toml");
 }
 
+// `text` as another writer formats it: no comments, toml11's own layout.
+std::string parsed_text(const std::string& text) { return toml::format(parsed(text)); }
+
 const toml::value& runtimes(const toml::value& doc, const std::string& plugin = "io.containerd.grpc.v1.cri") {
   return doc.at("plugins").at(plugin).at("containerd").at("runtimes");
 }
@@ -300,6 +303,168 @@ TEST(ContainerdConfig, HandlerNameMustBeADnsLabel) {
   }
   const ContainerdEdit edit = merge(node_config(), "gpu-run-b");
   EXPECT_TRUE(runtimes(parsed(edit.file.text)).contains("gpu-run-b"));
+}
+
+// What the GPU Operator's toolkit (nvidia-ctk-installer) leaves in config.toml: handlers nvidia,
+// nvidia-cdi and nvidia-legacy copied from runc's table, their BinaryName under the toolkit's
+// directory, "nvidia" the default.
+std::string gpu_operator_config() {
+  return R"(version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  default_runtime_name = "nvidia"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      SystemdCgroup = true
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+    privileged_without_host_devices = false
+    runtime_engine = ""
+    runtime_root = ""
+    runtime_type = "io.containerd.runc.v2"
+    container_annotations = ["cdi.k8s.io/*"]
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+      BinaryName = "/usr/local/nvidia/toolkit/nvidia-container-runtime"
+      SystemdCgroup = true
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-cdi]
+    runtime_type = "io.containerd.runc.v2"
+    container_annotations = ["cdi.k8s.io/*"]
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-cdi.options]
+      BinaryName = "/usr/local/nvidia/toolkit/nvidia-container-runtime.cdi"
+      SystemdCgroup = true
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-legacy]
+    runtime_type = "io.containerd.runc.v2"
+    container_annotations = ["cdi.k8s.io/*"]
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-legacy.options]
+      BinaryName = "/usr/local/nvidia/toolkit/nvidia-container-runtime.legacy"
+      SystemdCgroup = true
+)";
+}
+
+TEST(ContainerdDefaultRuntime, FindsTheGpuOperatorsDefaultHandlerAndItsBinary) {
+  const DefaultRuntime d = containerd_default_runtime(gpu_operator_config(), "config.toml", "gpu-run");
+  EXPECT_EQ(d.name, "nvidia");
+  EXPECT_EQ(d.binary, "/usr/local/nvidia/toolkit/nvidia-container-runtime");
+  EXPECT_FALSE(d.is_entry);
+  EXPECT_CONTAINS(d.where, "containerd's default runtime \"nvidia\"");
+  // runc: the built-in (no table, or a table without BinaryName), and no file at all.
+  for (const std::optional<std::string>& text :
+       {std::optional<std::string>(), std::optional<std::string>(node_config()),
+        std::optional<std::string>(
+            test::read_text(std::string(GPU_RUN_SOURCE_TEST_DATA) + "/containerd/debian-stock.toml"))}) {
+    const DefaultRuntime runc = containerd_default_runtime(text, "config.toml", "gpu-run");
+    EXPECT_EQ(runc.name, "runc");
+    EXPECT_EQ(runc.binary, "");
+  }
+  // The handler is the default itself: what it runs stays.
+  const std::string ours = R"(version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  default_runtime_name = "gpu-run"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.gpu-run.options]
+    BinaryName = "/etc/containerd/gpu-run-runtime.gpu-run"
+)";
+  const DefaultRuntime entry = containerd_default_runtime(ours, "config.toml", "gpu-run");
+  EXPECT_TRUE(entry.is_entry);
+  EXPECT_EQ(entry.binary, "/etc/containerd/gpu-run-runtime.gpu-run");
+}
+
+TEST(ContainerdDefaultRuntime, AHandlerThatIsNotRuncsShimIsRefused) {
+  const std::string kata = R"(version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  default_runtime_name = "kata"
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata]
+    runtime_type = "io.containerd.kata.v2"
+)";
+  const Error e = expect_error([&] { containerd_default_runtime(kata, "/etc/containerd/config.toml", "gpu-run"); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(),
+                  "/etc/containerd/config.toml: the default runtime \"kata\" has runtime_type "
+                  "\"io.containerd.kata.v2\", not the runc shim");
+  EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+  const Error missing = expect_error([] {
+    containerd_default_runtime(std::string("version = 2\n[plugins.\"io.containerd.grpc.v1.cri\".containerd]\n"
+                                           "  default_runtime_name = \"nvidia\"\n"),
+                               "c.toml", "gpu-run");
+  });
+  EXPECT_CONTAINS(missing.what(), "default_runtime_name is \"nvidia\" but");
+}
+
+TEST(ContainerdConfig, TheHandlerCopiesTheDefaultHandlersSettingsAndRunsTheChainFile) {
+  const ContainerdEdit edit = merge_containerd_config(gpu_operator_config(), "config.toml",
+                                                      "/etc/containerd/gpu-run-runtime.gpu-run", "gpu-run");
+  const toml::value doc = parsed(edit.file.text);
+  const toml::value& ours = runtimes(doc).at("gpu-run");
+  EXPECT_EQ(ours.at("options").at("BinaryName").as_string(), "/etc/containerd/gpu-run-runtime.gpu-run");
+  EXPECT_TRUE(ours.at("options").at("SystemdCgroup").as_boolean());
+  EXPECT_FALSE(ours.at("privileged_without_host_devices").as_boolean());
+  EXPECT_EQ(ours.at("runtime_root").as_string(), "");
+  EXPECT_EQ(strings(ours.at("container_annotations")), std::vector<std::string>{"cdi.k8s.io/*"});
+  EXPECT_EQ(strings(ours.at("pod_annotations")), request_annotation_globs());
+  EXPECT_EQ(ours.at("runtime_type").as_string(), "io.containerd.runc.v2");
+  // The default stays NVIDIA's; its handlers are as they were.
+  EXPECT_EQ(doc.at("plugins").at("io.containerd.grpc.v1.cri").at("containerd").at("default_runtime_name").as_string(),
+            "nvidia");
+  EXPECT_EQ(runtimes(doc).at("nvidia").at("options").at("BinaryName").as_string(),
+            "/usr/local/nvidia/toolkit/nvidia-container-runtime");
+  EXPECT_TRUE(edit.file.first);
+  const ContainerdEdit again =
+      merge_containerd_config(edit.file.text, "config.toml", "/etc/containerd/gpu-run-runtime.gpu-run", "gpu-run");
+  EXPECT_FALSE(again.file.changed);
+  EXPECT_FALSE(again.file.first);
+}
+
+TEST(ContainerdConfig, ListsTheHandlersWithTheirBinaries) {
+  const std::vector<NamedRuntime> all = containerd_runtimes(gpu_operator_config(), "c.toml");
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].name, "runc");
+  EXPECT_EQ(all[0].binary, "");
+  EXPECT_EQ(all[3].name, "nvidia-legacy");
+  EXPECT_EQ(all[3].binary, "/usr/local/nvidia/toolkit/nvidia-container-runtime.legacy");
+  EXPECT_TRUE(containerd_runtimes(std::nullopt, "c.toml").empty());
+}
+
+TEST(ContainerdUndo, GivesBackTheBackupByteForByte) {
+  for (const std::string& before :
+       {node_config(), gpu_operator_config(),
+        test::read_text(std::string(GPU_RUN_SOURCE_TEST_DATA) + "/containerd/debian-stock.toml"),
+        std::string("# nothing yet\n")}) {
+    const ContainerdEdit edit = merge(before);
+    const UndoEdit undo = undo_containerd_config(edit.file.text, before, "config.toml", "gpu-run");
+    EXPECT_EQ(undo.kind, UndoEdit::kRestore) << before;
+    EXPECT_EQ(undo.text, before);
+    EXPECT_EQ(undo.entry_binary, kContainerdRuntime);
+  }
+}
+
+TEST(ContainerdUndo, AFileConfigureCreatedIsRemoved) {
+  const ContainerdEdit created = merge_containerd_config(std::nullopt, "c.toml", kContainerdRuntime, "gpu-run");
+  const UndoEdit undo = undo_containerd_config(created.file.text, std::nullopt, "c.toml", "gpu-run");
+  EXPECT_EQ(undo.kind, UndoEdit::kRemove);
+  EXPECT_EQ(undo_containerd_config(node_config(), std::nullopt, "c.toml", "gpu-run").kind, UndoEdit::kNothing);
+  EXPECT_EQ(undo_containerd_config(std::nullopt, std::nullopt, "c.toml", "gpu-run").kind, UndoEdit::kNothing);
+}
+
+TEST(ContainerdUndo, AFileChangedOtherwiseIsRefusedNamingTheKey) {
+  const std::string before = gpu_operator_config();
+  const std::string after = merge(before).file.text;
+  // Another handler since (a toolkit upgrade), and an edit of runc's options.
+  struct Case {
+    std::string text;
+    const char* says;
+  };
+  for (const Case& c : {Case{after + "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.kata]\nruntime_type = "
+                                     "\"io.containerd.kata.v2\"\n",
+                             "(key plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.kata added)"},
+                        Case{std::string("root = \"/data/containerd\"\n") + after, "(key root added)"}}) {
+    const Error e =
+        expect_error([&] { undo_containerd_config(c.text, before, "/etc/containerd/config.toml", "gpu-run"); });
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    EXPECT_CONTAINS(e.what(), "/etc/containerd/config.toml changed since gpu-run-ctl configure wrote it ");
+    EXPECT_CONTAINS(e.what(), c.says);
+    EXPECT_CONTAINS(e.what(), "remove [plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.gpu-run] by hand");
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+  }
+  // Comments and layout are not a change: a file the toolkit rewrote the same is restored.
+  EXPECT_EQ(undo_containerd_config(parsed_text(after), before, "c.toml", "gpu-run").kind, UndoEdit::kRestore);
 }
 
 TEST(ContainerdConfig, ATomlGivenAsGpuRunsConfigIsRefusedNamingTheRightOption) {

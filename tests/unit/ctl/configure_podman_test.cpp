@@ -59,6 +59,30 @@ TEST(HooksD, EditIsIdempotentAndRefusesMalformedFiles) {
   EXPECT_CONTAINS(e.what(), "/x/gpu-run.json:1:");
 }
 
+TEST(HooksDUndo, RemovesGpuRunsHookOrPutsBackTheFileItReplaced) {
+  const std::string ours = hooks_d_document("/usr/bin/gpu-run-hook", "/etc/gpu-run/config.json", false).dump(2);
+  EXPECT_EQ(undo_hook_file(ours, std::nullopt, "gpu-run.json").kind, UndoEdit::kRemove);
+  const std::string theirs = "{\"version\": \"1.0.0\", \"hook\": {\"path\": \"/opt/other-hook\"}}\n";
+  const UndoEdit back = undo_hook_file(ours, theirs, "gpu-run.json");
+  EXPECT_EQ(back.kind, UndoEdit::kRestore);
+  EXPECT_EQ(back.text, theirs);
+  // A backup that is gpu-run's own hook too: nothing else to put back.
+  EXPECT_EQ(undo_hook_file(ours, ours, "gpu-run.json").kind, UndoEdit::kRemove);
+  EXPECT_EQ(undo_hook_file(std::nullopt, std::nullopt, "gpu-run.json").kind, UndoEdit::kNothing);
+  // The first configure takes a backup of another file only.
+  EXPECT_TRUE(hook_file_edit(theirs, "f", json::parse(ours)).first);
+  EXPECT_FALSE(hook_file_edit(ours, "f", json::parse(ours)).first);
+}
+
+TEST(HooksDUndo, AFileThatIsNotGpuRunsHookIsRefused) {
+  for (const char* text : {"{\"version\": \"1.0.0\", \"hook\": {\"path\": \"/opt/other-hook\"}}", "{\"version\":"}) {
+    const Error e = expect_error([&] { undo_hook_file(std::string(text), std::nullopt, "/h/gpu-run.json"); });
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    EXPECT_CONTAINS(e.what(), "/h/gpu-run.json is not gpu-run's hook");
+    EXPECT_CONTAINS(e.what(), "leaves it as it is");
+  }
+}
+
 TEST(Packaging, HooksFileIsWhatConfigurePodmanWrites) {
   const json shipped = json::parse(read_text(std::string(GPU_RUN_SOURCE_PACKAGING) + "/hooks.d/gpu-run.json"));
   EXPECT_EQ(shipped, json::parse(hooks_d_document("/usr/bin/gpu-run-hook", kDefaultConfigPath, false).dump()));

@@ -207,6 +207,59 @@ TEST(Doctor, OnTheHostItSaysWhereItLookedAndWhatToRunInstead) {
   EXPECT_EQ(doctor_exit_code(findings), 0);
 }
 
+// On the host: daemon.json has NVIDIA's runtime; gpu-run's entry execs `execs`.
+DoctorFacts host_with_entries(const std::string& execs, const std::string& how) {
+  DoctorFacts f;
+  f.on_host = true;
+  f.target = "this machine";
+  RuntimeEntryFacts nvidia;
+  nvidia.file = "/etc/docker/daemon.json";
+  nvidia.engine = "docker";
+  nvidia.name = "nvidia";
+  nvidia.binary = "/usr/bin/nvidia-container-runtime";
+  nvidia.gpu = true;
+  RuntimeEntryFacts ours;
+  ours.file = "/etc/docker/daemon.json";
+  ours.engine = "docker";
+  ours.name = "gpu-run";
+  ours.gpu_run = true;
+  ours.execs = execs;
+  ours.execs_how = how;
+  f.runtime_entries = {nvidia, ours};
+  return f;
+}
+
+TEST(Doctor, OnTheHostAGpuRunEntryThatBypassesNvidiasRuntimeWarns) {
+  const DoctorFacts f = host_with_entries("/usr/sbin/runc", "the gpu-run config's runtimes (runc)");
+  const Finding& chain = finding(f, "runtime-chain");
+  EXPECT_EQ(chain.level, Level::kWarn);
+  EXPECT_CONTAINS(chain.message,
+                  "/etc/docker/daemon.json's runtime \"gpu-run\" runs gpu-run-runtime, which execs "
+                  "/usr/sbin/runc (the gpu-run config's runtimes (runc)), bypassing the GPU runtime "
+                  "\"nvidia\" (/usr/bin/nvidia-container-runtime)");
+  EXPECT_CONTAINS(chain.fix, "gpu-run-ctl configure docker --daemon-json /etc/docker/daemon.json");
+  EXPECT_EQ(doctor_exit_code(diagnose(f)), kDoctorExitWarn);
+}
+
+TEST(Doctor, OnTheHostAGpuRunEntryChainingNvidiasRuntimeIsOk) {
+  const DoctorFacts f =
+      host_with_entries("/usr/bin/nvidia-container-runtime", "its chain file /etc/docker/gpu-run-runtime.gpu-run");
+  const Finding& chain = finding(f, "runtime-chain");
+  EXPECT_EQ(chain.level, Level::kOk);
+  EXPECT_CONTAINS(chain.message, "gpu-run-runtime -> /usr/bin/nvidia-container-runtime");
+  // Another file's GPU runtime is not this entry's business.
+  DoctorFacts other = host_with_entries("/usr/sbin/runc", "the gpu-run config's runtimes (runc)");
+  other.runtime_entries[0].file = "/etc/containerd/config.toml";
+  EXPECT_EQ(finding(other, "runtime-chain").level, Level::kOk);
+}
+
+TEST(Doctor, OnTheHostAGpuRunEntryWhoseChainedRuntimeIsGoneFails) {
+  const DoctorFacts f = host_with_entries("", "its chain file /etc/docker/gpu-run-runtime.gpu-run (runtime=/gone)");
+  const Finding& chain = finding(f, "runtime-chain");
+  EXPECT_EQ(chain.level, Level::kFail);
+  EXPECT_CONTAINS(chain.message, "not an executable file here, so every container started through it fails");
+}
+
 TEST(Doctor, HostShmBoundInWarns) {
   DoctorFacts f = sized();
   f.shm_is_host = true;

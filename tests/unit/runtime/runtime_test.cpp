@@ -46,6 +46,44 @@ TEST(RuntimeArgsTest, FindsARealRuntimeButNeverItself) {
   EXPECT_EQ(find_real_runtime({"no-such-runtime-xyz", "/bin/sh"}), "/bin/sh");
 }
 
+// A chain file's #! line runs `gpu-run-runtime --chain FILE <runc's argv>`.
+TEST(RuntimeArgsTest, ItsOwnChainOptionComesFirstAndIsNotRuncs) {
+  const RuntimeArgs r = parse_runtime_args(
+      {"--chain", "/etc/docker/gpu-run-runtime.gpu-run", "--root", "/r", "create", "--bundle", "/b", "id"});
+  EXPECT_EQ(r.chain, "/etc/docker/gpu-run-runtime.gpu-run");
+  EXPECT_EQ(r.own, 2u);
+  EXPECT_EQ(r.subcommand, "create");
+  EXPECT_EQ(r.bundle, "/b");
+  const RuntimeArgs plain = parse_runtime_args({"--root", "/r", "delete", "id"});
+  EXPECT_FALSE(plain.chain);
+  EXPECT_EQ(plain.own, 0u);
+  // Only first: after runc's options it is not gpu-run-runtime's.
+  EXPECT_FALSE(parse_runtime_args({"--root", "/r", "--chain", "/x", "state", "id"}).chain);
+}
+
+TEST(ChainedRuntimeTest, ExecsTheChainFilesRuntimeOrSaysWhatToDo) {
+  test::TempDir d;
+  d.write("ok", "#!/usr/bin/gpu-run-runtime --chain\n# a comment\nruntime=/bin/sh\n");
+  EXPECT_EQ(chained_runtime((d / "ok").string()), "/bin/sh");
+
+  d.write("gone", "#!/usr/bin/gpu-run-runtime --chain\nruntime=/nonexistent/nvidia-container-runtime\n");
+  Error e = expect_error([&] { chained_runtime((d / "gone").string()); });
+  EXPECT_EQ(e.exit_code(), kExitFailure);
+  EXPECT_CONTAINS(e.what(), "runtime=/nonexistent/nvidia-container-runtime is not an executable file");
+  EXPECT_CONTAINS(e.what(), "gpu-run-ctl configure docker");
+
+  d.write("self", "#!/usr/bin/gpu-run-runtime --chain\nruntime=" + fs::read_symlink("/proc/self/exe").string() + "\n");
+  e = expect_error([&] { chained_runtime((d / "self").string()); });
+  EXPECT_CONTAINS(e.what(), "a loop");
+
+  d.write("other", "#!/bin/sh\nexec runc \"$@\"\n");
+  e = expect_error([&] { chained_runtime((d / "other").string()); });
+  EXPECT_CONTAINS(e.what(), "not a chain file");
+  e = expect_error([&] { chained_runtime((d / "missing").string()); });
+  EXPECT_CONTAINS(e.what(), "gpu-run-runtime --chain chain file");
+  EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);
+}
+
 // gpu-run-runtime's edit of an in-memory spec.
 class SpecEditTest : public ::testing::Test {
  protected:
@@ -130,7 +168,7 @@ TEST(PrepareBundleTest, RefusesAProfileWhoseNameIsNotItsFiles) {
                                {"linux", {{"namespaces", {{{"type", "ipc"}}}}}}};
   d.write("bundle/config.json", spec.dump());
   const DecisionContext ctx(d / "config.json", "gpu-run-runtime");
-  const Error e = expect_error([&] { prepare_bundle((d / "bundle").string(), ctx); });
+  const Error e = expect_error([&] { prepare_bundle((d / "bundle").string(), ctx, "/usr/sbin/runc"); });
   EXPECT_CONTAINS(e.what(), "key 'name': 'other' does not match the file's name");
 }
 
@@ -146,7 +184,7 @@ TEST(PrepareBundleTest, AnExplicitSizeOverTheBudgetFailsTheStart) {
       {"linux", {{"namespaces", {{{"type", "ipc"}}}}, {"resources", {{"memory", {{"limit", 1024 * 1024 * 1024}}}}}}}};
   d.write("bundle/config.json", spec.dump());
   const DecisionContext ctx(d / "config.json", "gpu-run-runtime");
-  const Error e = expect_error([&] { prepare_bundle((d / "bundle").string(), ctx); });
+  const Error e = expect_error([&] { prepare_bundle((d / "bundle").string(), ctx, "/usr/sbin/runc"); });
   EXPECT_CONTAINS(e.what(),
                   "shm-size 600MiB does not fit the memory limit 1GiB (shm pages count against it; at most 50% = "
                   "512MiB may be shm): raise the memory limit to at least 1200m or ask for less");
