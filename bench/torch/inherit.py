@@ -14,7 +14,10 @@ Three measurements, in a private /dev/shm of 1 GiB (needs root), 1 MiB samples, 
   2. an epoch loop without persistent_workers (2 workers, prefetch 2: P*W = 4): the peak of each
      epoch in batches, the first epoch's against the later ones' (the previous epoch's last batch,
      still bound to the loop variable, is kept by the new workers);
-  3. the same with persistent_workers=True (workers forked once, before the loop holds anything).
+  3. the same with persistent_workers=True (workers forked once, before the loop holds anything);
+  4. a training loader (4 workers, prefetch 1, persistent, 1 MiB batches, worker 0 slow so the others'
+     batches arrive first and wait in the iterator's `_task_info`) and a validation loader whose
+     persistent workers start mid-epoch: /dev/shm before, and long after, in MiB.
 
     sudo /usr/bin/python3 bench/torch/inherit.py
 """
@@ -106,6 +109,49 @@ def epochs(persistent):
     return peaks
 
 
+class SlowFirstWorker(tud.Dataset):
+    def __len__(self):
+        return 400
+
+    def __getitem__(self, i):
+        if i % 4 == 0:
+            time.sleep(0.3)
+        return torch.zeros(MiB, dtype=torch.uint8)
+
+
+class Tiny(tud.Dataset):
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, i):
+        return torch.zeros(16, dtype=torch.uint8)
+
+
+def stashed_batches():
+    train = tud.DataLoader(SlowFirstWorker(), batch_size=1, num_workers=4, prefetch_factor=1, persistent_workers=True)
+    val = tud.DataLoader(Tiny(), batch_size=1, num_workers=1, prefetch_factor=1, persistent_workers=True)
+    base = used()
+    it = iter(train)
+    before = stash = 0
+    for k, batch in enumerate(it):
+        if k == 3:
+            time.sleep(0.8)
+            before = (used() - base) / MiB
+        if k == 4:
+            time.sleep(0.5)  # the next batches arrive while the loop waits for the slow worker's
+            stash = sum(1 for v in it._task_info.values() if len(v) == 2)
+            vit = iter(val)  # persistent workers, forked now
+            next(vit)
+            vit = None
+        if k == 40:
+            time.sleep(0.8)
+            after = (used() - base) / MiB
+            break
+    it = None
+    print(f"4. before the validation workers start: {before:.1f} MiB; {stash} batches received out of order "
+          f"wait in the iterator when they start; 36 steps later: {after:.1f} MiB")
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("bench/torch/inherit.py: needs root (a private /dev/shm)")
@@ -117,6 +163,7 @@ def main():
     p = epochs(True)
     print("3. persistent_workers, P*W = 4: peak per epoch " + ", ".join(f"{x:.2f}" for x in p) +
           " batches (the model: P*W + 2 = 6)")
+    stashed_batches()
 
 
 if __name__ == "__main__":

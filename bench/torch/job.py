@@ -25,6 +25,7 @@ spec["job"] is set, and workload.measure in a private mount namespace with a tmp
 import os
 import random
 import sys
+import threading
 import time
 
 import torch
@@ -119,6 +120,16 @@ def make_loader(l, batches, seed):
         pin_memory=pin, pin_memory_device="sim" if pin else "", drop_last=True, collate_fn=COLLATE[l["collate"]])
 
 
+# Waits for full queues that gave up before the run is called stuck: a worker that never delivers
+# (seen: workers forked while another loader's pin thread runs, waiting forever on a lock) would
+# otherwise hold the run until the launcher's deadline.
+STUCK_AFTER = 3
+
+
+class Stuck(Exception):
+    pass
+
+
 class Pass:
     """What the loop needs of one iterator: the GPU-bound wait before each next(), the count of
     waits that gave up (reported, 0 expected), and the training step's all-reduce: with several
@@ -132,11 +143,16 @@ class Pass:
     def step(self, delay):
         time.sleep(delay)
         if self.barrier is not None:
-            self.barrier.wait(timeout=120)
+            try:
+                self.barrier.wait(timeout=120)
+            except threading.BrokenBarrierError:
+                raise Stuck("another rank stopped stepping (its barrier wait gave up)")
 
     def fill(self, it):
         if isinstance(it, tud.dataloader._MultiProcessingDataLoaderIter) and not wl.fill(it, self.spec):
             self.unfilled += 1
+            if self.unfilled >= STUCK_AFTER:
+                raise Stuck(f"{self.unfilled} waits of {self.spec['max_wait']} s for full queues gave up")
 
     def release(self, it):
         if isinstance(it, tud.dataloader._MultiProcessingDataLoaderIter):
@@ -200,6 +216,10 @@ def train_epoch(loader, loop, val, kept_val, p, delay):
 def rank_main(spec, rank, start_fd_r):
     """One rank of the job: its loaders, then the loop. Exits 0 when every pass consumed what it should."""
     try:
+        # A job that hangs (a harness defect, not a crash) shows where: every thread's stack on stderr
+        # before the launcher's deadline.
+        import faulthandler
+        faulthandler.dump_traceback_later(max(10, spec["timeout"] - 20), exit=False)
         job = spec["job"]
         p = Pass(spec)
         delay = spec["delay"]
@@ -242,6 +262,11 @@ def rank_main(spec, rank, start_fd_r):
             print(f"rank {rank}: consumed {total} of {want} training batches", file=sys.stderr, flush=True)
             os._exit(3)
         os._exit(0)
+    except Stuck as e:
+        import faulthandler
+        print(f"GPU_RUN_BENCH_STUCK rank {rank}: {e}", file=sys.stderr, flush=True)
+        faulthandler.dump_traceback(all_threads=True)
+        os._exit(5)
     except BaseException as e:  # report PyTorch's message, exactly
         msg = f"{type(e).__name__}: {e}".strip().splitlines()
         print(f"GPU_RUN_BENCH_ERROR rank {rank}: {msg[0] if msg else type(e).__name__}", file=sys.stderr, flush=True)

@@ -121,21 +121,24 @@ def wait_until_full(it, max_wait):
     """The consumer of GPU-bound training: the step takes longer than loading, so by the time
     it asks for the next batch every outstanding batch (prefetch_factor * workers of them,
     PyTorch's limit) is finished. Waits for exactly that, so the queues are full each time."""
+    return _wait_for(it, lambda: finished_waiting(it) >= it._tasks_outstanding, max_wait,
+                     lambda: finished_waiting(it))
+
+
+def _wait_for(it, cond, max_wait, progress):
+    """Waits until cond(); gives up after max_wait seconds in which progress() did not change (a
+    loaded machine may take longer than that for all of a large prefetch, but never that long
+    without a batch moving)."""
     deadline = time.monotonic() + max_wait
-    while finished_waiting(it) < it._tasks_outstanding:
+    seen = progress()
+    while not cond():
         # A worker killed meanwhile (SIGBUS on a full /dev/shm): raise PyTorch's own error now
         # (its SIGCHLD path) rather than after next()'s 5 s status-check timeout.
         torch._C._error_if_any_worker_fails()
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.002)
-    return True
-
-
-def _wait_for(it, cond, deadline):
-    while not cond():
-        torch._C._error_if_any_worker_fails()
-        if time.monotonic() > deadline:
+        now = progress()
+        if now != seen:
+            seen, deadline = now, time.monotonic() + max_wait
+        elif time.monotonic() > deadline:
             return False
         time.sleep(0.002)
     return True
@@ -153,11 +156,13 @@ def pin_lag_fill(it, max_wait):
     gate.clear()
     if it._data_queue.qsize() > 0:
         return True
-    deadline = time.monotonic() + max_wait
+    def moved():
+        return it._worker_result_queue.qsize(), _HELD.get(ident, 0), it._data_queue.qsize()
+
     full = _wait_for(it, lambda: it._worker_result_queue.qsize() + _HELD.get(ident, 0) >= it._tasks_outstanding,
-                     deadline)
+                     max_wait, moved)
     gate.set()
-    pinned = _wait_for(it, lambda: it._data_queue.qsize() >= it._tasks_outstanding, deadline)
+    pinned = _wait_for(it, lambda: it._data_queue.qsize() >= it._tasks_outstanding, max_wait, moved)
     if pinned:  # else leave it running: the loop's next() must not wait on a stalled thread
         gate.clear()
     return full and pinned
@@ -429,6 +434,14 @@ def measure(spec, shm_bytes):
     errfile.close()
     res["stderr_tail"] = err[-2000:]
     res["bus_error"] = "bus error" in err.lower()
+    # A job that stopped making progress (bench/torch/job.py: its queues never filled, or the launcher's
+    # deadline passed) hung; it did not crash for lack of /dev/shm.
+    res["hung"] = bool(res.get("timed_out")) or "GPU_RUN_BENCH_STUCK" in err
+    hung_msg = None
+    if res["hung"]:
+        i = err.find("GPU_RUN_BENCH_STUCK")
+        res["hang_stacks"] = err[i:i + 12000] if i >= 0 else err[-12000:]
+        hung_msg = ("hung: " + err[i:].splitlines()[0].split(":", 1)[1].strip()) if i >= 0 else "hung: timeout"
     msg = None
     for line in err.replace("\x00", "").splitlines():
         if "GPU_RUN_BENCH_ERROR" in line:
@@ -437,7 +450,7 @@ def measure(spec, shm_bytes):
     if msg is None and not res["ok"]:
         msg = res.get("setup_error") or ("timeout" if res.get("timed_out") else
                                           (err.strip().splitlines() or ["failed without a message"])[-1])
-    res["error"] = msg
+    res["error"] = hung_msg or msg
     res["unfilled_waits"] = sum(int(m) for m in re.findall(r"GPU_RUN_BENCH_STATS rank \d+ unfilled=(\d+)", err))
     res["shm_bytes"] = shm_bytes
     return res

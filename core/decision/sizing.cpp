@@ -230,30 +230,34 @@ LoaderPlan plan_loader(const Profile& profile, const Loader* entry, bool first, 
 
 // A DataLoader's workers are forked from the training process (multiprocessing's default start
 // method on Linux), so they inherit its mappings: every shared-memory batch the process has mapped
-// when a loader starts its workers stays allocated while those workers live, after the loop has
+// when a loader starts its workers stays allocated while those workers live, after the process has
 // dropped it (torch 1.13 MapAllocator maps with MAP_SHARED and keeps the fd, and nothing unmaps it
-// in the child; measured in bench/torch/NOTES.md, "Batches the workers inherit"). What that keeps
-// beyond the loop's own batches, with the loop shapes bench/torch/fuzz draws:
+// in the child; bench/torch/inherit.py measures it, bench/torch/NOTES.md "Sizing v5"). What that
+// keeps beyond a loader's own count, with the loop shapes bench/torch/fuzz draws:
 //  - a loader without persistent_workers starts workers at every pass, while the loop variable of
 //    its previous pass still holds that pass's last batch: +1 batch of its own for the whole pass;
-//  - a loader whose workers outlive the other loops' batches (persistent_workers, started once, or
-//    the first loader, the training loop whose epoch spans the other passes) keeps what the process
-//    held of each other loader when they started: up to two batches of the training loop (its own
-//    and a previous one kept for logging), one of each other loop, and with a pin thread the one it
-//    was copying.
-// A loader with a pin thread never gives its batches to the loop (they are copied out of /dev/shm),
-// so only the third case applies to it.
+//  - workers that outlive the other loops' batches (persistent_workers, started once, or the first
+//    loader's: the training loop, whose epoch spans the other passes) keep what the process held of
+//    each other loader when they started: the loop's batches (two of the training loop's, its own
+//    and a previous one kept for logging; one of another loop's), and of a loader whose iterator is
+//    alive then (persistent, or the training loader) the batches it received out of order and holds
+//    for later (`_task_info`: at most prefetch_factor x workers - 1); of a loader with a pin thread,
+//    whose batches the loop never holds, the one the thread is copying.
 void add_inherited_batches(std::vector<LoaderPlan>& loaders) {
   for (std::size_t i = 0; i < loaders.size(); ++i) {
     LoaderPlan& l = loaders[i];
     if (l.workers == 0) continue;
-    std::uint64_t own = !l.pin_thread && !l.persistent_workers ? 1 : 0;
+    const std::uint64_t own = !l.pin_thread && !l.persistent_workers ? 1 : 0;
+    const std::uint64_t held = i == 0 ? kTrainingLoopBatches : 1;
+    const bool alive = l.persistent_workers || i == 0;
+    const std::uint64_t waiting = alive ? sat_mul(l.prefetch_factor, l.workers) - 1 : 0;
+    const std::uint64_t per_starter = l.pin_thread ? 1 : sat_add(held, waiting);
     std::uint64_t kept = 0;
     std::string by;
     for (std::size_t j = 0; j < loaders.size(); ++j) {
       const LoaderPlan& o = loaders[j];
       if (j == i || o.workers == 0 || !(o.persistent_workers || j == 0)) continue;
-      kept += l.pin_thread ? 1 : (i == 0 ? kTrainingLoopBatches : 1);
+      kept = sat_add(kept, per_starter);
       by += (by.empty() ? "" : ", ") + o.name;
     }
     if (own) {
@@ -262,11 +266,15 @@ void add_inherited_batches(std::vector<LoaderPlan>& loaders) {
           "holds the last pass's last batch, and they keep it mapped";
     }
     if (kept) {
-      l.hold_why += "; +" + std::to_string(kept) + ": " +
-                    (l.pin_thread ? "the batch its pin thread copies" : "the loop's batches") +
-                    " when the workers of " + by + " start stay mapped in them";
+      std::string what = "the batch its pin thread copies";
+      if (!l.pin_thread) {
+        what = "the loop's " + std::to_string(held) + " batch" + (held > 1 ? "es" : "");
+        if (waiting) what += " and the " + std::to_string(waiting) + " received out of order";
+      }
+      l.hold_why +=
+          "; +" + std::to_string(kept) + ": " + what + " when the workers of " + by + " start stay mapped in them";
     }
-    l.hold = sat_add(l.hold, own + kept);
+    l.hold = sat_add(l.hold, sat_add(own, kept));
     l.bytes = loader_bytes(l);
   }
 }

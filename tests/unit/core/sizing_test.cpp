@@ -599,26 +599,28 @@ TEST(Loaders, EveryLoaderAddsItsBoundAndWhatItsWorkersInherit) {
   ASSERT_EQ(p.loaders.size(), 2u);
   // Neither loader has a pin thread. train (the first loader, no persistent_workers): the loop's
   // batch and the previous one (2), its last batch of an epoch kept by the next epoch's workers (1),
-  // and two of its batches mapped when val's persistent workers start (2): hold 5. The request's 4
+  // and, when val's persistent workers start mid-epoch, the loop's two batches and the up to
+  // 2 * 4 - 1 = 7 received out of order that its iterator holds (9): hold 12. The request's 4
   // workers, the profile's batch 64 and prefetch 2:
-  //   (2 * 4 + 5) * 38,539,264 + 114,688 = 501,010,432 + 114,688 = 501,125,120
+  //   (2 * 4 + 12) * 38,539,264 + 114,688 = 770,785,280 + 114,688 = 770,899,968
   EXPECT_EQ(p.loaders[0].name, "train");
   EXPECT_EQ(p.loaders[0].workers, 4u);
-  EXPECT_EQ(p.loaders[0].hold, 5u);
-  EXPECT_EQ(p.loaders[0].bytes, 501125120u);
+  EXPECT_EQ(p.loaders[0].hold, 12u);
+  EXPECT_EQ(p.loaders[0].bytes, 770899968u);
   // val: batch 128 -> 77,070,336 (18,816 pages) + 4096 = 77,074,432; 2 workers, prefetch 4,
-  // persistent (no batch of its own kept across passes), one of its batches kept by the training
-  // loader's workers started at each epoch: hold 2 + 1 = 3.
-  //   (4 * 2 + 3) * 77,074,432 + 4096 * (8 + 10) = 847,818,752 + 73,728 = 847,892,480
+  // persistent (no batch of its own kept across passes, and its iterator alive between passes):
+  // when train's workers start at each epoch, one batch of the loop and up to 4 * 2 - 1 = 7
+  // received out of order: hold 2 + 8 = 10.
+  //   (4 * 2 + 10) * 77,074,432 + 4096 * (8 + 10) = 1,387,339,776 + 73,728 = 1,387,413,504
   EXPECT_EQ(p.loaders[1].batch_bytes, 77074432u);
   EXPECT_EQ(p.loaders[1].workers, 2u);
   EXPECT_EQ(p.loaders[1].prefetch_factor, 4u);
   EXPECT_TRUE(p.loaders[1].persistent_workers);
-  EXPECT_EQ(p.loaders[1].hold, 3u);
-  EXPECT_EQ(p.loaders[1].bytes, 847892480u);
-  // per_rank = 501,125,120 + 847,892,480 = 1,349,017,600 -> 1287 MiB (1286.52)
-  EXPECT_EQ(p.per_rank, 1349017600u);
-  EXPECT_EQ(p.shm, 1287 * MiB);
+  EXPECT_EQ(p.loaders[1].hold, 10u);
+  EXPECT_EQ(p.loaders[1].bytes, 1387413504u);
+  // per_rank = 770,899,968 + 1,387,413,504 = 2,158,313,472 -> 2059 MiB (2058.33)
+  EXPECT_EQ(p.per_rank, 2158313472u);
+  EXPECT_EQ(p.shm, 2059 * MiB);
   // The plan's single-loader view is the first loader's.
   EXPECT_EQ(p.workers, 4u);
   EXPECT_EQ(p.batch_bytes, kBatch64);
@@ -628,13 +630,17 @@ TEST(Loaders, EveryLoaderAddsItsBoundAndWhatItsWorkersInherit) {
                   "loader val: batch_size 128, workers 2, prefetch_factor 4, pin_memory false, "
                   "persistent_workers true");
   EXPECT_CONTAINS(e, "(every loader alive at once)");
-  EXPECT_CONTAINS(e, "+2: the loop's batches when the workers of val start stay mapped in them");
-  EXPECT_CONTAINS(e, "+1: the loop's batches when the workers of train start stay mapped in them");
+  EXPECT_CONTAINS(e,
+                  "+9: the loop's 2 batches and the 7 received out of order when the workers of val start stay "
+                  "mapped in them");
+  EXPECT_CONTAINS(e,
+                  "+8: the loop's 1 batch and the 7 received out of order when the workers of train start stay "
+                  "mapped in them");
   EXPECT_CONTAINS(e, "+1: without persistent_workers each pass starts new workers");
   nlohmann::json j = plan_to_json(p);
   ASSERT_EQ(j["loaders"].size(), 2u);
-  EXPECT_EQ(j["loaders"][1]["bytes"], 847892480u);
-  EXPECT_EQ(j["loaders"][1]["hold"], 3u);
+  EXPECT_EQ(j["loaders"][1]["bytes"], 1387413504u);
+  EXPECT_EQ(j["loaders"][1]["hold"], 10u);
   EXPECT_FALSE(j.contains("advancing_bytes"));
 }
 
@@ -660,16 +666,16 @@ TEST(Loaders, OneLoaderKeepsItsLastBatchOfAPassUnlessPersistent) {
 
 // A pinned training loader next to an unpinned validation loader: the training loop holds no batch in
 // /dev/shm; when val's persistent workers start they keep the batch train's pin thread is copying, and
-// train's workers, started every epoch, keep val's last batch.
+// train's workers, started every epoch, keep val's last batch and what val's iterator holds.
 TEST(Loaders, APinThreadsBatchIsKeptByOtherLoadersWorkers) {
   Profile prof = train_and_val();
   prof.pin_memory = true;
   prof.loaders[1].pin_memory = false;
   ShmPlan p = plan_shm(prof, request(1, 4));
   EXPECT_EQ(p.loaders[0].hold, 1u);
-  EXPECT_EQ(p.loaders[1].hold, 3u);
-  // train (2 * 4 + 1) * 38,539,264 + 114,688 = 346,968,064; val 847,892,480 as above
-  EXPECT_EQ(p.per_rank, 346968064u + 847892480u);
+  EXPECT_EQ(p.loaders[1].hold, 10u);
+  // train (2 * 4 + 1) * 38,539,264 + 114,688 = 346,968,064; val 1,387,413,504 as above
+  EXPECT_EQ(p.per_rank, 346968064u + 1387413504u);
   EXPECT_CONTAINS(explain(p), "+1: the batch its pin thread copies when the workers of val start");
 }
 
@@ -680,7 +686,9 @@ TEST(Loaders, ShortLivedWorkersOfAnotherLoaderKeepNothing) {
   prof.loaders[1].persistent_workers = false;
   ShmPlan p = plan_shm(prof, request(1, 4));
   EXPECT_EQ(p.loaders[0].hold, 3u);  // 2 + its own last batch; val's workers keep nothing of it
-  EXPECT_EQ(p.loaders[1].hold, 4u);  // 2 + its own last batch + one kept by train's workers
+  // 2 + its own last batch + the loop's one kept by train's workers; its iterator is gone between
+  // passes, so nothing of it waits out of order when they start.
+  EXPECT_EQ(p.loaders[1].hold, 4u);
 }
 
 // A list collate sends each sample's tensors on their own: every field is page-rounded per sample.
