@@ -515,14 +515,9 @@ UndoEdit undo_containerd_config(const std::optional<std::string>& current, const
                       " to restore (it was removed, or the handler was not added by gpu-run-ctl configure): " +
                       by_hand + " (gpu-run-ctl leaves the file as it is)");
   }
-  if (const std::string change = toml_difference(*before, after); !change.empty())
-    throw usage_error(source + " changed since gpu-run-ctl configure wrote it (" + change + "): " + by_hand +
-                      ", or copy " + bak +
-                      " over it to drop that change too (gpu-run-ctl leaves both files as they are)");
-  undo.kind = UndoEdit::kRestore;
-  undo.text = *backup;
-  undo.said = "restored from " + bak + ", byte for byte as it was before gpu-run-ctl configure";
-  return undo;
+  UndoEdit restore = restore_unless_changed(source, toml_difference(*before, after), by_hand, bak, *backup);
+  restore.entry_binary = undo.entry_binary;
+  return restore;
 }
 
 namespace {

@@ -193,14 +193,10 @@ UndoEdit undo_daemon_json(const std::optional<std::string>& current, const std::
                       " (gpu-run-ctl leaves the file as it is)");
   }
   // Compared as JSON (key order and layout aside), restored as the backup's bytes.
-  if (json(after) != json(*before))
-    throw usage_error(source + " changed since gpu-run-ctl configure wrote it (" +
-                      daemon_json_difference(json(*before), json(after)) + "): " + by_hand + ", or copy " + bak +
-                      " over it to drop that change too (gpu-run-ctl leaves both files as they are)");
-  undo.kind = UndoEdit::kRestore;
-  undo.text = *backup;
-  undo.said = "restored from " + bak + ", byte for byte as it was before gpu-run-ctl configure";
-  return undo;
+  const std::string change = json(after) == json(*before) ? "" : daemon_json_difference(json(*before), json(after));
+  UndoEdit restore = restore_unless_changed(source, change, by_hand, bak, *backup);
+  restore.entry_binary = undo.entry_binary;
+  return restore;
 }
 
 namespace {

@@ -25,6 +25,19 @@ bool remove_file(const fs::path& path) {
 
 }  // namespace
 
+UndoEdit restore_unless_changed(const std::string& source, const std::string& change, const std::string& by_hand,
+                                const std::string& bak, const std::string& backup) {
+  if (!change.empty())
+    throw usage_error(source + " changed since gpu-run-ctl configure wrote it (" + change + "): " + by_hand +
+                      ", or copy " + bak +
+                      " over it to drop that change too (gpu-run-ctl leaves both files as they are)");
+  UndoEdit undo;
+  undo.kind = UndoEdit::kRestore;
+  undo.text = backup;
+  undo.said = "restored from " + bak + ", byte for byte as it was before gpu-run-ctl configure";
+  return undo;
+}
+
 void apply_undo(const fs::path& path, const UndoEdit& undo, bool dry_run) {
   std::error_code ec;
   const bool has_backup = undo.kind != UndoEdit::kNothing && fs::exists(backup_path(path), ec);

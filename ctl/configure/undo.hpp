@@ -18,6 +18,13 @@ struct UndoEdit {
                              // kNothing: the sentence saying why there is nothing to do
 };
 
+// The edit that restores `backup` (the file's bytes before gpu-run's entry, read from `bak`) when
+// `change` (what else differs between the file without gpu-run's entry and the backup, in words)
+// is empty; else throws Error (exit 2) naming `source`, the change, `by_hand` (what a person would
+// do instead) and the backup.
+UndoEdit restore_unless_changed(const std::string& source, const std::string& change, const std::string& by_hand,
+                                const std::string& bak, const std::string& backup);
+
 // --undo's act on `path`: writes `undo.text` (kRestore) or removes the file (kRemove), then
 // removes its backup; prints what it did, and that a chain file the entry ran stays (containers
 // started through it run it for each exec, stop and delete). With `dry_run`, prints the file as

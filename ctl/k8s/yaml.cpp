@@ -29,7 +29,13 @@ bool is_plain_key(const std::string& key) {
   return !YAML::IsNullString(key) && !YAML::convert<bool>::decode(YAML::Node(key), as_bool);
 }
 
-void emit(YAML::Emitter& out, const ordered_json& value) {
+bool is_plain_value(const std::string& s);
+
+// How emit writes strings: always double-quoted (the objects gpu-run-ctl prints), or plain where a
+// person reads it so and every YAML reader takes it for the same string (what `k8s -f` adds).
+enum class Strings { quoted, plain_when_safe };
+
+void emit(YAML::Emitter& out, const ordered_json& value, Strings strings = Strings::quoted) {
   switch (value.type()) {
     case ordered_json::value_t::object:
       // An empty map or sequence in flow style ("{}", "[]") stays on its key's line.
@@ -39,18 +45,19 @@ void emit(YAML::Emitter& out, const ordered_json& value) {
         out << YAML::Key;
         if (!is_plain_key(key)) out << YAML::DoubleQuoted;
         out << key << YAML::Value;
-        emit(out, item);
+        emit(out, item, strings);
       }
       out << YAML::EndMap;
       break;
     case ordered_json::value_t::array:
       if (value.empty()) out << YAML::Flow;
       out << YAML::BeginSeq;
-      for (const ordered_json& item : value) emit(out, item);
+      for (const ordered_json& item : value) emit(out, item, strings);
       out << YAML::EndSeq;
       break;
     case ordered_json::value_t::string:
-      out << YAML::DoubleQuoted << value.get_ref<const std::string&>();
+      if (strings == Strings::quoted || !is_plain_value(value.get_ref<const std::string&>())) out << YAML::DoubleQuoted;
+      out << value.get_ref<const std::string&>();
       break;
     case ordered_json::value_t::boolean:
       out << value.get<bool>();
@@ -184,35 +191,6 @@ void emit_node(YAML::Emitter& out, const YAML::Node& node) {
   }
 }
 
-// A new value: strings plain only when is_plain_value, else double-quoted.
-void emit_new(YAML::Emitter& out, const ordered_json& value) {
-  switch (value.type()) {
-    case ordered_json::value_t::object:
-      if (value.empty()) out << YAML::Flow;
-      out << YAML::BeginMap;
-      for (const auto& [key, item] : value.items()) {
-        out << YAML::Key;
-        if (!is_plain_key(key)) out << YAML::DoubleQuoted;
-        out << key << YAML::Value;
-        emit_new(out, item);
-      }
-      out << YAML::EndMap;
-      break;
-    case ordered_json::value_t::array:
-      if (value.empty()) out << YAML::Flow;
-      out << YAML::BeginSeq;
-      for (const ordered_json& item : value) emit_new(out, item);
-      out << YAML::EndSeq;
-      break;
-    case ordered_json::value_t::string:
-      if (!is_plain_value(value.get_ref<const std::string&>())) out << YAML::DoubleQuoted;
-      out << value.get_ref<const std::string&>();
-      break;
-    default:
-      emit(out, value);
-  }
-}
-
 // `after` written over `node` (whose value is `before`): equal parts as they were read, changed
 // scalars and added members new.
 void emit_edit(YAML::Emitter& out, const YAML::Node& node, const ordered_json& before, const ordered_json& after) {
@@ -233,7 +211,7 @@ void emit_edit(YAML::Emitter& out, const YAML::Node& node, const ordered_json& b
       } else {
         if (!is_plain_key(key)) out << YAML::DoubleQuoted;
         out << key << YAML::Value;
-        emit_new(out, value);
+        emit(out, value, Strings::plain_when_safe);
       }
     }
     out << YAML::EndMap;
@@ -245,10 +223,10 @@ void emit_edit(YAML::Emitter& out, const YAML::Node& node, const ordered_json& b
       if (i < node.size() && i < before.size())
         emit_edit(out, node[i], before[i], after[i]);
       else
-        emit_new(out, after[i]);
+        emit(out, after[i], Strings::plain_when_safe);
     out << YAML::EndSeq;
   } else {
-    emit_new(out, after);
+    emit(out, after, Strings::plain_when_safe);
   }
 }
 
