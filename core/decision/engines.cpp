@@ -108,9 +108,10 @@ EngineTerm ray_term(const RaySpec& s, std::optional<std::uint64_t> memory_limit,
   std::snprintf(fraction, sizeof fraction, "%g", s.object_store_fraction);
   if (!memory_limit) {
     problem = "Ray's object store defaults to " + std::string(fraction) +
-              " of the container's memory (engines.ray.object_store_fraction) and no memory limit is known: give "
-              "the container's memory limit (--memory to gpu-run and gpu-run-ctl plan, the pod's limit to the "
-              "webhook), or set engines.ray.object_store_memory in the profile";
+              " of the container's memory (engines.ray.object_store_fraction) and the plan has no memory limit to "
+              "take it from: plan with the container's limit (--memory to gpu-run and gpu-run-ctl plan; the webhook "
+              "passes the pod's under its deny and warn policies, not under raise, which raises the limit Ray reads), "
+              "or set engines.ray.object_store_memory in the profile";
     t.formula = "not sized: " + problem;
     return t;
   }

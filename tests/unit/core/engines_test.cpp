@@ -134,7 +134,8 @@ TEST(RayTerm, DefaultIsAFractionOfTheMemoryLimitCapped) {
   EXPECT_EQ(plan_engines(p, 1, 16 * GiB).bytes, 8 * GiB);
   // Without a memory limit the default cannot be known.
   EnginesPlan unknown = plan_engines(p, 1, std::nullopt);
-  EXPECT_CONTAINS(unknown.problem, "no memory limit is known: give the container's memory limit (--memory");
+  EXPECT_CONTAINS(unknown.problem,
+                  "the plan has no memory limit to take it from: plan with the container's limit (--memory");
   EXPECT_CONTAINS(unknown.problem, "engines.ray.object_store_memory");
 }
 
