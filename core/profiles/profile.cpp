@@ -521,7 +521,7 @@ json merge_profile_documents(const json& parent, const json& child) {
         engines.erase(name);
         continue;
       }
-      json engine = engines.contains(name) ? engines[name] : json::object();
+      json engine = engines.contains(name) && engines[name].is_object() ? engines[name] : json::object();
       if (v.contains("object_store_memory")) engine.erase("object_store_fraction");
       if (v.contains("object_store_fraction")) engine.erase("object_store_memory");
       for (const auto& [key, value] : v.items()) engine[key] = value;

@@ -475,6 +475,11 @@ TEST(ProfileMerge, EnginesMergeEngineByEngineAndNullDropsOne) {
   json dropped = merge_profile_documents(merged, parse_profile_document(R"({"engines": {"ray": null}})", "g"));
   EXPECT_FALSE(dropped["engines"].contains("ray"));
   EXPECT_TRUE(dropped["engines"].contains("vllm"));
+  // A parent that wrote null for an engine (a standalone file) merges with a child that names it.
+  json standalone = parse_profile_document(R"({"engines": {"ray": null}})", "s");
+  json named = merge_profile_documents(
+      standalone, parse_profile_document(R"({"engines": {"ray": {"object_store_memory": "1g"}}})", "n"));
+  EXPECT_EQ(named["engines"]["ray"]["object_store_memory"], "1g");
   // A child without the section keeps the parent's.
   EXPECT_EQ(merge_profile_documents(merged, parse_profile_document(R"({"batch_size": 2})", "b"))["engines"],
             merged["engines"]);
