@@ -133,6 +133,13 @@ std::string format_size(std::uint64_t bytes) {
   return out + kUnits[unit];
 }
 
+std::uint64_t sat_mul(std::uint64_t a, std::uint64_t b) {
+  if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
+  return a * b;
+}
+
+std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
 std::string exact_size(std::uint64_t bytes) {
   if (bytes == 0) return "0";
   for (const auto& [unit, suffix] :

@@ -31,6 +31,10 @@ std::string exact_size(std::uint64_t bytes);
 // Rounds up to a multiple of `align` (a power of two); saturates at UINT64_MAX.
 std::uint64_t round_up(std::uint64_t value, std::uint64_t align);
 
+// a x b and a + b, saturating at UINT64_MAX (the sizing model's arithmetic on profile values).
+std::uint64_t sat_mul(std::uint64_t a, std::uint64_t b);
+std::uint64_t sat_add(std::uint64_t a, std::uint64_t b);
+
 // Parses a non-negative decimal integer that fits in `max`; throws Error naming `what`.
 std::uint64_t parse_count(std::string_view text, std::string_view what, std::uint64_t max = 1u << 20);
 

@@ -29,13 +29,6 @@ constexpr std::uint64_t kTrainingLoopBatches = 2;
 // (mnist r1 w1: 452 KiB), where a MiB would be over twice the need.
 constexpr std::uint64_t kNeedAlign = 64 * 1024;
 
-std::uint64_t sat_mul(std::uint64_t a, std::uint64_t b) {
-  if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
-  return a * b;
-}
-
-std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
-
 // ceil(v) in bytes, saturating: converting a value past UINT64_MAX is undefined behaviour.
 std::uint64_t ceil_bytes(long double v) {
   if (!(v < 18446744073709551615.0L)) return UINT64_MAX;
@@ -127,9 +120,13 @@ NcclPlan plan_nccl(const Profile& profile, unsigned ranks) {
     return n;
   }
   n.source = "nccl";
+  n.host_mem = s.host_mem;
   // p2p: buffers in GPU memory (src/transport/p2p.cc); none: NCCL_SHM_DISABLE=1 and no P2P, so
-  // sockets. Neither puts a segment per peer on /dev/shm.
-  if (s.transport != "shm") return n;
+  // sockets. Neither puts a segment per peer on /dev/shm. Nor does the SHM transport with cuMem
+  // host memory: ncclShmAllocateShareableBuffer (src/transport/shm.cc) takes ncclCuMemHostAlloc
+  // instead of ncclShmOpen when ncclCuMemEnable() && ncclCuMemHostEnable() (src/misc/cudawrap.cc:
+  // NCCL_CUMEM_HOST_ENABLE, NCCL 2.23+ with CUDA 12.2+, on by default from 2.24 with a 12.6 driver).
+  if (s.transport != "shm" || s.host_mem == "cumem") return n;
   // Per channel each rank receives from `peers` ranks (nccl_peers). The sender side opens
   // sizeof(struct ncclSendMem) = 4096 (shmSendSetup).
   n.channels = s.channels;
@@ -311,9 +308,11 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   p.batch_bytes = main.batch_bytes;
   p.nccl_plan = plan_nccl(profile, p.ranks);
   p.nccl = p.nccl_plan.bytes;
+  p.engines = plan_engines(profile, p.ranks, r.memory_limit);
   p.headroom = main.calibrated ? std::max(profile.headroom, kCalibratedHeadroom) : profile.headroom;
   // The model's need to 64 KiB; the size applied to whole MiB, as engines and people write it.
-  p.need = round_up(scale(sat_add(sat_mul(p.ranks, p.per_rank), p.nccl), p.headroom), kNeedAlign);
+  p.need =
+      round_up(scale(sat_add(sat_add(sat_mul(p.ranks, p.per_rank), p.nccl), p.engines.bytes), p.headroom), kNeedAlign);
   p.min_shm = profile.min_shm;
   p.max_shm = profile.max_shm;
   p.shm = std::max(round_up(p.need, kMiB), p.min_shm);
@@ -321,7 +320,9 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   p.memory_fraction_max = r.memory_fraction_max;
 
   // Strings, not a stream: this runs in the hook on every container start.
-  if (p.need > p.max_shm) {
+  if (!p.engines.problem.empty()) {
+    p.problem = p.engines.problem;
+  } else if (p.need > p.max_shm) {
     p.problem = "planned /dev/shm of " + format_size(p.need) + " for profile " + p.profile + " (" +
                 std::to_string(p.ranks) + " rank(s) x " + std::to_string(p.workers) + " workers x batch " +
                 std::to_string(p.batch_size) + ") is above the profile's max_shm " + format_size(p.max_shm) +
@@ -371,7 +372,7 @@ void explain_batch(std::ostringstream& out, const LoaderPlan& l, const char* ind
 
 void explain_slots(std::ostringstream& out, const LoaderPlan& l, const char* indent, const char* label) {
   if (l.workers == 0) {
-    out << indent << label << " = 0 (workers=0: batches are collated in the main process, not in /dev/shm)\n";
+    out << indent << label << " = 0 (workers=0: no DataLoader worker, so no batch in /dev/shm)\n";
     return;
   }
   out << indent << label << " = (prefetch_factor " << l.prefetch_factor << " x workers " << l.workers << " + hold "
@@ -405,6 +406,10 @@ void explain_nccl(std::ostringstream& out, const NcclPlan& n, unsigned ranks) {
   } else if (n.transport != "shm") {
     out << "  nccl         = 0 (transport " << n.transport
         << ": no NCCL segment per peer in /dev/shm; the profile's nccl section)\n";
+  } else if (n.host_mem == "cumem") {
+    out << "  nccl         = 0 (transport shm, host_mem cumem: NCCL_CUMEM_HOST_ENABLE puts the SHM transport's "
+           "buffers in cuMem host memory, src/transport/shm.cc ncclShmAllocateShareableBuffer, NCCL 2.23+ with CUDA "
+           "12.2+; the profile's nccl section)\n";
   } else {
     out << "  nccl         = ranks " << ranks << " x channels " << n.channels << " x peers " << n.peers << " x (recv "
         << format_size(n.recv_segment) << " + send " << format_size(n.send_segment) << ") = " << format_size(n.bytes)
@@ -424,7 +429,7 @@ std::string explain(const ShmPlan& p) {
                          : "")
       << ", prefetch_factor " << p.prefetch_factor << ", pin_memory " << (p.pin_memory ? "true" : "false") << "\n";
   if (p.loaders.size() == 1) {
-    explain_batch(out, main, "  ");
+    if (main.workers > 0) explain_batch(out, main, "  ");
     explain_slots(out, main, "  ", "per_rank    ");
   } else {
     for (const LoaderPlan& l : p.loaders) {
@@ -441,8 +446,9 @@ std::string explain(const ShmPlan& p) {
     out << " = " << format_size(p.per_rank) << " (every loader alive at once)\n";
   }
   explain_nccl(out, p.nccl_plan, p.ranks);
-  out << "  need         = headroom " << p.headroom << " x (" << p.ranks
-      << " x per_rank + nccl) = " << size_in_mib(p.need)
+  explain_engines(out, p.engines);
+  out << "  need         = headroom " << p.headroom << " x (" << p.ranks << " x per_rank + nccl"
+      << (p.engines.terms.empty() ? "" : " + engines") << ") = " << size_in_mib(p.need)
       << (main.calibrated ? " (calibrated: headroom at least 1.25, a sampled peak is not a bound)" : "") << "\n";
   out << "  shm          = " << size_in_mib(p.shm);
   if (p.shm == p.min_shm && p.shm > p.need)
@@ -500,12 +506,14 @@ nlohmann::json plan_to_json(const ShmPlan& p) {
   const NcclPlan& n = p.nccl_plan;
   j["nccl"] = {{"source", n.source},
                {"transport", n.transport},
+               {"host_mem", n.host_mem},
                {"channels", n.channels},
                {"peers", n.peers},
                {"measured_ranks", n.measured_ranks},
                {"recv_segment_bytes", n.recv_segment},
                {"send_segment_bytes", n.send_segment},
                {"bytes", n.bytes}};
+  j["engines"] = engines_plan_to_json(p.engines);
   j.update({{"need_bytes", p.need},
             {"shm_bytes", p.shm},
             {"shm", engine_size(p.shm)},

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engines.hpp"
 #include "gpus.hpp"
 #include "profile.hpp"
 
@@ -53,6 +54,7 @@ struct LoaderPlan {
 struct NcclPlan {
   std::string source;  // "nccl" (the section), "measured", "nccl_reserve" (flat), "single rank"
   std::string transport;
+  std::string host_mem;  // the section's host_mem: "cumem" puts the SHM transport's buffers off /dev/shm
   std::uint64_t channels = 0;
   std::uint64_t peers = 0;           // receive connections per rank and channel
   std::uint64_t measured_ranks = 0;  // "measured" and scaled: the ranks it was taken with; else 0
@@ -81,6 +83,7 @@ struct ShmPlan {
   std::vector<LoaderPlan> loaders;  // the first is the one the request's workers/batch/prefetch set
   std::uint64_t nccl = 0;
   NcclPlan nccl_plan;
+  EnginesPlan engines;  // the other engines the profile names (engines.hpp)
   double headroom = 1.0;
   std::uint64_t need = 0;  // before the min/max clamp
   std::uint64_t shm = 0;   // the size to apply

@@ -29,7 +29,7 @@ const std::set<std::string>& known_keys() {
       "$schema",     "schema",       "name",         "description",     "extends",
       "fields",      "sample_bytes", "batch_size",   "workers_per_gpu", "prefetch_factor",
       "pin_memory",  "headroom",     "nccl_reserve", "min_shm",         "max_shm",
-      "calibration", "nccl",         "loaders",      "collate"};
+      "calibration", "nccl",         "loaders",      "collate",         "engines"};
   return keys;
 }
 
@@ -154,17 +154,23 @@ void validate_workers(const std::string& source, const std::string& key, const j
 // The nccl section: what the profile knows of NCCL between the ranks of one node.
 void validate_nccl(const std::string& source, const json& v) {
   if (!v.is_object()) throw key_error(source, "nccl", "an object {transport, channels, buffsize, ...}", v);
-  static const std::set<std::string> keys = {"transport",      "channels", "buffsize",      "ll_buffsize",
-                                             "ll128_buffsize", "measured", "measured_ranks"};
+  static const std::set<std::string> keys = {"transport",      "channels", "buffsize",       "ll_buffsize",
+                                             "ll128_buffsize", "measured", "measured_ranks", "host_mem"};
   for (const auto& [k, val] : v.items()) {
     const std::string key = "nccl." + k;
     if (!keys.count(k))
       throw usage_error(source + ": key '" + key +
                         "': unknown key (expected transport, channels, buffsize, ll_buffsize, ll128_buffsize, "
-                        "measured, measured_ranks)");
+                        "measured, measured_ranks, host_mem)");
     if (k == "transport") {
       if (!val.is_string() || (val != "shm" && val != "p2p" && val != "none"))
         throw key_error(source, key, "\"shm\", \"p2p\" or \"none\"", val);
+    } else if (k == "host_mem") {
+      if (!val.is_string() || (val != "shm" && val != "cumem"))
+        throw key_error(source, key,
+                        "\"shm\" (the SHM transport's buffers are files on /dev/shm) or \"cumem\" (cuMem host "
+                        "memory: NCCL_CUMEM_HOST_ENABLE, NCCL 2.23+ with CUDA 12.2+)",
+                        val);
     } else if (k == "channels") {
       positive_int(source, key, val, 64);
     } else if (k == "measured_ranks") {
@@ -173,6 +179,79 @@ void validate_nccl(const std::string& source, const json& v) {
     } else {
       size_value(source, key, val);
     }
+  }
+}
+
+// The engines section: one object per engine that shares /dev/shm, each with its own keys; null
+// drops the engine a parent names.
+const std::map<std::string, std::vector<std::string>>& engine_keys() {
+  static const std::map<std::string, std::vector<std::string>> keys = {
+      {"vllm",
+       {"tensor_parallel_size", "mq_max_chunk_bytes", "response_chunk_bytes", "max_chunks", "kv_offloading_size"}},
+      {"ray", {"object_store_memory", "object_store_fraction", "object_store_cap", "plasma_directory"}},
+      {"triton_python", {"instances", "shm_default_byte_size", "shm_growth_byte_size", "inflight_bytes"}},
+      {"deepspeed", {"ranks"}}};
+  return keys;
+}
+
+std::string joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : ", ") + w;
+  return out;
+}
+
+// A size that must be at least `min` bytes, with what it stands for in the message.
+void size_at_least(const std::string& source, const std::string& key, const json& v, std::uint64_t min,
+                   const std::string& why) {
+  if (size_value(source, key, v) < min) throw key_error(source, key, "a size of at least " + why, v);
+}
+
+void validate_engine(const std::string& source, const std::string& engine, const json& v) {
+  const std::string where = "engines." + engine;
+  const std::vector<std::string>& known = engine_keys().at(engine);
+  if (!v.is_object()) throw key_error(source, where, "an object {" + joined(known) + "} or null", v);
+  for (const auto& [k, val] : v.items()) {
+    const std::string key = where + "." + k;
+    if (std::find(known.begin(), known.end(), k) == known.end())
+      throw usage_error(source + ": key '" + key + "': unknown key (expected " + joined(known) + ")");
+    if (k == "tensor_parallel_size" || k == "ranks") {
+      positive_int(source, key, val, 1024);
+    } else if (k == "max_chunks") {
+      positive_int(source, key, val, 1024);
+    } else if (k == "instances") {
+      positive_int(source, key, val, 4096);
+    } else if (k == "mq_max_chunk_bytes" || k == "response_chunk_bytes" || k == "shm_growth_byte_size" ||
+               k == "object_store_cap") {
+      size_at_least(source, key, val, 1, "1 byte");
+    } else if (k == "shm_default_byte_size") {
+      // Triton refuses less: "shm-default-byte-size can't be smaller than 4 MiBs" (its check is 1 MiB).
+      size_at_least(source, key, val, 1024 * 1024, "1 MiB (Triton's python backend refuses less)");
+    } else if (k == "object_store_memory") {
+      // ray_constants.OBJECT_STORE_MINIMUM_MEMORY_BYTES: Ray refuses a smaller store.
+      size_at_least(source, key, val, 75 * 1024 * 1024, "75 MiB (Ray refuses a smaller object store)");
+    } else if (k == "object_store_fraction") {
+      if (!val.is_number() || !std::isfinite(val.get<double>()) || val.get<double>() <= 0 || val.get<double>() > 1)
+        throw key_error(source, key, "a number above 0 and at most 1 (Ray's default is 0.3)", val);
+    } else if (k == "plasma_directory") {
+      if (!val.is_string() || val.get<std::string>().empty() || val.get<std::string>()[0] != '/')
+        throw key_error(source, key, "an absolute path (Ray's --plasma-directory)", val);
+    } else {
+      size_value(source, key, val);
+    }
+  }
+  if (v.contains("object_store_memory") && v.contains("object_store_fraction"))
+    throw usage_error(source + ": keys '" + where + ".object_store_memory' and '" + where +
+                      ".object_store_fraction' exclude each other: give one (Ray uses the size when both are set)");
+}
+
+void validate_engines(const std::string& source, const json& v) {
+  std::vector<std::string> names;
+  for (const auto& [name, keys] : engine_keys()) names.push_back(name);
+  if (!v.is_object()) throw key_error(source, "engines", "an object {" + joined(names) + "}", v);
+  for (const auto& [name, val] : v.items()) {
+    if (!engine_keys().count(name))
+      throw usage_error(source + ": key 'engines." + name + "': unknown engine (expected " + joined(names) + ")");
+    if (!val.is_null()) validate_engine(source, name, val);
   }
 }
 
@@ -236,6 +315,87 @@ ordered_json fields_to_json(const std::vector<Field>& fields) {
   return out;
 }
 
+// A validated engines section (null engines already dropped or skipped here).
+Engines engines_from(const json& e, const std::string& source) {
+  Engines out;
+  auto size_or = [&source](const json& v, const char* engine, const char* key, std::uint64_t fallback) {
+    return v.contains(key) ? size_value(source, std::string("engines.") + engine + "." + key, v[key]) : fallback;
+  };
+  if (e.contains("vllm") && !e["vllm"].is_null()) {
+    const json& v = e["vllm"];
+    VllmSpec s;
+    if (v.contains("tensor_parallel_size")) s.tensor_parallel_size = v["tensor_parallel_size"].get<std::uint64_t>();
+    s.mq_max_chunk_bytes = size_or(v, "vllm", "mq_max_chunk_bytes", s.mq_max_chunk_bytes);
+    s.response_chunk_bytes = size_or(v, "vllm", "response_chunk_bytes", s.response_chunk_bytes);
+    s.max_chunks = v.value("max_chunks", s.max_chunks);
+    s.kv_offloading_size = size_or(v, "vllm", "kv_offloading_size", s.kv_offloading_size);
+    out.vllm = s;
+  }
+  if (e.contains("ray") && !e["ray"].is_null()) {
+    const json& v = e["ray"];
+    RaySpec s;
+    if (v.contains("object_store_memory"))
+      s.object_store_memory = size_value(source, "engines.ray.object_store_memory", v["object_store_memory"]);
+    s.object_store_fraction = v.value("object_store_fraction", s.object_store_fraction);
+    s.object_store_cap = size_or(v, "ray", "object_store_cap", s.object_store_cap);
+    s.plasma_directory = v.value("plasma_directory", s.plasma_directory);
+    out.ray = s;
+  }
+  if (e.contains("triton_python") && !e["triton_python"].is_null()) {
+    const json& v = e["triton_python"];
+    TritonPythonSpec s;
+    s.instances = v.value("instances", s.instances);
+    s.shm_default_byte_size = size_or(v, "triton_python", "shm_default_byte_size", s.shm_default_byte_size);
+    s.shm_growth_byte_size = size_or(v, "triton_python", "shm_growth_byte_size", s.shm_growth_byte_size);
+    s.inflight_bytes = size_or(v, "triton_python", "inflight_bytes", s.inflight_bytes);
+    out.triton_python = s;
+  }
+  if (e.contains("deepspeed") && !e["deepspeed"].is_null()) {
+    DeepSpeedSpec s;
+    if (e["deepspeed"].contains("ranks")) s.ranks = e["deepspeed"]["ranks"].get<std::uint64_t>();
+    out.deepspeed = s;
+  }
+  return out;
+}
+
+ordered_json engines_to_json(const Engines& e) {
+  ordered_json out = ordered_json::object();
+  if (e.vllm) {
+    const VllmSpec& s = *e.vllm;
+    ordered_json v;
+    if (s.tensor_parallel_size) v["tensor_parallel_size"] = *s.tensor_parallel_size;
+    v["mq_max_chunk_bytes"] = exact_size(s.mq_max_chunk_bytes);
+    v["response_chunk_bytes"] = exact_size(s.response_chunk_bytes);
+    v["max_chunks"] = s.max_chunks;
+    if (s.kv_offloading_size) v["kv_offloading_size"] = exact_size(s.kv_offloading_size);
+    out["vllm"] = v;
+  }
+  if (e.ray) {
+    const RaySpec& s = *e.ray;
+    ordered_json v;
+    if (s.object_store_memory)
+      v["object_store_memory"] = exact_size(*s.object_store_memory);
+    else
+      v["object_store_fraction"] = s.object_store_fraction;
+    v["object_store_cap"] = s.object_store_cap;  // a decimal figure (200 * 10**9): as bytes
+    v["plasma_directory"] = s.plasma_directory;
+    out["ray"] = v;
+  }
+  if (e.triton_python) {
+    const TritonPythonSpec& s = *e.triton_python;
+    out["triton_python"] = {{"instances", s.instances},
+                            {"shm_default_byte_size", exact_size(s.shm_default_byte_size)},
+                            {"shm_growth_byte_size", exact_size(s.shm_growth_byte_size)},
+                            {"inflight_bytes", exact_size(s.inflight_bytes)}};
+  }
+  if (e.deepspeed) {
+    ordered_json v = ordered_json::object();
+    if (e.deepspeed->ranks) v["ranks"] = *e.deepspeed->ranks;
+    out["deepspeed"] = v;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::uint64_t dtype_size(const std::string& dtype) {
@@ -292,8 +452,8 @@ json parse_profile_document(const std::string& text, const std::string& source) 
           source + ": key '" + key +
           "': unknown key (a typo would size wrong); known keys: "
           "name, description, extends, fields, sample_bytes, batch_size, workers_per_gpu, "
-          "prefetch_factor, pin_memory, collate, headroom, nccl_reserve, nccl, min_shm, max_shm, calibration, "
-          "loaders");
+          "prefetch_factor, pin_memory, collate, headroom, nccl_reserve, nccl, engines, min_shm, max_shm, "
+          "calibration, loaders");
     }
     if (key == "schema") {
       if (!v.is_number_integer() || v.get<std::int64_t>() != 1)
@@ -329,6 +489,8 @@ json parse_profile_document(const std::string& text, const std::string& source) 
       validate_nccl(source, v);
     } else if (key == "loaders") {
       validate_loaders(source, v);
+    } else if (key == "engines") {
+      validate_engines(source, v);
     }
   }
   if (doc.contains("fields") && doc.contains("sample_bytes"))
@@ -350,12 +512,29 @@ json merge_profile_documents(const json& parent, const json& child) {
     for (const auto& [key, v] : child["nccl"].items()) section[key] = v;
     merged["nccl"] = section;
   }
+  // Engines merge engine by engine and key by key; null drops one the parent names. Ray's size
+  // and fraction exclude each other: the child's word wins.
+  if (child.contains("engines")) {
+    json engines = parent.contains("engines") ? parent["engines"] : json::object();
+    for (const auto& [name, v] : child["engines"].items()) {
+      if (v.is_null()) {
+        engines.erase(name);
+        continue;
+      }
+      json engine = engines.contains(name) && engines[name].is_object() ? engines[name] : json::object();
+      if (v.contains("object_store_memory")) engine.erase("object_store_fraction");
+      if (v.contains("object_store_fraction")) engine.erase("object_store_memory");
+      for (const auto& [key, value] : v.items()) engine[key] = value;
+      engines[name] = engine;
+    }
+    merged["engines"] = engines;
+  }
   // A measurement belongs to the profile that was measured, never to its children; so do the
   // words that describe a profile.
   merged.erase("calibration");
   merged.erase("description");
   for (const auto& [key, v] : child.items())
-    if (key != "nccl") merged[key] = v;
+    if (key != "nccl" && key != "engines") merged[key] = v;
   return merged;
 }
 
@@ -398,8 +577,10 @@ Profile profile_from_document(const json& doc, const std::string& source) {
       spec.ll128_buffsize = size_value(source, "nccl.ll128_buffsize", n["ll128_buffsize"]);
     if (n.contains("measured")) spec.measured = size_value(source, "nccl.measured", n["measured"]);
     if (n.contains("measured_ranks")) spec.measured_ranks = n["measured_ranks"].get<std::uint64_t>();
+    spec.host_mem = n.value("host_mem", spec.host_mem);
     p.nccl = spec;
   }
+  if (doc.contains("engines")) p.engines = engines_from(doc["engines"], source);
   if (doc.contains("loaders")) {
     for (const json& l : doc["loaders"]) {
       Loader loader;
@@ -464,9 +645,11 @@ ordered_json profile_to_json(const Profile& p) {
                    {"ll128_buffsize", n.ll128_buffsize}};
     if (n.measured) doc["nccl"]["measured"] = *n.measured;
     if (n.measured_ranks) doc["nccl"]["measured_ranks"] = *n.measured_ranks;
+    if (n.host_mem != "shm") doc["nccl"]["host_mem"] = n.host_mem;
   } else {
     doc["nccl_reserve"] = exact_size(p.nccl_reserve);
   }
+  if (!p.engines.empty()) doc["engines"] = engines_to_json(p.engines);
   if (!p.loaders.empty()) {
     ordered_json loaders = ordered_json::array();
     for (const Loader& l : p.loaders) {
@@ -501,9 +684,9 @@ ordered_json profile_to_json(const Profile& p) {
 
 const std::vector<std::string>& profile_document_keys() {
   static const std::vector<std::string> keys = {
-      "description",     "fields",     "sample_bytes", "batch_size", "workers_per_gpu",
-      "prefetch_factor", "pin_memory", "collate",      "headroom",   "nccl",
-      "nccl_reserve",    "loaders",    "min_shm",      "max_shm",    "calibration"};
+      "description", "fields",  "sample_bytes", "batch_size", "workers_per_gpu", "prefetch_factor",
+      "pin_memory",  "collate", "headroom",     "nccl",       "nccl_reserve",    "engines",
+      "loaders",     "min_shm", "max_shm",      "calibration"};
   return keys;
 }
 
@@ -560,7 +743,7 @@ std::string profile_text(const ordered_json& doc) {
       for (std::size_t n = 0; n < value.size(); ++n)
         out += "    " + one_line(value[n]) + (n + 1 < value.size() ? ",\n" : "\n");
       out += "  ]";
-    } else if (key == "calibration") {
+    } else if (key == "calibration" || key == "engines") {
       out += "{\n";
       std::size_t n = 0;
       for (const auto& [k, v] : value.items())

@@ -42,6 +42,52 @@ struct NcclSpec {
   // The ranks `measured` was taken with (gpu-run-ctl calibrate writes it): a plan for another
   // count scales the figure by its connections (ranks x peers). Unset: used as is.
   std::optional<std::uint64_t> measured_ranks;
+  // Where the SHM transport's buffers live: "shm", files on /dev/shm; "cumem", cuMem host memory
+  // (NCCL_CUMEM_HOST_ENABLE, NCCL 2.23 and later with CUDA 12.2), so none of them on /dev/shm.
+  std::string host_mem = "shm";
+};
+
+// The engines besides the DataLoaders and NCCL that share the container's /dev/shm
+// (docs/profiles-and-sizing.md, "The engine terms"). Each default is the engine's own, read from
+// its source at the release the docs name.
+
+// vLLM's shared-memory message queues (vllm/distributed/device_communicators/shm_broadcast.py).
+struct VllmSpec {
+  std::optional<std::uint64_t> tensor_parallel_size;      // unset: every GPU of the plan
+  std::uint64_t mq_max_chunk_bytes = 16 * 1024 * 1024;    // VLLM_MQ_MAX_CHUNK_BYTES_MB
+  std::uint64_t response_chunk_bytes = 24 * 1024 * 1024;  // MessageQueue's max_chunk_bytes default
+  std::uint64_t max_chunks = 10;                          // MessageQueue's max_chunks default
+  std::uint64_t kv_offloading_size = 0;                   // --kv-offloading-size, in /dev/shm
+};
+
+// Ray's object store (plasma) on a node.
+struct RaySpec {
+  std::optional<std::uint64_t> object_store_memory;  // unset: a fraction of the memory limit
+  double object_store_fraction = 0.3;                // RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION
+  std::uint64_t object_store_cap = 200000000000;     // RAY_DEFAULT_OBJECT_STORE_MAX_MEMORY_BYTES
+  std::string plasma_directory = "/dev/shm";         // elsewhere: the store is not on /dev/shm
+};
+
+// NVIDIA Triton's python backend: one shared-memory pool per model instance.
+struct TritonPythonSpec {
+  std::uint64_t instances = 1;                        // python-backend model instances, all models
+  std::uint64_t shm_default_byte_size = 1024 * 1024;  // --backend-config=python,shm-default-byte-size
+  std::uint64_t shm_growth_byte_size = 1024 * 1024;   // --backend-config=python,shm-growth-byte-size
+  std::uint64_t inflight_bytes = 0;                   // tensors one instance's pool holds at once
+};
+
+// DeepSpeed's shared-memory CPU all-reduce (its CPU accelerator, every rank on this node).
+struct DeepSpeedSpec {
+  std::optional<std::uint64_t> ranks;  // unset: the plan's ranks
+};
+
+struct Engines {
+  std::optional<VllmSpec> vllm;
+  std::optional<RaySpec> ray;
+  std::optional<TritonPythonSpec> triton_python;
+  std::optional<DeepSpeedSpec> deepspeed;
+
+  bool empty() const { return !vllm && !ray && !triton_python && !deepspeed; }
 };
 
 // How a DataLoader's collate function puts a batch into shared memory: `stack`, one tensor per
@@ -82,6 +128,7 @@ struct Profile {
   double headroom = 1.0;
   std::uint64_t nccl_reserve = 0;  // a flat figure (profiles before the nccl section); used without nccl
   std::optional<NcclSpec> nccl;    // set: the NCCL term comes from it, not from nccl_reserve
+  Engines engines;                 // the other engines on /dev/shm; none unless the profile names them
   std::vector<Loader> loaders;     // empty: one loader, the top-level keys
   std::uint64_t min_shm = 0;
   std::uint64_t max_shm = 0;

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "config.hpp"
@@ -101,7 +102,7 @@ TEST(BuiltinProfiles, ListIsExactlyTheShippedSet) {
     EXPECT_TRUE(e.shadowed.empty()) << e.name;
   }
   EXPECT_EQ(names, (std::vector<std::string>{"cifar", "coco", "default", "imagenet", "medical", "mnist", "multi-gpu",
-                                             "video"}));
+                                             "ray-worker", "triton-python", "video", "vllm"}));
 }
 
 TEST(BuiltinProfiles, PlannedShmByHand) {
@@ -127,9 +128,83 @@ TEST(BuiltinProfiles, PlannedShmByHand) {
   }
 }
 
+// The serving profiles: no DataLoader (workers_per_gpu 0, so per_rank 0), the engines they name
+// (engines_test works each term by hand) and NCCL's SHM term between the GPUs (2 ranks 38,567,936,
+// 4 ranks 154,271,744, 8 ranks 308,543,488); need = roundup(1.05 x (nccl + engines), 64 KiB),
+// shm = max(need in whole MiB, min_shm 256 MiB).
+struct ServingExpected {
+  const char* name;
+  std::optional<std::uint64_t> memory_limit;
+  unsigned gpus;
+  std::uint64_t engines;
+  std::uint64_t shm_mib;
+  const char* term;  // what --explain shows of the engine's term
+};
+
+constexpr std::uint64_t GiB = 1073741824;
+
+// clang-format off
+const ServingExpected kServing[] = {
+    // vllm: one GPU runs vLLM's uni executor, no message queue: 0 -> min_shm.
+    {"vllm", std::nullopt, 1, 0, 256, "uni executor"},
+    // TP 2: broadcast 167,776,256 + 2 x 251,662,336 + 25,169,920 = 696,270,848;
+    //       + nccl 38,567,936 = 734,838,784 x 1.05 -> 771,620,864 = 735.875 MiB -> 736
+    {"vllm", std::nullopt, 2, 696270848, 736, "broadcast (16MiB + 1 + 2) x 10 chunks 160MiB"},
+    // TP 4: 167,776,256 + 4 x 251,662,336 + 25,169,920 = 1,199,595,520; + 154,271,744
+    //       = 1,353,867,264 x 1.05 -> 1,421,606,912 = 1355.75 MiB -> 1356
+    {"vllm", std::nullopt, 4, 1199595520, 1356, "4 x response (24MiB + 2) x 10 chunks 240MiB"},
+    // TP 8: 167,776,256 + 8 x 251,662,336 + 25,169,920 = 2,206,244,864; + 308,543,488
+    //       = 2,514,788,352 x 1.05 -> 2,640,576,512 = 2518.25 MiB -> 2519
+    {"vllm", std::nullopt, 8, 2206244864, 2519, "1 x TP group (4MiB + 8) x 6 chunks 24MiB"},
+    // ray-worker with a 64 GiB limit: int(68,719,476,736 x 0.3) = 20,615,843,020 -> 20,615,843,840;
+    //   1 GPU: x 1.05 -> 21,646,671,872 (20,643.9 MiB) -> 20644
+    //   2 GPUs: + 38,567,936 = 20,654,411,776 x 1.05 -> 21,687,173,120 (20,682.5 MiB) -> 20683
+    {"ray-worker", 64 * GiB, 1, 20615843840, 20644, "min(0.3 x memory limit 64GiB, cap 186.3GiB) = 19.2GiB"},
+    {"ray-worker", 64 * GiB, 2, 20615843840, 20683, "Ray's default object store"},
+    // triton-python: one instance's 1 MiB pool; 2 GPUs: (1,048,576 + 38,567,936) x 1.05 -> 39.7 MiB -> 256;
+    //   8 GPUs: (1,048,576 + 308,543,488) x 1.05 -> 325,124,096 = 310.06 MiB -> 311
+    {"triton-python", std::nullopt, 1, 1048576, 256, "instances 1 x (shm-default-byte-size 1MiB) = 1MiB"},
+    {"triton-python", std::nullopt, 8, 1048576, 311, "python_backend r26.07"},
+};
+// clang-format on
+
+TEST(BuiltinProfiles, ServingProfilesSizedByHand) {
+  ProfileStore store = source_store();
+  for (const ServingExpected& x : kServing) {
+    SCOPED_TRACE(std::string(x.name) + " gpus=" + std::to_string(x.gpus));
+    SizingRequest r;
+    r.gpus = x.gpus;
+    r.cpus = kCpus;
+    r.memory_limit = x.memory_limit;
+    const ShmPlan plan = plan_shm(store.load(x.name, false), r);
+    EXPECT_EQ(plan.workers, 0u);
+    EXPECT_EQ(plan.per_rank, 0u);
+    EXPECT_EQ(plan.engines.bytes, x.engines);
+    EXPECT_EQ(plan.shm, x.shm_mib * MiB);
+    EXPECT_TRUE(plan.problem.empty()) << plan.problem;
+    const std::string e = explain(plan);
+    EXPECT_NE(e.find(x.term), std::string::npos) << e;
+    // Every engine term says where it comes from and that it was not measured here.
+    EXPECT_NE(e.find("(not measured here)"), std::string::npos) << e;
+    EXPECT_NE(e.find("source: "), std::string::npos) << e;
+  }
+}
+
+TEST(BuiltinProfiles, RayWorkerWithoutAMemoryLimitSaysWhatToGive) {
+  SizingRequest r;
+  r.gpus = 1;
+  r.cpus = kCpus;
+  const ShmPlan plan = plan_shm(source_store().load("ray-worker", false), r);
+  EXPECT_NE(plan.problem.find("profile ray-worker: Ray's object store defaults to 0.3 of the container's memory"),
+            std::string::npos)
+      << plan.problem;
+  EXPECT_NE(plan.problem.find("--memory to gpu-run and gpu-run-ctl plan"), std::string::npos) << plan.problem;
+}
+
 TEST(BuiltinProfiles, EveryBuiltinIsCovered) {
   std::map<std::string, bool> covered;
   for (const Expected& x : kExpected) covered[x.name] = true;
+  for (const ServingExpected& x : kServing) covered[x.name] = true;
   for (const auto& e : source_store().list())
     EXPECT_TRUE(covered.count(e.name)) << e.name << " has no hand-worked case";
 }
@@ -148,12 +223,27 @@ TEST(BuiltinProfiles, DescriptionsCiteTheirRecipe) {
   }
 }
 
+TEST(BuiltinProfiles, ServingDescriptionsCiteTheEnginesSource) {
+  ProfileStore store = source_store();
+  const std::map<std::string, std::string> cites = {{"vllm", "vllm-project/vllm shm_broadcast.py"},
+                                                    {"ray-worker", "ray_constants.py"},
+                                                    {"triton-python", "triton-inference-server/python_backend"}};
+  for (const auto& [name, cite] : cites) {
+    const Profile p = store.load(name, false);
+    EXPECT_NE(p.description.find(cite), std::string::npos) << name << ": " << p.description;
+    EXPECT_NE(p.description.find("No DataLoader (workers 0)"), std::string::npos) << name << ": " << p.description;
+    EXPECT_EQ(p.workers_per_gpu, std::optional<std::uint64_t>(0)) << name;
+  }
+}
+
 TEST(BuiltinProfiles, EveryBuiltinExtendsDefault) {
   ProfileStore store = source_store();
   for (const Expected& x : kExpected) {
     Profile p = store.load(x.name, false);
     EXPECT_EQ(p.chain.back().filename(), "default.json") << x.name;
   }
+  for (const ServingExpected& x : kServing)
+    EXPECT_EQ(store.load(x.name, false).chain.back().filename(), "default.json") << x.name;
   EXPECT_EQ(store.load("multi-gpu").chain.size(), 3u);  // multi-gpu -> imagenet -> default
 }
 

@@ -380,6 +380,118 @@ TEST(ProfileMerge, NcclSectionAndFlatReserveExcludeEachOther) {
   EXPECT_EQ(p.nccl_reserve, 2u * 1073741824u);
 }
 
+TEST(ProfileDocument, EnginesErrorsNameTheKeyAndWhatWasExpected) {
+  EXPECT_CONTAINS(parse_error(R"({"engines": {"sglang": {}}})"),
+                  "team/x.json: key 'engines.sglang': unknown engine (expected deepspeed, ray, triton_python, vllm)");
+  EXPECT_CONTAINS(parse_error(R"({"engines": {"vllm": {"tp": 2}}})"),
+                  "key 'engines.vllm.tp': unknown key (expected tensor_parallel_size, mq_max_chunk_bytes, "
+                  "response_chunk_bytes, max_chunks, kv_offloading_size)");
+  EXPECT_CONTAINS(parse_error(R"({"engines": []})"), "key 'engines': expected an object");
+  EXPECT_CONTAINS(parse_error(R"({"engines": {"vllm": 2}})"), "key 'engines.vllm': expected an object");
+  EXPECT_CONTAINS(parse_error(R"({"engines": {"vllm": {"tensor_parallel_size": 0}}})"),
+                  "key 'engines.vllm.tensor_parallel_size': expected a whole number >= 1");
+  EXPECT_CONTAINS(parse_error(R"({"engines": {"vllm": {"mq_max_chunk_bytes": 0}}})"),
+                  "key 'engines.vllm.mq_max_chunk_bytes': expected a size of at least 1 byte");
+  EXPECT_CONTAINS(parse_error(R"({"engines": {"vllm": {"max_chunks": "10"}}})"), "'engines.vllm.max_chunks'");
+  EXPECT_CONTAINS(parse_error(R"({"engines": {"ray": {"object_store_memory": "10m"}}})"),
+                  "key 'engines.ray.object_store_memory': expected a size of at least 75 MiB (Ray refuses");
+  EXPECT_CONTAINS(parse_error(R"({"engines": {"ray": {"object_store_fraction": 1.5}}})"),
+                  "key 'engines.ray.object_store_fraction': expected a number above 0 and at most 1");
+  EXPECT_CONTAINS(parse_error(R"({"engines": {"ray": {"plasma_directory": "tmp"}}})"),
+                  "key 'engines.ray.plasma_directory': expected an absolute path");
+  EXPECT_CONTAINS(parse_error(R"({"engines": {"ray": {"object_store_memory": "1g", "object_store_fraction": 0.5}}})"),
+                  "exclude each other");
+  EXPECT_CONTAINS(parse_error(R"({"engines": {"triton_python": {"shm_default_byte_size": "512k"}}})"),
+                  "key 'engines.triton_python.shm_default_byte_size': expected a size of at least 1 MiB");
+  EXPECT_CONTAINS(parse_error(R"({"engines": {"triton_python": {"instances": 0}}})"),
+                  "'engines.triton_python.instances'");
+  EXPECT_CONTAINS(parse_error(R"({"engines": {"deepspeed": {"ranks": -1}}})"), "'engines.deepspeed.ranks'");
+  EXPECT_CONTAINS(parse_error(R"({"nccl": {"host_mem": "pinned"}})"),
+                  "key 'nccl.host_mem': expected \"shm\" (the SHM transport's buffers are files on /dev/shm) or "
+                  "\"cumem\"");
+  // The top-level message lists the section.
+  EXPECT_CONTAINS(parse_error(R"({"engine": {}})"), "nccl, engines, min_shm");
+}
+
+TEST(ProfileFromDocument, EnginesAndTheirDefaults) {
+  json doc = parse_profile_document(kComplete, "p.json");
+  doc["engines"] = parse_profile_document(
+      R"({"engines": {"vllm": {"tensor_parallel_size": 4, "mq_max_chunk_bytes": "1m"}, "ray": {"object_store_memory":
+          "2g"}, "triton_python": {"instances": 3, "inflight_bytes": "8m"}, "deepspeed": {}}})",
+      "e")["engines"];
+  doc["nccl_reserve"] = "0";
+  Profile p = profile_from_document(doc, "p.json");
+  ASSERT_TRUE(p.engines.vllm && p.engines.ray && p.engines.triton_python && p.engines.deepspeed);
+  EXPECT_EQ(p.engines.vllm->tensor_parallel_size, std::optional<std::uint64_t>(4));
+  EXPECT_EQ(p.engines.vllm->mq_max_chunk_bytes, 1048576u);
+  EXPECT_EQ(p.engines.vllm->response_chunk_bytes, 24u * 1048576);  // vLLM's MessageQueue default
+  EXPECT_EQ(p.engines.vllm->max_chunks, 10u);
+  EXPECT_EQ(p.engines.ray->object_store_memory, std::optional<std::uint64_t>(2u * 1073741824));
+  EXPECT_EQ(p.engines.ray->object_store_cap, 200000000000u);
+  EXPECT_EQ(p.engines.ray->plasma_directory, "/dev/shm");
+  EXPECT_EQ(p.engines.triton_python->instances, 3u);
+  EXPECT_EQ(p.engines.triton_python->shm_default_byte_size, 1048576u);  // Triton's default since r23.09
+  EXPECT_EQ(p.engines.triton_python->inflight_bytes, 8u * 1048576);
+  EXPECT_FALSE(p.engines.deepspeed->ranks.has_value());
+  // Written and read back to the same engines.
+  const json out = profile_to_json(p);
+  EXPECT_EQ(out["engines"]["vllm"]["mq_max_chunk_bytes"], "1m");
+  EXPECT_EQ(out["engines"]["ray"]["object_store_memory"], "2g");
+  EXPECT_FALSE(out["engines"]["ray"].contains("object_store_fraction"));
+  Profile back = profile_from_document(parse_profile_document(out.dump(), "out.json"), "out.json");
+  EXPECT_EQ(back.engines.vllm->tensor_parallel_size, std::optional<std::uint64_t>(4));
+  EXPECT_EQ(back.engines.vllm->mq_max_chunk_bytes, 1048576u);
+  EXPECT_EQ(back.engines.ray->object_store_memory, p.engines.ray->object_store_memory);
+  EXPECT_EQ(back.engines.triton_python->inflight_bytes, 8u * 1048576);
+  EXPECT_TRUE(back.engines.deepspeed.has_value());
+  // A profile without the section names no engine and writes none.
+  Profile none = profile_from_document(parse_profile_document(kComplete, "p.json"), "p.json");
+  EXPECT_TRUE(none.engines.empty());
+  EXPECT_FALSE(profile_to_json(none).contains("engines"));
+  // nccl.host_mem reads and writes back; the default "shm" is not written.
+  json with_nccl = parse_profile_document(kComplete, "p.json");
+  with_nccl.erase("nccl_reserve");
+  with_nccl["nccl"] = parse_profile_document(R"({"nccl": {"host_mem": "cumem"}})", "n")["nccl"];
+  Profile cumem = profile_from_document(with_nccl, "p.json");
+  EXPECT_EQ(cumem.nccl->host_mem, "cumem");
+  EXPECT_EQ(profile_to_json(cumem)["nccl"]["host_mem"], "cumem");
+  cumem.nccl->host_mem = "shm";
+  EXPECT_FALSE(profile_to_json(cumem)["nccl"].contains("host_mem"));
+}
+
+TEST(ProfileMerge, EnginesMergeEngineByEngineAndNullDropsOne) {
+  json parent = parse_profile_document(
+      R"({"engines": {"vllm": {"max_chunks": 10}, "ray": {"object_store_fraction": 0.3}}})", "p");
+  json child = parse_profile_document(
+      R"({"engines": {"vllm": {"mq_max_chunk_bytes": "1m"}, "ray": {"object_store_memory": "4g"},
+          "deepspeed": {"ranks": 8}}})",
+      "c");
+  json merged = merge_profile_documents(parent, child);
+  EXPECT_EQ(merged["engines"]["vllm"]["max_chunks"], 10);                    // kept
+  EXPECT_EQ(merged["engines"]["vllm"]["mq_max_chunk_bytes"], "1m");          // added
+  EXPECT_EQ(merged["engines"]["ray"]["object_store_memory"], "4g");          // the child's word wins...
+  EXPECT_FALSE(merged["engines"]["ray"].contains("object_store_fraction"));  // ...over the fraction
+  EXPECT_EQ(merged["engines"]["deepspeed"]["ranks"], 8);
+  json dropped = merge_profile_documents(merged, parse_profile_document(R"({"engines": {"ray": null}})", "g"));
+  EXPECT_FALSE(dropped["engines"].contains("ray"));
+  EXPECT_TRUE(dropped["engines"].contains("vllm"));
+  // A parent that wrote null for an engine (a standalone file) merges with a child that names it.
+  json standalone = parse_profile_document(R"({"engines": {"ray": null}})", "s");
+  json named = merge_profile_documents(
+      standalone, parse_profile_document(R"({"engines": {"ray": {"object_store_memory": "1g"}}})", "n"));
+  EXPECT_EQ(named["engines"]["ray"]["object_store_memory"], "1g");
+  // A child without the section keeps the parent's.
+  EXPECT_EQ(merge_profile_documents(merged, parse_profile_document(R"({"batch_size": 2})", "b"))["engines"],
+            merged["engines"]);
+}
+
+TEST(ProfileMerge, NcclHostMemMergesLikeTheOtherKeys) {
+  json parent = parse_profile_document(R"({"nccl": {"transport": "shm", "channels": 4}})", "p");
+  json merged = merge_profile_documents(parent, parse_profile_document(R"({"nccl": {"host_mem": "cumem"}})", "c"));
+  EXPECT_EQ(merged["nccl"]["channels"], 4);
+  EXPECT_EQ(merged["nccl"]["host_mem"], "cumem");
+}
+
 TEST(ProfileFromDocument, MinAboveMaxIsAnError) {
   json doc = parse_profile_document(kComplete, "p.json");
   doc["min_shm"] = "2g";
@@ -475,6 +587,25 @@ TEST(ProfileFileDocument, WritesTheNamedKeysOverTheParent) {
   auto full = profile_to_json(file.profile);
   full.erase("name");
   EXPECT_EQ(all, full);
+}
+
+TEST(ProfileText, EnginesALineEach) {
+  ProfileFile file;
+  file.profile = profile_from_document(parse_profile_document(kComplete, "p.json"), "p.json");
+  file.profile.engines.vllm = VllmSpec{};
+  file.profile.engines.triton_python = TritonPythonSpec{};
+  file.keys = {"engines"};
+  const std::string text = profile_text(profile_file_document(file));
+  EXPECT_EQ(text,
+            "{\n"
+            "  \"name\": \"imagenet\",\n"
+            "  \"engines\": {\n"
+            "    \"vllm\": {\"mq_max_chunk_bytes\": \"16m\", \"response_chunk_bytes\": \"24m\", \"max_chunks\": 10},\n"
+            "    \"triton_python\": {\"instances\": 1, \"shm_default_byte_size\": \"1m\", \"shm_growth_byte_size\": "
+            "\"1m\", \"inflight_bytes\": \"0\"}\n"
+            "  }\n"
+            "}\n");
+  EXPECT_NO_THROW(parse_profile_document(text, "text.json"));
 }
 
 TEST(ProfileText, AsTheBuiltInsAreWritten) {

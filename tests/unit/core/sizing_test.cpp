@@ -452,7 +452,7 @@ TEST(PlanToJson, Keys) {
                                           "calibrated",    "batch_bytes",   "per_rank_bytes", "nccl_bytes",
                                           "headroom",      "need_bytes",    "shm_bytes",      "shm",
                                           "min_shm_bytes", "max_shm_bytes", "fits",           "memory_limit_bytes",
-                                          "loaders",       "nccl"};
+                                          "loaders",       "nccl",          "engines"};
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["profile"], "test");
   EXPECT_EQ(j["shm"], "368m");  // OneGpuPinMemory
@@ -462,6 +462,8 @@ TEST(PlanToJson, Keys) {
   ASSERT_EQ(j["loaders"].size(), 1u);
   EXPECT_EQ(j["loaders"][0]["semaphore_bytes"], kSem4);
   EXPECT_EQ(j["nccl"]["source"], "single rank");
+  EXPECT_EQ(j["engines"]["bytes"], 0u);  // a profile that names no engine
+  EXPECT_TRUE(j["engines"]["terms"].empty());
   EXPECT_EQ(j["hold"], 0u);
   EXPECT_EQ(j["fits"], true);
   EXPECT_TRUE(j["memory_limit_bytes"].is_null());

@@ -226,6 +226,38 @@ TEST_F(ReviewTest, RayWorkerGetsWorkersFromItsCpuLimit) {
   EXPECT_FALSE(out["spec"]["containers"][0]["resources"]["limits"].contains("memory"));
 }
 
+TEST_F(ReviewTest, BuiltInServingProfilesPlanAsGpuRunCtlPlan) {
+  // vllm with 2 GPUs (tests/unit/core/builtin_profiles_test.cpp works it): vLLM's rings 696,270,848
+  // + NCCL 38,567,936, x 1.05 -> 736 MiB; no DataLoader, so no worker count to tell.
+  json p = pod({{"gpu-run.profile", "vllm"}}, {container("vllm", {{"nvidia.com/gpu", "2"}})});
+  ReviewResult r = run(review_of(p));
+  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  EXPECT_EQ(shm_volume_size(patched(p, r)), "736Mi");
+  // ray-worker with the pod's 64Gi limit, under the deny policy (which plans with the limit):
+  // int(64 GiB x 0.3) -> 20,615,843,840 + NCCL 38,567,936 (2 GPUs), x 1.05 -> 20683 MiB, within
+  // half of 64Gi, so the limit stays.
+  config_.policy = WebhookPolicy::kDeny;
+  p = pod({{"gpu-run.profile", "ray-worker"}},
+          {container("ray-worker", {{"nvidia.com/gpu", "2"}, {"memory", "64Gi"}})});
+  r = run(review_of(p));
+  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  const json out = patched(p, r);
+  EXPECT_EQ(shm_volume_size(out), "20683Mi");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "64Gi");
+  // Under raise the plan has no limit (it raises the one Ray reads): denied with what to do.
+  config_.policy = WebhookPolicy::kRaise;
+  r = run(review_of(p));
+  EXPECT_EQ(r.outcome, "denied");
+  EXPECT_CONTAINS(r.review["response"]["status"]["message"].get<std::string>(),
+                  "Ray's object store defaults to 0.3 of the container's memory");
+  EXPECT_CONTAINS(r.review["response"]["status"]["message"].get<std::string>(), "not under raise");
+  // triton-python: one 1 MiB pool, below min_shm 256 MiB.
+  p = pod({{"gpu-run.profile", "triton-python"}}, {container("triton", {{"nvidia.com/gpu", "1"}})});
+  r = run(review_of(p));
+  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  EXPECT_EQ(shm_volume_size(patched(p, r)), "256Mi");
+}
+
 TEST_F(ReviewTest, NotebookWithoutGpus) {
   // No GPU anywhere: every container, sized for one loader without a pin thread:
   // (2*2+3) * 4 MiB + 72 KiB -> 29 MiB. Memory limit 8Gi -> 8221Mi.
