@@ -340,28 +340,25 @@ TEST(K8sTemplates, WhereEachKindKeepsItsPodTemplates) {
   EXPECT_EQ(at(R"({"apiVersion": "v1", "kind": "ConfigMap"})"), V{});
 }
 
-TEST(K8sRender, PlansTheServingBuiltIns) {
-  // gpu-run-ctl k8s calls the same core as plan and the webhook: vllm with 4 GPUs is 1356 MiB
+TEST_F(K8sRenderTest, PlansTheServingBuiltIns) {
+  // k8s -f calls the same core as plan and the webhook: vllm with 4 GPUs is 1356 MiB
   // (tests/unit/core/builtin_profiles_test.cpp works it by hand).
-  K8sOptions o;
-  o.sizing.profile = "vllm";
-  o.sizing.gpus = "4";
-  o.container = "vllm";
-  o.format = "json";
-  const json patch = json::parse(render_k8s(o, Config{}, host_with_cpus(8), builtin_only_env));
+  const std::string vllm = R"({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "serve",
+    "annotations": {"gpu-run.profile": "vllm"}}, "spec": {"containers": [{"name": "vllm", "image": "v",
+    "resources": {"limits": {"nvidia.com/gpu": 4, "memory": "64Gi", "cpu": "16"}}}]}})";
+  const json pod = json::parse(render_k8s(vllm, "p.json", WebhookConfig{}, store(), nullptr).manifest);
   bool found = false;
-  for (const json& e : patch["spec"]["containers"][0]["env"])
+  for (const json& e : pod["spec"]["containers"][0]["env"])
     if (e["name"] == "GPU_RUN_SHM_SIZE") {
       EXPECT_EQ(e["value"], "1356m");
       found = true;
     }
-  EXPECT_TRUE(found) << patch.dump();
-  // ray-worker needs the container's memory limit for Ray's default store, which k8s does not plan
-  // with (its --memory is the base it raises by /dev/shm's size): refused with what to set.
-  o.sizing.profile = "ray-worker";
-  o.sizing.gpus = "1";
-  o.memory = "64Gi";
-  EXPECT_CONTAINS(expect_error([&] { render_k8s(o, Config{}, host_with_cpus(8), builtin_only_env); }).what(),
+  EXPECT_TRUE(found) << pod.dump();
+  // ray-worker needs the container's memory limit for Ray's default store, which the webhook's
+  // raise policy does not plan with (it raises the limit by /dev/shm's size): refused with what to set.
+  std::string ray = vllm;
+  ray.replace(ray.find("\"vllm\"}"), 7, "\"ray-worker\"}");
+  EXPECT_CONTAINS(expect_error([&] { render_k8s(ray, "p.json", WebhookConfig{}, store(), nullptr); }).what(),
                   "or set engines.ray.object_store_memory in the profile");
 }
 
