@@ -20,9 +20,9 @@ assert_eq 0 "$rc" "quickstart exits 0"
 assert_contains "$out" "starting a private dockerd" "quickstart: a private dockerd when none runs"
 assert_contains "$out" "64.0M" "quickstart: plain docker run shows Docker's 64 MiB"
 # imagenet x2 on this 2-CPU machine (1 worker a rank, pin_memory but no GPU reaches the
-# container, so hold 2): per rank (2 x 1 + 2) x 36.8 MiB + 52 KiB = 147.1 MiB; 2 ranks + NCCL
-# 36.8 MiB = 331 MiB; headroom 1.05: 348 MiB.
-assert_eq 2 "$(grep -c '^shm  *348\.0M' <<<"$out")" "quickstart: gpu-run and gpu-run-runtime both give 348M"
+# container, so hold 2, +1 without persistent_workers): per rank (2 x 1 + 3) x 36.8 MiB + 52 KiB
+# = 183.8 MiB; 2 ranks + NCCL 36.8 MiB = 404.4 MiB; headroom 1.05: 425 MiB.
+assert_eq 2 "$(grep -c '^shm  *425\.0M' <<<"$out")" "quickstart: gpu-run and gpu-run-runtime both give 425M"
 assert_contains "$out" "action=spec-size" "quickstart: the runtime's log line"
 assert_eq 0 "$(grep -ci 'warning' <<<"$out")" "quickstart: no warnings in the output"
 assert_contains "$out" "quickstart: done" "quickstart: finishes"

@@ -229,15 +229,16 @@ if phase == "main":
     pod, size = admitted(ray, "uid-ray", "Ray worker")
     check(size == "17Mi" and pod.spec.containers[0].resources.limits["memory"] == "12305Mi",
           "Ray worker: 17Mi, limit 12305Mi (got %s)" % size)
-    # A notebook without a GPU: no pin thread, (2*2 + 2) * 4 MiB + 72 KiB -> 25 MiB; 8Gi -> 8217Mi.
+    # A notebook without a GPU: no pin thread, hold 2, +1 without persistent_workers:
+    # (2*2 + 3) * 4 MiB + 72 KiB -> 29 MiB; 8Gi -> 8221Mi.
     notebook = k.V1Pod(api_version="v1", kind="Pod",
                        metadata=k.V1ObjectMeta(name="notebook-0", namespace="ml",
                                                annotations={"gpu-run.profile": "webtest"}),
                        spec=k.V1PodSpec(containers=[gpu_container("notebook", {"memory": "8Gi"})]))
     pod, size = admitted(notebook, "uid-notebook", "notebook")
-    check(size == "25Mi" and pod.spec.containers[0].resources.limits["memory"] == "8217Mi"
+    check(size == "29Mi" and pod.spec.containers[0].resources.limits["memory"] == "8221Mi"
           and pod.spec.containers[0].volume_mounts[0].mount_path == "/dev/shm",
-          "notebook: 25Mi at /dev/shm, limit 8217Mi (got %s)" % size)
+          "notebook: 29Mi at /dev/shm, limit 8221Mi (got %s)" % size)
     # Two GPU containers, a sidecar and an init container: 2 GPUs 2 * (16 MiB + 72 KiB) + 64 MiB
     # NCCL -> 97 MiB, 1 GPU 17 MiB: one volume of 114 MiB; each limit raised by its own plan.
     two = k.V1Pod(api_version="v1", kind="Pod",

@@ -87,17 +87,18 @@ wrapper_run_cases() {
   check_size "mnist 1 GPU" --profile mnist --gpus 1
   check_size "cifar 1 GPU 2 workers" --profile cifar --gpus 1 --workers 2
   # By hand: batch pageup(128*3*32*32*4) + pageup(128*8) = 1572864 + 4096 = 1576960; pin_memory
-  # but --gpu-request none: no GPU reaches the container, PyTorch does not pin -> hold 2;
-  # per_rank = (2*2+2) * 1576960 + 4096*(8+5*2) semaphore pages = 9535488; * headroom 1.05 =
-  # 10012262.4 -> 10 MiB need, raised to min_shm 128 MiB = 134217728.
-  assert_eq 134217728 "$PLANNED_BYTES" "cifar 1 GPU 2 workers: hand-computed 10 MiB need, min_shm 128 MiB"
+  # but --gpu-request none: no GPU reaches the container, PyTorch does not pin -> hold 2, +1 without
+  # persistent_workers (a new pass's workers keep the last pass's last batch mapped) = hold 3;
+  # per_rank = (2*2+3) * 1576960 + 4096*(8+5*2) semaphore pages = 11112448; * headroom 1.05 =
+  # 11668070.4 -> 12 MiB need, raised to min_shm 128 MiB = 134217728.
+  assert_eq 134217728 "$PLANNED_BYTES" "cifar 1 GPU 2 workers: hand-computed 12 MiB need, min_shm 128 MiB"
   check_size "imagenet 2 GPUs 2 workers" --profile imagenet --gpus 2 --workers 2
   # By hand: batch pageup(64*3*224*224*4) + pageup(64*8) = 38535168 + 4096 = 38539264; pinned,
-  # but no GPU reaches the container (--gpu-request none): hold 2;
-  # per_rank = (2*2+2) * 38539264 + 4096*(8+5*2) = 231309312; NCCL's SHM segments for 2 ranks
-  # (2 channels, 1 peer): 2*2*1*(9637888+4096) = 38567936; 2*231309312 + 38567936 = 501186560;
-  # * headroom 1.05 = 526245888; 501 MiB = 525336576 < it <= 502 MiB = 526385152 -> 502 MiB.
-  assert_eq $((502 * 1048576)) "$PLANNED_BYTES" "imagenet 2 GPUs 2 workers: hand-computed 502 MiB"
+  # but no GPU reaches the container (--gpu-request none): hold 2, +1 not persistent = hold 3;
+  # per_rank = (2*2+3) * 38539264 + 4096*(8+5*2) = 269848576; NCCL's SHM segments for 2 ranks
+  # (2 channels, 1 peer): 2*2*1*(9637888+4096) = 38567936; 2*269848576 + 38567936 = 578265088;
+  # * headroom 1.05 = 607178342.4; 579 MiB = 607125504 < it <= 580 MiB = 608174080 -> 580 MiB.
+  assert_eq $((580 * 1048576)) "$PLANNED_BYTES" "imagenet 2 GPUs 2 workers: hand-computed 580 MiB"
   check_size "imagenet 1 GPU auto workers" --profile imagenet --gpus 1
   check_size "imagenet 4 GPUs 1 worker batch 32" --profile imagenet --gpus 4 --workers 1 --batch-size 32
   check_size "cifar 2 GPUs prefetch 4" --profile cifar --gpus 2 --workers 3 --prefetch-factor 4
@@ -106,8 +107,8 @@ wrapper_run_cases() {
   check_size "default profile, device list" --profile default --gpus device=0,1 --workers 1
 
   # A profile given as a path, by hand: pageup(100 * 1 MiB) = 100 MiB per batch,
-  # (2 * 3 + 2) batches (pin_memory false -> hold 2) + the loader's semaphore pages
-  # 4096 * (8 + 5 * 3) = 92 KiB, headroom 1, one rank: 800 MiB + 92 KiB -> 801 MiB.
+  # (2 * 3 + 3) batches (pin_memory false -> hold 2, +1 not persistent) + the loader's semaphore
+  # pages 4096 * (8 + 5 * 3) = 92 KiB, headroom 1, one rank: 900 MiB + 92 KiB -> 901 MiB.
   mkdir -p "$work/profiles/team" "$work/profiles/dir.json"
   cat >"$work/custom.json" <<'EOF'
 {
@@ -124,22 +125,23 @@ wrapper_run_cases() {
 }
 EOF
   check_size "profile given as a path" --profile "$work/custom.json" --gpus 1
-  assert_eq $((801 * 1048576)) "$PLANNED_BYTES" "profile given as a path: hand-computed 801 MiB"
+  assert_eq $((901 * 1048576)) "$PLANNED_BYTES" "profile given as a path: hand-computed 901 MiB"
   sed 's/"name": "custom"/"name": "team\/custom"/' "$work/custom.json" >"$work/profiles/team/custom.json"
   check_size "team profile from --profile-dir" --profile-dir "$work/profiles" --profile team/custom --gpus 1
-  assert_eq $((801 * 1048576)) "$PLANNED_BYTES" "team profile from --profile-dir: 801 MiB"
+  assert_eq $((901 * 1048576)) "$PLANNED_BYTES" "team profile from --profile-dir: 901 MiB"
   # The same profile with pin_memory true: with a GPU in the container the pin thread copies
-  # batches out, hold 0: (2 * 3 + 0) * 100 MiB + 92 KiB -> 601 MiB (planned only: no GPU here);
+  # batches out, hold 0 (the +1 is a worker-held batch, counted only when
+  # unpinned): (2 * 3 + 0) * 100 MiB + 92 KiB -> 601 MiB (planned only: no GPU here);
   # with --gpu-request none no GPU reaches it, and with --gpus 0 there is none: PyTorch starts no
-  # pin thread, hold 2: 801 MiB.
+  # pin thread, hold 3: 901 MiB.
   sed -e 's/"pin_memory": false/"pin_memory": true/' -e 's/"name": "custom"/"name": "custom-pin"/' "$work/custom.json" \
     >"$work/custom-pin.json"
   json=$(gr --gpu-request docker --profile "$work/custom-pin.json" --gpus 1 --json --rm "$IMAGE" true 2>/dev/null)
   assert_eq $((601 * 1048576)) "$(plan_shm_bytes <<<"$json")" "pin_memory, GPU handed to the engine: 601 MiB (hold 0)"
   check_size "pin_memory profile, --gpu-request none" --profile "$work/custom-pin.json" --gpus 1
-  assert_eq $((801 * 1048576)) "$PLANNED_BYTES" "pin_memory with --gpu-request none: hand-computed 801 MiB (hold 2)"
+  assert_eq $((901 * 1048576)) "$PLANNED_BYTES" "pin_memory with --gpu-request none: hand-computed 901 MiB (hold 3)"
   check_size "pin_memory profile without a GPU" --profile "$work/custom-pin.json" --gpus 0
-  assert_eq $((801 * 1048576)) "$PLANNED_BYTES" "pin_memory with --gpus 0: hand-computed 801 MiB (hold 2)"
+  assert_eq $((901 * 1048576)) "$PLANNED_BYTES" "pin_memory with --gpus 0: hand-computed 901 MiB (hold 3)"
 
   # What the container is told: env and label.
   out=$(gr --gpu-request none --profile cifar --gpus 1 --workers 2 --rm "$IMAGE" env 2>&1)
@@ -159,12 +161,12 @@ EOF
   out=$IT_OUT
   assert_eq "$before" "$(eng_count)" "--dry-run starts no container"
   assert_contains "$out" "--shm-size" "--dry-run argv has --shm-size"
-  assert_contains "$out" "502m" "--dry-run argv has the 502m size"
+  assert_contains "$out" "580m" "--dry-run argv has the 580m size"
   assert_contains "$out" "$ENGINE" "--dry-run argv names the engine"
   assert_not_contains "$out" "--gpus" "--gpu-request none: no --gpus in argv"
   assert_not_contains "$out" "nvidia.com/gpu" "--gpu-request none: no CDI device in argv"
   n=$(eval "$out" 2>&1 | df_kib)
-  assert_eq 514048 "$n" "the --dry-run command line, run by a shell, gives 502 MiB (502 * 1024 KiB)"
+  assert_eq 593920 "$n" "the --dry-run command line, run by a shell, gives 580 MiB (580 * 1024 KiB)"
 
   # GPU requests (dry run only: no GPUs here).
   assert_exit 0 gr --gpu-request docker --profile mnist --gpus 2 --dry-run "$IMAGE" true
@@ -177,9 +179,9 @@ EOF
   json=$(gr --gpu-request none --profile imagenet --gpus 2 --workers 2 --json "$IMAGE" true 2>/dev/null)
   assert_eq "$before" "$(eng_count)" "--json starts no container"
   assert_contains "$json" '"plan"' "--json has the plan"
-  # (2 x 2 + hold 2: pinned, but no GPU reaches it) x 36.8 MiB + 52 KiB = 220.9 MiB a rank;
-  # 2 ranks + NCCL 36.8 MiB = 478.5 MiB; headroom 1.05: 502 MiB.
-  assert_eq $((502 * 1048576)) "$(plan_shm_bytes <<<"$json")" "--json shm_bytes"
+  # (2 x 2 + hold 3: pinned, but no GPU reaches it; not persistent) x 36.8 MiB + 72 KiB = 257.3 MiB
+  # a rank; 2 ranks + NCCL 36.8 MiB = 551.5 MiB; headroom 1.05: 580 MiB.
+  assert_eq $((580 * 1048576)) "$(plan_shm_bytes <<<"$json")" "--json shm_bytes"
 
   # --explain prints a breakdown on stderr and runs the container.
   assert_exit 0 gr --gpu-request none --profile cifar --gpus 1 --workers 2 --explain --rm "$IMAGE" df -k /dev/shm
@@ -190,7 +192,7 @@ EOF
   assert_exit 7 gr --profile mnist --gpu-request none --rm "$IMAGE" sh -c 'exit 7'
   assert_exit 0 gr --profile mnist --gpu-request none --rm "$IMAGE" true
 
-  # The user's explicit --shm-size wins, with a warning (the plan is 502 MiB, above).
+  # The user's explicit --shm-size wins, with a warning (the plan is 580 MiB, above).
   assert_exit 0 gr --gpu-request none --profile imagenet --gpus 2 --workers 2 --shm-size 300m --rm "$IMAGE" df -k /dev/shm
   assert_eq 307200 "$(df_kib <<<"$IT_OUT")" "explicit --shm-size 300m wins"
   assert_contains "$IT_ERR" "shm" "explicit --shm-size: warning on stderr"
