@@ -108,9 +108,9 @@ json shm_patch(const json& spec, const std::vector<ShmTarget>& targets, std::uin
                const WebhookConfig& config) {
   try {
     // The kubelet mounts the emptyDir at its sizeLimit and evicts the pod when use passes it:
-    // the sizeLimit is the ceiling the node guard may grow /dev/shm to, and the guard lowers it
-    // to the plan (GPU_RUN_SHM_SIZE) when it first sees it (docs/ARCHITECTURE.md, "A pod's
-    // memory-backed emptyDir"). Without a guard, the pod has the ceiling from the start.
+    // the sizeLimit is the ceiling the node guard may grow /dev/shm to. The tmpfs starts there and
+    // the guard never lowers it (fail-static; docs/ARCHITECTURE.md, "A pod's memory-backed
+    // emptyDir"), so a pod has the same /dev/shm with or without a guard.
     std::uint64_t size_limit = 0;
     for (const ShmTarget& t : targets) {
       const std::uint64_t ceiling = share_ceiling(t, config);
