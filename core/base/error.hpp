@@ -11,7 +11,7 @@ enum ExitCode : int { kExitOk = 0, kExitFailure = 1, kExitUsage = 2 };
 
 // The project's one error type. Carries an errno (0 when none) and an exit code, 1 (a
 // failure) unless it says otherwise; gains context as it travels up ("load profile x: ..."),
-// keeping both (docs/ARCHITECTURE.md, "Errors and exit codes").
+// keeping both (docs/ARCHITECTURE.md, "Errors and refusals").
 class Error : public std::runtime_error {
  public:
   explicit Error(const std::string& message, int errno_value = 0, int exit_code = kExitFailure);

@@ -6,7 +6,7 @@
 #   IMAGE      the busybox image name
 #   GPU_RUN    the gpu-run binary
 # Expected sizes come from `gpu-run --json` and are checked against what the container's
-# df shows; two cases are also computed by hand from the model in docs/ARCHITECTURE.md.
+# df shows; two cases are also computed by hand from the model in docs/profiles-and-sizing.md ("The sizing model").
 
 # Prints the binary to test: $1, $GPU_RUN_BIN, $GPU_RUN_BIN_DIR/gpu-run or the release
 # build tree; skips when none exists.
