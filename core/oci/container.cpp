@@ -9,6 +9,7 @@
 
 #include "error.hpp"
 #include "process.hpp"
+#include "shm_mount.hpp"
 
 namespace gpurun {
 
@@ -90,16 +91,29 @@ std::optional<ShmUsage> shm_usage_at(const fs::path& path) {
   return usage_of(st);
 }
 
+namespace {
+
+// The container's /dev/shm below its root, never through a symlink: the image controls the path,
+// and an absolute symlink at /dev/shm opened through /proc/PID/root would resolve on the host.
+UniqueFd open_container_shm(int pid) {
+  const UniqueFd root(::open(("/proc/" + std::to_string(pid) + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return UniqueFd();
+  return UniqueFd(open_dir_in_root(root.get(), "dev/shm", Resolve::kNoSymlinks));
+}
+
+}  // namespace
+
 std::optional<ShmUsage> shm_usage_of_pid(int pid) {
   if (pid <= 0) return std::nullopt;
-  return shm_usage_at("/proc/" + std::to_string(pid) + "/root/dev/shm");
+  const UniqueFd shm = open_container_shm(pid);
+  struct statvfs st {};
+  if (!shm || ::fstatvfs(shm.get(), &st) != 0) return std::nullopt;
+  return usage_of(st);
 }
 
 ShmHandle::ShmHandle(int pid) : pid_(pid), pidfd_(open_pidfd(pid)) {
   // The pidfd first: a descriptor opened after the process was gone would read another's files.
-  if (pidfd_)
-    shm_ =
-        UniqueFd(::open(("/proc/" + std::to_string(pid) + "/root/dev/shm").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (pidfd_) shm_ = open_container_shm(pid);
 }
 
 std::optional<ShmUsage> ShmHandle::sample() const {

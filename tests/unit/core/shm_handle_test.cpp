@@ -5,7 +5,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include "container.hpp"
+#include "test_files.hpp"
 
 namespace gpurun {
 namespace {
@@ -33,6 +36,35 @@ TEST(ShmHandle, NothingOnceTheProcessHasExited) {
   ::waitpid(child, &status, 0);
   EXPECT_FALSE(h.sample());
   EXPECT_FALSE(ShmHandle(child).sample());  // a pid that is gone: no descriptor, no sample
+}
+
+// An image whose /dev/shm is an absolute symlink: opened through /proc/PID/root it would resolve
+// on the host (here, the host's /), so the guard would sample a host directory. Nothing instead.
+TEST(ShmHandle, NeverFollowsASymlinkedDevShmOutOfTheContainer) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chroot (CI runs as root)";
+  test::TempDir root;
+  std::filesystem::create_directories(root.path() / "dev");
+  std::filesystem::create_symlink("/", root.path() / "dev" / "shm");
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const char ok = ::chroot(root.path().c_str()) == 0 ? 'y' : 'n';
+    if (::write(ready[1], &ok, 1) != 1) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  EXPECT_EQ(ok, 'y');
+  EXPECT_FALSE(shm_usage_of_pid(child));
+  EXPECT_FALSE(ShmHandle(child).sample());
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
 }
 
 }  // namespace
