@@ -28,6 +28,10 @@ struct PlanOptions {
 // (exit 2) naming the flag on bad input; a plan that does not fit is returned with `problem` set.
 ShmPlan make_plan(const PlanOptions& options, const Config& config, HostInfo host, const EnvLookup& env = process_env);
 
+// The plan as `plan` prints it: explain()'s breakdown, then "=> /dev/shm SIZE" with what gpu-run
+// passes, or that it starts nothing when the plan does not fit.
+std::string plan_text(const ShmPlan& plan);
+
 // Prints the plan (text or --json) on stdout; throws Error (exit 2) with the one-line
 // problem after printing when it does not fit.
 void run_plan(const PlanOptions& options);

@@ -16,6 +16,33 @@ std::optional<std::uint64_t> host_shm_size() {
   return static_cast<std::uint64_t>(st.f_blocks) * st.f_frsize;
 }
 
+// When the container's command line starts another number of DataLoader workers than the plan
+// holds (docs/docker-and-podman.md, "Workers"): one line with both sizes and the two ways to agree.
+std::optional<std::string> worker_flag_warning(const WrapperOptions& o, const ShmPlan& plan,
+                                               const ContainerRequest& request, const SpecFacts& spec,
+                                               const Config& config, const ProfileStore& store, const HostFacts& host) {
+  const auto seen = command_worker_flag(o.command);
+  if (!seen || seen->workers == plan.workers) return std::nullopt;
+  const std::string n = std::to_string(seen->workers);
+  std::string origin = "the profile's workers_per_gpu";
+  if (o.sizing.workers)
+    origin = "--workers";
+  else if (plan.workers_auto)
+    origin = "auto: " + std::to_string(plan.cpus) + " CPUs / " + std::to_string(plan.ranks) + " ranks";
+  std::string line = "the command line's '" + seen->flag + "' asks for " + n + " DataLoader workers, but /dev/shm (" +
+                     format_size(plan.shm) + ") is planned for " + std::to_string(plan.workers) + " DataLoader worker" +
+                     (plan.workers == 1 ? "" : "s") + " per GPU rank (" + origin + ")";
+  ContainerRequest asked = request;
+  asked.workers = n;
+  try {
+    const ShmPlan other = plan_request(asked, spec, config, store, host);
+    line += "; " + n + " need " + format_size(other.shm);
+  } catch (const Error&) {
+    // The line still says what to do; the rerun with --workers says why that count cannot be planned.
+  }
+  return line + ": pass --workers " + n + " to gpu-run, or make the script read GPU_RUN_NUM_WORKERS";
+}
+
 }  // namespace
 
 EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, const HostInfo& host,
@@ -76,6 +103,10 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
                            ") is below gpu-run's plan of " + format_size(inv.plan.shm) +
                            ": DataLoader workers may die with a bus error; your --shm-size wins");
   }
+  if (inv.sized && !request.shm_size) {
+    if (auto line = worker_flag_warning(o, inv.plan, request, spec, config, store, host_facts))
+      inv.warnings.push_back(*line);
+  }
   if (inv.sized && !spec.memory_limit && host.mem_total > 0 && inv.applied_shm > host.mem_available) {
     inv.warnings.push_back("/dev/shm of " + format_size(inv.applied_shm) +
                            " is more than this host's available memory (" + format_size(host.mem_available) +
@@ -88,7 +119,9 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
     a.push_back("--shm-size");
     a.push_back(engine_size(inv.plan.shm));
   }
-  if (o.sizing.gpus && gpu_mode != "none") {
+  // --gpus 0 is no GPU: nothing to request (Docker's own --gpus 0 fails to select a driver).
+  const bool wants_gpus = o.sizing.gpus && gpu_mode != "none" && inv.plan.gpus > 0;
+  if (wants_gpus) {
     if (gpu_mode == "docker") {
       a.push_back("--gpus");
       a.push_back(*o.sizing.gpus);

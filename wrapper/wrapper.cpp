@@ -34,8 +34,9 @@ engine untouched.
 
 gpu-run options:
   --profile NAME|FILE.json  workload profile (default: the host's default_profile, else "default")
-  --gpus N|all|device=0,1   GPU ranks, Docker's syntax (default: one loader, no GPU)
-  --workers N               DataLoader workers per GPU (default: the profile's, or from the CPUs)
+  --gpus N|all|device=0,1   GPU ranks, Docker's syntax (default and 0: one loader, no GPU request)
+  --workers N               DataLoader workers per GPU (default: the profile's, or from the CPUs);
+                            the script must start as many (read GPU_RUN_NUM_WORKERS)
   --batch-size N            batch size per GPU
   --prefetch-factor N       DataLoader prefetch_factor
   --profile-dir DIR         look for profiles in DIR first (repeatable)

@@ -276,6 +276,18 @@ void add_inherited_batches(std::vector<LoaderPlan>& loaders) {
   }
 }
 
+// The job's flags that can go lower: workers above 0, a batch above 1 ("--workers (now 8) or
+// --batch-size (now 64)", without the values unless `now`), or "" when neither can.
+std::string lowerable_flags(const ShmPlan& p, bool now) {
+  auto flag = [now](const char* name, std::uint64_t value) {
+    return std::string(name) + (now ? " (now " + std::to_string(value) + ")" : "");
+  };
+  std::string out;
+  if (p.workers > 0) out = flag("--workers", p.workers);
+  if (p.batch_size > 1) out += (out.empty() ? "" : " or ") + flag("--batch-size", p.batch_size);
+  return out;
+}
+
 }  // namespace
 
 ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
@@ -323,16 +335,23 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   if (!p.engines.problem.empty()) {
     p.problem = p.engines.problem;
   } else if (p.need > p.max_shm) {
+    const std::string lower = lowerable_flags(p, /*now=*/false);
     p.problem = "planned /dev/shm of " + format_size(p.need) + " for profile " + p.profile + " (" +
                 std::to_string(p.ranks) + " rank(s) x " + std::to_string(p.workers) + " workers x batch " +
-                std::to_string(p.batch_size) + ") is above the profile's max_shm " + format_size(p.max_shm) +
-                ": lower --workers or --batch-size, or raise max_shm in the profile";
+                std::to_string(p.batch_size) + ") is above the profile's max_shm " + format_size(p.max_shm) + ": " +
+                (lower.empty() ? "" : "lower " + lower + ", or ") + "raise max_shm in the profile";
   } else if (p.memory_limit) {
     const MemoryBudget budget{*p.memory_limit, p.memory_fraction_max};
     if (!budget.holds(p.shm)) {
+      // Only what can lower the size: at the profile's min_shm, the job's flags cannot.
+      const std::string lower = lowerable_flags(p, /*now=*/true);
       p.problem = "planned /dev/shm of " + format_size(p.shm) + " " + budget.over() + ": raise --memory to at least " +
-                  engine_size(budget.limit_for(p.shm)) + ", or lower --workers (now " + std::to_string(p.workers) +
-                  ") or --batch-size (now " + std::to_string(p.batch_size) + ")";
+                  engine_size(budget.limit_for(p.shm));
+      if (p.shm <= p.min_shm)
+        p.problem += ", or lower min_shm in profile " + p.profile + " (the plan sits at it; the job's terms need " +
+                     format_size(p.need) + ")";
+      else if (!lower.empty())
+        p.problem += ", or lower " + lower;
     }
   }
   return p;

@@ -24,6 +24,14 @@ const std::map<std::string, std::uint64_t>& dtype_sizes() {
   return sizes;
 }
 
+// PyTorch's other names for the same dtypes (torch.float is torch.float32).
+const std::map<std::string, std::string>& dtype_aliases() {
+  static const std::map<std::string, std::string> aliases = {{"double", "float64"}, {"float", "float32"},
+                                                             {"half", "float16"},   {"long", "int64"},
+                                                             {"int", "int32"},      {"short", "int16"}};
+  return aliases;
+}
+
 const std::set<std::string>& known_keys() {
   static const std::set<std::string> keys = {
       "$schema",     "schema",       "name",         "description",     "extends",
@@ -108,10 +116,8 @@ void validate_fields(const std::string& source, const json& v, const std::string
     }
     if (elements > static_cast<long double>(kTiB))
       throw usage_error(source + ": key '" + where + ".shape': a sample of more than 2^40 elements is not plausible");
-    if (!f.contains("dtype") || !f["dtype"].is_string() || !dtype_sizes().count(f["dtype"].get<std::string>()))
-      throw key_error(source, where + ".dtype",
-                      "one of float64 float32 float16 bfloat16 int64 int32 int16 int8 uint8 bool",
-                      f.value("dtype", json()));
+    if (!f.contains("dtype") || !f["dtype"].is_string() || !canonical_dtype(f["dtype"].get<std::string>()))
+      throw key_error(source, where + ".dtype", kDtypeNames, f.value("dtype", json()));
   }
 }
 
@@ -398,10 +404,17 @@ ordered_json engines_to_json(const Engines& e) {
 
 }  // namespace
 
+std::optional<std::string> canonical_dtype(const std::string& dtype) {
+  const std::string name = dtype.compare(0, 6, "torch.") == 0 ? dtype.substr(6) : dtype;
+  if (dtype_sizes().count(name)) return name;
+  if (auto it = dtype_aliases().find(name); it != dtype_aliases().end()) return it->second;
+  return std::nullopt;
+}
+
 std::uint64_t dtype_size(const std::string& dtype) {
-  auto it = dtype_sizes().find(dtype);
-  if (it == dtype_sizes().end()) throw usage_error("unknown dtype '" + dtype + "'");
-  return it->second;
+  const auto name = canonical_dtype(dtype);
+  if (!name) throw usage_error("unknown dtype '" + dtype + "'");
+  return dtype_sizes().at(*name);
 }
 
 std::uint64_t sample_bytes(const Profile& profile) {

@@ -137,7 +137,17 @@ struct Profile {
   std::vector<fs::path> chain;
 };
 
-// Size in bytes of one element of a PyTorch dtype; throws Error for unknown names.
+// The dtypes a profile's fields may name, for messages.
+inline constexpr const char* kDtypeNames =
+    "one of float64 float32 float16 bfloat16 int64 int32 int16 int8 uint8 bool, or PyTorch's double float half "
+    "long int short (torch.NAME too)";
+
+// A PyTorch dtype's name as profiles write it: "float32" for float32, float, torch.float and
+// torch.float32; nullopt for a name PyTorch does not have.
+std::optional<std::string> canonical_dtype(const std::string& dtype);
+
+// Size in bytes of one element of a PyTorch dtype (any name canonical_dtype knows); throws
+// Error for unknown names.
 std::uint64_t dtype_size(const std::string& dtype);
 
 // Bytes of one sample: sum of prod(shape) * dtype_size, or sample_bytes.

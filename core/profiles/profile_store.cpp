@@ -42,6 +42,15 @@ bool looks_like_path(const std::string& s) { return s.size() > 5 && s.compare(s.
 
 }  // namespace
 
+std::string name_mismatch_message(const fs::path& path, const std::string& name, const std::string& file_name) {
+  return path.string() + ": key 'name': '" + name.substr(0, 80) + "' does not match the file's name, which makes it '" +
+         file_name + "': rename the file to " + name.substr(0, 80) + ".json (team/name lives in team/) or fix 'name'";
+}
+
+std::string unknown_parent_message(const fs::path& path, const std::string& parent) {
+  return path.string() + ": key 'extends': unknown parent profile '" + parent + "'";
+}
+
 ProfileStore::ProfileStore(std::vector<fs::path> dirs) : dirs_(std::move(dirs)) {}
 
 std::optional<fs::path> ProfileStore::find(const std::string& name, const fs::path& below) const {
@@ -63,7 +72,12 @@ std::optional<fs::path> ProfileStore::find(const std::string& name, const fs::pa
 }
 
 Profile ProfileStore::load(const std::string& name_or_path, bool allow_path) const {
-  if (allow_path && looks_like_path(name_or_path)) return load_file(name_or_path);
+  // A file a person names by path is the profile its "name" says (a team's profile copied into a
+  // job's repository): the name rule is the search path's, where a name finds its file.
+  if (allow_path && looks_like_path(name_or_path)) {
+    const fs::path path(name_or_path);
+    return load_chain(path, path.stem().string(), {}, /*any_name=*/true);
+  }
   if (!is_valid_profile_name(name_or_path)) {
     std::string shown = name_or_path.substr(0, 80);
     for (char& c : shown)
@@ -96,7 +110,7 @@ Profile ProfileStore::load_file(const fs::path& path) const {
 }
 
 Profile ProfileStore::load_chain(const fs::path& path, const std::string& display,
-                                 const std::vector<std::string>& names) const {
+                                 const std::vector<std::string>& names, bool any_name) const {
   std::vector<nlohmann::json> docs;
   std::vector<fs::path> chain;
   std::vector<std::pair<dev_t, ino_t>> seen;  // files, not names: a symlink cannot hide a cycle
@@ -125,7 +139,7 @@ Profile ProfileStore::load_chain(const fs::path& path, const std::string& displa
     const bool self =
         parent == current.stem().string() || (current.parent_path().filename() / current.stem()) == parent;
     auto parent_path = find(parent, self ? current : fs::path());
-    if (!parent_path) throw usage_error(current.string() + ": key 'extends': unknown parent profile '" + parent + "'");
+    if (!parent_path) throw usage_error(unknown_parent_message(current, parent));
     current = *parent_path;
   }
   nlohmann::json merged = nlohmann::json::object();
@@ -137,10 +151,8 @@ Profile ProfileStore::load_chain(const fs::path& path, const std::string& displa
     // Doors record the profile's name (GPU_RUN_PROFILE, labels) and look it up again by that
     // name: a "name" other than the file's would name a profile no door can find.
     const std::string name = docs.front()["name"].get<std::string>();
-    if (std::find(names.begin(), names.end(), name) == names.end())
-      throw usage_error(path.string() + ": key 'name': '" + name.substr(0, 80) +
-                        "' does not match the file's name, which makes it '" + display + "': rename the file to " +
-                        name.substr(0, 80) + ".json (team/name lives in team/) or fix 'name'");
+    if (!any_name && std::find(names.begin(), names.end(), name) == names.end())
+      throw usage_error(name_mismatch_message(path, name, display));
     profile.name = name;
   }
   profile.chain = chain;

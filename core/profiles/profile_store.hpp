@@ -40,7 +40,8 @@ class ProfileStore {
   std::optional<fs::path> find(const std::string& name, const fs::path& below = {}) const;
 
   // Loads and merges a profile by name, or by a path to a .json file when
-  // `allow_path` (a person's command line, never a container's input).
+  // `allow_path` (a person's command line, never a container's input). A file given by path
+  // is named by its "name", whatever its file's name (the name rule is the search path's).
   // Throws Error: unknown names list the closest known names.
   Profile load(const std::string& name_or_path, bool allow_path = true) const;
 
@@ -67,12 +68,18 @@ class ProfileStore {
   };
 
   // `display` names the profile when its file has no "name"; a "name" it has must be one of
-  // `names` (the name it was asked for; for a file given by path, its stem or team/stem).
-  Profile load_chain(const fs::path& path, const std::string& display, const std::vector<std::string>& names) const;
+  // `names` (the name it was asked for; for load_file, its stem or team/stem), unless `any_name`.
+  Profile load_chain(const fs::path& path, const std::string& display, const std::vector<std::string>& names,
+                     bool any_name = false) const;
 
   std::vector<fs::path> dirs_;
   std::map<std::string, Loaded> loaded_;  // by name, after preload()
 };
+
+// The two refusals of a profile's own file that a whole-path check (profiles validate) also
+// makes: a "name" other than the name its file has on the search path, and an unknown parent.
+std::string name_mismatch_message(const fs::path& path, const std::string& name, const std::string& file_name);
+std::string unknown_parent_message(const fs::path& path, const std::string& parent);
 
 // The directory of built-in profiles: $GPU_RUN_BUILTIN_PROFILES if set, else
 // <dir of this executable>/../share/gpu-run/profiles.

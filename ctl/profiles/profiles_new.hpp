@@ -21,16 +21,24 @@ struct NewProfileOptions {
   std::optional<std::string> batch_size;  // per GPU rank
   std::optional<std::string> workers;     // per GPU rank, or "auto"
   std::optional<std::string> prefetch_factor;
-  std::optional<std::string> extends;  // default: "default" (implicit)
+  std::optional<std::string> pin_memory;      // "true" | "false"
+  std::optional<std::string> nccl_transport;  // shm | p2p | none
+  std::vector<std::string> loaders;           // --loader NAME[:KEY=VALUE,...], in order
+  std::optional<std::string> extends;         // default: "default" (implicit)
   std::optional<std::string> description;
   std::optional<std::string> out_dir;  // default: the user's profile directory
   bool force = false;                  // replace an existing file
   bool print = false;                  // print the document, write nothing
 };
 
-// Parses --fields: comma-separated [NAME=]SHAPE:DTYPE, SHAPE as DxDx... or empty for a scalar.
-// Unnamed fields are called field1, field2, ... Throws Error naming --fields and the entry.
-std::vector<Field> parse_fields_flag(const std::string& text);
+// Parses --fields: comma-separated [NAME=]SHAPE:DTYPE, SHAPE as DxDx... or empty for a scalar,
+// DTYPE any name PyTorch has (written canonical: float is float32). Unnamed fields are called
+// field1, field2, ... Throws Error naming `flag` and the entry.
+std::vector<Field> parse_fields_flag(const std::string& text, const std::string& flag = "--fields");
+
+// Parses one --loader: NAME[:KEY=VALUE,...], KEY one of a loader's keys, fields= last (it takes
+// the rest, commas and all, as --fields). The loader's object as a profile writes it.
+nlohmann::ordered_json parse_loader_flag(const std::string& text);
 
 // The profile document for `options` (core's profile_file_document), checked as the loader
 // checks a profile file. Pure.

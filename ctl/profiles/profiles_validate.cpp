@@ -147,9 +147,28 @@ ValidationReport validate_profiles(const std::vector<fs::path>& paths, bool expl
     }
     const std::vector<std::string> doc_errors = profile_document_errors(text, source);
     for (const auto& e : doc_errors) add_error(e);
-    if (!doc_errors.empty()) continue;
+    // The name and the parent are checked whatever the keys say, so one pass lists every error;
+    // the file is named as plan and gpu-run name it (team/name).
+    const std::size_t before_chain = report.errors.size();
+    const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_object()) {
+      // A team directory given on its own names its files team/name too (the store's load_file).
+      const std::string stem = t.file.stem().string();
+      const std::string team_name = (t.file.parent_path().filename() / t.file.stem()).string();
+      if (doc.contains("name") && doc["name"].is_string()) {
+        const std::string name = doc["name"].get<std::string>();
+        if (name != where && name != stem && name != team_name) add_error(name_mismatch_message(t.file, name, where));
+      }
+      if (doc.contains("extends") && doc["extends"].is_string()) {
+        const std::string parent = doc["extends"].get<std::string>();
+        // "extends" of its own name is the same profile further down the path.
+        const bool self = parent == where || parent == stem || parent == team_name;
+        if (!store.find(parent, self ? t.file : fs::path())) add_error(unknown_parent_message(t.file, parent));
+      }
+    }
+    if (!doc_errors.empty() || report.errors.size() != before_chain) continue;
 
-    // The store's load refuses a "name" that is not the file's, as every door's load does.
+    // The merged chain, as every door's load reads it (a standalone profile missing a key).
     try {
       store.load_file(t.file);
     } catch (const Error& e) {

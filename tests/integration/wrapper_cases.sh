@@ -174,6 +174,16 @@ EOF
   assert_exit 0 gr --gpu-request cdi --profile mnist --gpus device=0,1 --dry-run "$IMAGE" true
   assert_contains "$IT_OUT" "nvidia.com/gpu" "--gpu-request cdi passes a CDI device"
 
+  # --gpus 0 is no GPU: no GPU request reaches the engine (Docker's --gpus 0 fails: could not select
+  # device driver), whatever --gpu-request says; the container runs.
+  for mode in docker cdi; do
+    assert_exit 0 gr --gpu-request "$mode" --profile mnist --gpus 0 --dry-run --rm "$IMAGE" true
+    assert_not_contains "$IT_OUT" "--gpus" "--gpus 0, --gpu-request $mode: no --gpus in argv"
+    assert_not_contains "$IT_OUT" "nvidia.com/gpu" "--gpus 0, --gpu-request $mode: no CDI device in argv"
+    assert_exit 0 gr --gpu-request "$mode" --profile mnist --gpus 0 --rm "$IMAGE" true
+  done
+  assert_exit 0 gr --gpus 0 --rm "$IMAGE" true
+
   # --json starts nothing and parses the same plan.
   before=$(eng_count)
   json=$(gr --gpu-request none --profile imagenet --gpus 2 --workers 2 --json "$IMAGE" true 2>/dev/null)

@@ -59,6 +59,15 @@ assert_valid "profiles new: every option, extends imagenet, workers auto" "$out/
 assert_exit 0 "$CTL" profiles new team/video --fields 8x3x112x112:uint8,:int64 --batch-size 16 --workers 3 \
   --extends multi-gpu --out-dir "$out"
 assert_valid "profiles new: workers 3, extends multi-gpu" "$out/team/video.json"
+assert_exit 0 "$CTL" profiles new seg/deeplab512 --fields image=3x512x512:float,mask=512x512:long --batch-size 8 \
+  --pin-memory false --nccl-transport p2p --loader train \
+  --loader 'val:batch_size=4,workers=2,persistent_workers=true,fields=3x512x512:half,:torch.int' --out-dir "$out"
+assert_valid "profiles new: pin_memory, nccl.transport, two loaders" "$out/seg/deeplab512.json"
+# PyTorch's other dtype names are a profile's too, in a file a person writes.
+printf '%s\n' '{"name": "aliases", "fields": [{"name": "a", "shape": [2], "dtype": "float"},' \
+  '{"name": "b", "shape": [], "dtype": "torch.long"}, {"name": "c", "shape": [], "dtype": "double"}]}' >"$work/aliases.json"
+assert_valid "a profile with the dtypes float, torch.long and double" "$work/aliases.json"
+assert_exit 0 "$CTL" profiles validate "$work/aliases.json"
 # A standalone profile must set keys profiles new has no option for: it is only printed.
 assert_exit 0 "$CTL" profiles new solo --fields 4:float16 --batch-size 2 --workers 0 --extends none --print
 printf '%s\n' "$IT_OUT" >"$work/solo.json"

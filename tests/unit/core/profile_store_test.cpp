@@ -92,7 +92,6 @@ TEST(ProfileStore, ANameOtherThanTheFilesIsRefusedAtLoad) {
   d.write("vision/bare.json", complete(8, R"(, "name": "bare")"));
   const ProfileStore store({d.path()});
   for (const auto& load : std::vector<std::function<Profile()>>{[&] { return store.load("mine"); },
-                                                                [&] { return store.load((d / "mine.json").string()); },
                                                                 [&] { return store.load_file(d / "mine.json"); }}) {
     const Error e = expect_error([&] { load(); });
     EXPECT_EQ(e.exit_code(), kExitUsage);
@@ -103,6 +102,23 @@ TEST(ProfileStore, ANameOtherThanTheFilesIsRefusedAtLoad) {
   EXPECT_EQ(store.load("vision/resnet50").name, "vision/resnet50");
   EXPECT_EQ(store.load_file(d / "vision/resnet50.json").name, "vision/resnet50");  // by path: its team's name
   EXPECT_CONTAINS(expect_error([&] { store.load("vision/bare"); }).what(), "key 'name': 'bare'");
+}
+
+TEST(ProfileStore, AFileGivenByPathKeepsTheNameItSays) {
+  // A team's profile copied into a job's repository: configs/deeplab512.json, named seg/deeplab512.
+  // The name rule is for the search path; a file a person names by path is that profile.
+  TempDir d;
+  d.write("configs/deeplab512.json", R"({"name": "seg/deeplab512", "batch_size": 8})");
+  d.write("configs/bad.json", R"({"name": "../x", "batch_size": 8})");
+  const ProfileStore store({GPU_RUN_SOURCE_PROFILES});
+  const Profile p = store.load((d / "configs/deeplab512.json").string());
+  EXPECT_EQ(p.name, "seg/deeplab512");
+  EXPECT_EQ(p.batch_size, 8u);
+  // Still a name a door can record: an invalid one is refused, by path too.
+  EXPECT_CONTAINS(expect_error([&] { store.load((d / "configs/bad.json").string()); }).what(), "key 'name'");
+  // By name, not by path: the search path's rule holds.
+  const ProfileStore on_path({d.path() / "configs", GPU_RUN_SOURCE_PROFILES});
+  EXPECT_CONTAINS(expect_error([&] { on_path.load("deeplab512"); }).what(), "does not match the file's name");
 }
 
 TEST(ProfileStore, ExtendsResolvedAcrossDirectories) {

@@ -48,8 +48,31 @@ TEST(DtypeSize, PyTorchNames) {
   EXPECT_EQ(dtype_size("int8"), 1u);
   EXPECT_EQ(dtype_size("uint8"), 1u);
   EXPECT_EQ(dtype_size("bool"), 1u);
-  EXPECT_THROW(dtype_size("float"), Error);
   EXPECT_THROW(dtype_size("Float32"), Error);
+  EXPECT_THROW(dtype_size("torch."), Error);
+  EXPECT_THROW(dtype_size("float128"), Error);
+}
+
+TEST(DtypeSize, PyTorchsOtherNamesAsInTorchFloat) {
+  // torch.float is torch.float32, torch.long torch.int64, ...; str(tensor.dtype) is "torch.float32".
+  EXPECT_EQ(dtype_size("float"), 4u);
+  EXPECT_EQ(dtype_size("double"), 8u);
+  EXPECT_EQ(dtype_size("half"), 2u);
+  EXPECT_EQ(dtype_size("long"), 8u);
+  EXPECT_EQ(dtype_size("int"), 4u);
+  EXPECT_EQ(dtype_size("short"), 2u);
+  EXPECT_EQ(dtype_size("torch.float"), 4u);
+  EXPECT_EQ(dtype_size("torch.uint8"), 1u);
+  EXPECT_EQ(canonical_dtype("torch.long"), "int64");
+  EXPECT_EQ(canonical_dtype("half"), "float16");
+  EXPECT_EQ(canonical_dtype("bfloat16"), "bfloat16");
+  EXPECT_EQ(canonical_dtype("cheese"), std::nullopt);
+  // In a profile file too: the same parser.
+  const auto doc = R"({"fields": [{"name": "x", "shape": [2], "dtype": "float"},
+                                  {"name": "y", "shape": [], "dtype": "torch.long"}]})";
+  EXPECT_NO_THROW(parse_profile_document(doc, "p.json"));
+  EXPECT_THROW(parse_profile_document(R"({"fields": [{"name": "x", "shape": [2], "dtype": "quad"}]})", "p.json"),
+               Error);
 }
 
 TEST(ProfileDocument, CompleteDocumentParses) {

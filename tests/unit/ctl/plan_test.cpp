@@ -103,5 +103,58 @@ TEST(Plan, APlanThatDoesNotFitCarriesTheProblem) {
   EXPECT_EQ(expect_error([&] { require_fits(plan); }).exit_code(), kExitUsage);
 }
 
+TEST(Plan, AdvisesOnlyWhatCanHelp) {
+  // Workers 0 and batch 1: neither can be lowered; imagenet's need (a few MiB) sits under its
+  // min_shm 256 MiB, so nothing the job's flags change lowers the size: memory or min_shm.
+  PlanOptions o;
+  o.sizing.profile = "imagenet";
+  o.sizing.gpus = "2";
+  o.sizing.workers = "0";
+  o.sizing.batch_size = "1";
+  o.memory = "384m";
+  const ShmPlan floor = make_plan(o, Config{}, host_with_cpus(2), builtin_only_env);
+  EXPECT_EQ(floor.shm, floor.min_shm);
+  EXPECT_CONTAINS(floor.problem, "raise --memory to at least 512m");
+  EXPECT_CONTAINS(floor.problem, "min_shm");
+  EXPECT_EQ(floor.problem.find("--workers"), std::string::npos) << floor.problem;
+  EXPECT_EQ(floor.problem.find("--batch-size"), std::string::npos) << floor.problem;
+  // At min_shm with workers and a batch to spare: lowering them still does not move the size.
+  o.sizing.workers = "1";
+  o.sizing.batch_size = "64";
+  const ShmPlan auto_floor = make_plan(o, Config{}, host_with_cpus(2), builtin_only_env);
+  EXPECT_EQ(auto_floor.shm, auto_floor.min_shm);
+  EXPECT_EQ(auto_floor.problem.find("--workers"), std::string::npos) << auto_floor.problem;
+  // Above min_shm, each flag that can go lower is named with its value, and only those.
+  o.sizing.gpus = "8";
+  o.sizing.workers = "64";
+  o.sizing.batch_size = "1";
+  o.memory = "1g";
+  const ShmPlan above = make_plan(o, Config{}, host_with_cpus(2), builtin_only_env);
+  ASSERT_GT(above.shm, above.min_shm);
+  EXPECT_CONTAINS(above.problem, "lower --workers (now 64)");
+  EXPECT_EQ(above.problem.find("--batch-size"), std::string::npos) << above.problem;
+  EXPECT_EQ(above.problem.find("min_shm"), std::string::npos) << above.problem;
+  o.sizing.gpus = "2";
+  o.sizing.workers = "8";
+  o.sizing.batch_size = "64";
+  EXPECT_CONTAINS(make_plan(o, Config{}, host_with_cpus(2), builtin_only_env).problem,
+                  "or lower --workers (now 8) or --batch-size (now 64)");
+}
+
+TEST(Plan, APlanThatDoesNotFitSaysSoInItsLastLine) {
+  PlanOptions o;
+  o.sizing.profile = "imagenet";
+  o.sizing.gpus = "2";
+  o.memory = "384m";
+  const ShmPlan plan = make_plan(o, Config{}, host_with_cpus(2), builtin_only_env);
+  const std::string text = plan_text(plan);
+  EXPECT_CONTAINS(text, "DOES NOT FIT");
+  EXPECT_EQ(text.find("gpu-run passes"), std::string::npos) << text;
+  EXPECT_CONTAINS(text, "=> /dev/shm 256MiB does not fit: gpu-run starts nothing");
+  o.memory = "4g";
+  EXPECT_CONTAINS(plan_text(make_plan(o, Config{}, host_with_cpus(2), builtin_only_env)),
+                  "=> /dev/shm 256MiB (gpu-run passes --shm-size 256m)\n");
+}
+
 }  // namespace
 }  // namespace gpurun

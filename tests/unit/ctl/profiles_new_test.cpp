@@ -55,6 +55,65 @@ TEST(ProfilesNew, WrittenAsTheBuiltInsAre) {
             "}\n");
 }
 
+TEST(ProfilesNew, PyTorchDtypeNamesAreWrittenAsTheBuiltInsWriteThem) {
+  const auto f = parse_fields_flag("image=3x8x8:float,label=:long,h=:half,d=:double,i=:int,t=:torch.bfloat16");
+  ASSERT_EQ(f.size(), 6u);
+  std::vector<std::string> dtypes;
+  for (const auto& field : f) dtypes.push_back(field.dtype);
+  EXPECT_EQ(dtypes, (std::vector<std::string>{"float32", "int64", "float16", "float64", "int32", "bfloat16"}));
+  EXPECT_CONTAINS(expect_error([] { parse_fields_flag(":float128"); }).what(), "PyTorch's double float half");
+}
+
+TEST(ProfilesNew, ARealisticProfilePinMemoryNcclAndLoaders) {
+  NewProfileOptions o;
+  o.name = "seg/deeplab512";
+  o.fields = "image=3x512x512:float,mask=512x512:long";
+  o.batch_size = "8";
+  o.pin_memory = "false";
+  o.nccl_transport = "p2p";
+  o.loaders = {"train", "val:batch_size=4,workers=2,persistent_workers=true,fields=3x512x512:half,:int"};
+  const nlohmann::ordered_json doc = new_profile_document(o);
+  EXPECT_EQ(doc["pin_memory"], false);
+  EXPECT_EQ(doc["nccl"], (nlohmann::ordered_json{{"transport", "p2p"}}));
+  ASSERT_EQ(doc["loaders"].size(), 2u);
+  EXPECT_EQ(doc["loaders"][0], (nlohmann::ordered_json{{"name", "train"}}));
+  const auto& val = doc["loaders"][1];
+  EXPECT_EQ(val["batch_size"], 4);
+  EXPECT_EQ(val["workers"], 2);
+  EXPECT_EQ(val["persistent_workers"], true);
+  ASSERT_EQ(val["fields"].size(), 2u);
+  EXPECT_EQ(val["fields"][0]["dtype"], "float16");
+  EXPECT_EQ(val["fields"][1]["dtype"], "int32");
+  // It loads as a profile: the second loader, p2p (no NCCL segments), pin_memory off.
+  TempDir d;
+  d.write("seg/deeplab512.json", profile_text(doc));
+  const Profile p = ProfileStore({d.path(), GPU_RUN_SOURCE_PROFILES}).load("seg/deeplab512");
+  EXPECT_FALSE(p.pin_memory);
+  ASSERT_TRUE(p.nccl);
+  EXPECT_EQ(p.nccl->transport, "p2p");
+  EXPECT_EQ(p.loaders.size(), 2u);
+
+  // Bad values name the flag.
+  for (const auto& [bad, said] : std::vector<std::pair<std::string, std::string>>{
+           {"val:batch_size=0", "key 'loaders[1].batch_size'"},
+           {"val:colour=red", "--loader val: unknown key 'colour'"},
+           {"val:batch_size", "--loader val: 'batch_size': expected KEY=VALUE"},
+           {":batch_size=2", "--loader ':batch_size=2': expected NAME"},
+           {"val:pin_memory=yes", "--loader val pin_memory 'yes': expected true or false"},
+           {"val:fields=3x3:cheese", "--loader val fields: entry 1"}}) {
+    NewProfileOptions b = o;
+    b.loaders = {"train", bad};
+    EXPECT_CONTAINS(expect_error([&] { new_profile_document(b); }).what(), said);
+  }
+  NewProfileOptions b = o;
+  b.pin_memory = "maybe";
+  EXPECT_CONTAINS(expect_error([&] { new_profile_document(b); }).what(),
+                  "--pin-memory 'maybe': expected true or false");
+  b = o;
+  b.nccl_transport = "ib";
+  EXPECT_CONTAINS(expect_error([&] { new_profile_document(b); }).what(), "nccl.transport");
+}
+
 TEST(ProfilesNew, BadFieldsNameTheEntry) {
   EXPECT_CONTAINS(error_of([] { parse_fields_flag(""); }), "--fields: empty");
   EXPECT_CONTAINS(error_of([] { parse_fields_flag("3x4:int8,3x4"); }), "--fields: entry 2 '3x4': expected");

@@ -66,6 +66,21 @@ TEST(ProfilesValidate, ChecksNamesPlacesAndExtendsAcrossATeamRepository) {
   EXPECT_EQ(team.valid.size(), 3u);
 }
 
+TEST(ProfilesValidate, EveryErrorOfAFileInOnePassNamedAsPlanNamesIt) {
+  // Key errors, a name that is not the file's and an unknown parent: all four at once, and the
+  // file is seg/b (its team's name, as plan and gpu-run call it), not b.
+  TempDir dir;
+  dir.write("repo/seg/b.json", R"({"name": "other", "extends": "nothing", "batch_size": 0, "typo": 1})");
+  const ValidationReport report = validate_profiles({dir.path() / "repo"}, true, {GPU_RUN_SOURCE_PROFILES});
+  std::string all;
+  for (const auto& e : report.errors) all += e + "\n";
+  EXPECT_EQ(report.errors.size(), 4u) << all;
+  EXPECT_CONTAINS(all, "b.json: key 'batch_size'");
+  EXPECT_CONTAINS(all, "b.json: key 'typo': unknown key");
+  EXPECT_CONTAINS(all, "b.json: key 'name': 'other' does not match the file's name, which makes it 'seg/b'");
+  EXPECT_CONTAINS(all, "b.json: key 'extends': unknown parent profile 'nothing'");
+}
+
 TEST(ProfilesValidate, MissingExplicitPathIsAnErrorButNotOnTheSearchPath) {
   EXPECT_EQ(validate_profiles({"/nonexistent/gpu-run"}, true, {}).errors.size(), 1u);
   EXPECT_EQ(validation_summary(validate_profiles({"/nonexistent/gpu-run"}, true, {})),

@@ -139,6 +139,42 @@ TEST_F(WrapperTest, MemoryBoundsThePlan) {
   EXPECT_NO_THROW(run({"--profile", "imagenet", "--gpus", "2", "--memory", "4g", "img"}));
 }
 
+TEST_F(WrapperTest, SaysLoudlyWhenTheCommandLineStartsOtherWorkersThanThePlan) {
+  // imagenet on 2 GPUs and 2 CPUs: auto gives 1 worker per rank (BuildsTheEngineCommand), 256m.
+  const EngineInvocation inv =
+      run({"--profile", "imagenet", "--gpus", "2", "--rm", "img", "python", "train.py", "-j", "4"});
+  EXPECT_EQ(inv.plan.workers, 1u);  // the plan stays gpu-run's: the line says what to do
+  EXPECT_TRUE(has_pair(inv.argv, "--shm-size", "256m"));
+  ASSERT_EQ(inv.warnings.size(), 1u);
+  const std::string& w = inv.warnings[0];
+  const std::string four = format_size(run({"--profile", "imagenet", "--gpus", "2", "--workers", "4", "img"}).plan.shm);
+  for (const std::string& part :
+       std::vector<std::string>{"'-j 4'", "1 DataLoader worker per GPU rank (auto", "256MiB", four + ":",
+                                "pass --workers 4 to gpu-run", "GPU_RUN_NUM_WORKERS"})
+    EXPECT_NE(w.find(part), std::string::npos) << part << " not in: " << w;
+  // gpu-run's own --workers that the script contradicts is as wrong.
+  const EngineInvocation told =
+      run({"--profile", "imagenet", "--gpus", "2", "--workers", "2", "img", "python", "t.py", "--workers=4"});
+  ASSERT_EQ(told.warnings.size(), 1u);
+  EXPECT_NE(told.warnings[0].find("2 DataLoader workers per GPU rank (--workers)"), std::string::npos)
+      << told.warnings[0];
+  // The same count, or no worker flag: nothing to say.
+  EXPECT_TRUE(run({"--profile", "imagenet", "--gpus", "2", "img", "python", "t.py", "-j", "1"}).warnings.empty());
+  EXPECT_TRUE(run({"--profile", "imagenet", "--gpus", "2", "--workers", "4", "img", "python", "t.py", "-j", "4"})
+                  .warnings.empty());
+  EXPECT_TRUE(run({"--profile", "imagenet", "--gpus", "2", "img", "python", "t.py"}).warnings.empty());
+}
+
+TEST_F(WrapperTest, ZeroGpusIsNoGpuRequest) {
+  // Docker's `--gpus 0` fails (could not select device driver ""): 0 GPUs means no request.
+  for (const std::string& mode : Args{"docker", "cdi"}) {
+    const Args a = run({"--gpu-request", mode, "--profile", "mnist", "--gpus", "0", "img", "true"}).argv;
+    EXPECT_EQ(std::find(a.begin(), a.end(), "--gpus"), a.end()) << mode;
+    EXPECT_EQ(std::find(a.begin(), a.end(), "--device"), a.end()) << mode;
+  }
+  EXPECT_TRUE(has_pair(run({"--gpu-request", "docker", "--gpus", "1", "img"}).argv, "--gpus", "1"));
+}
+
 TEST_F(WrapperTest, CpusOptionsBoundAutoWorkers) {
   host_.cpus = 32;
   EXPECT_EQ(run({"--profile", "imagenet", "--cpus", "3.5", "img"}).plan.workers, 4u);
