@@ -83,8 +83,8 @@ std::optional<RemountOutcome> RemountJob::step(int timeout_ms) {
   out_ = UniqueFd();
   err_ = UniqueFd();
   RemountOutcome timed_out;
-  timed_out.error = "remount /dev/shm: " + helper_ + " did not finish within " +
-                    std::to_string(allowed_.count()) + " ms: killed";
+  timed_out.error =
+      "remount /dev/shm: " + helper_ + " did not finish within " + std::to_string(allowed_.count()) + " ms: killed";
   timed_out.err = ETIMEDOUT;
   return timed_out;
 }

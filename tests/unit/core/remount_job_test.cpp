@@ -1,9 +1,8 @@
 #include "remount_job.hpp"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <thread>
@@ -77,13 +76,17 @@ TEST(RemountJobTest, AnErrorReportKeepsItsExitCodeAndErrno) {
   test::TempDir dir;
   const fs::path helper =
       fake_helper(dir, "helper", R"(echo '{"error":"setns: EPERM","errno":1,"exit_code":1}'; exit 1)");
-  const Error e = expect_error([&] { remount_shm(RemountRequest{7, 4096, false, std::nullopt}, helper, milliseconds(5000)); });
+  const Error e = expect_error([&] {
+    remount_shm(RemountRequest{7, 4096, false, std::nullopt}, helper, milliseconds(5000));
+  });
   EXPECT_STREQ(e.what(), "setns: EPERM");
   EXPECT_EQ(e.errno_value(), 1);
 }
 
 TEST(RemountJobTest, AMissingHelperIsAClearError) {
-  const Error e = expect_error([] { RemountJob(fs::path("/nonexistent/gpu-run-hook"), RemountRequest{7, 4096, false, std::nullopt}); });
+  const Error e = expect_error([] {
+    RemountJob(fs::path("/nonexistent/gpu-run-hook"), RemountRequest{7, 4096, false, std::nullopt});
+  });
   EXPECT_CONTAINS(e.what(), "remount /dev/shm of pid 7: cannot run /nonexistent/gpu-run-hook: No such file");
 }
 
@@ -121,7 +124,9 @@ TEST(RemountJobTest, WaitEndsAtTheDeadlineToo) {
   test::TempDir dir;
   const fs::path helper = fake_helper(dir, "helper", "exec sleep 600");
   const auto start = Clock::now();
-  const Error e = expect_error([&] { remount_shm(RemountRequest{7, 4096, false, std::nullopt}, helper, milliseconds(200)); });
+  const Error e = expect_error([&] {
+    remount_shm(RemountRequest{7, 4096, false, std::nullopt}, helper, milliseconds(200));
+  });
   EXPECT_CONTAINS(e.what(), "did not finish within 200 ms");
   EXPECT_LT(Clock::now() - start, milliseconds(3000));
 }
