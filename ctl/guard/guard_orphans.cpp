@@ -21,7 +21,12 @@ std::optional<std::uint64_t> orphaned_bytes_of_pid(int pid, int proc_fd, std::ti
     if (p.error) return std::nullopt;
     UniqueFd dir(::openat(p.dir.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (!dir) return std::nullopt;
-    return find_orphans(dir.get(), p.fs.st.st_dev, proc_fd, min_age).orphan_bytes();
+    // Most /dev/shm hold no engine's segment old enough to be an orphan: then no walk of /proc.
+    const std::vector<ShmSegment> segments = list_segments(dir.get(), root_path + "/dev/shm");
+    const std::time_t now = std::time(nullptr);
+    if (classify_segments(segments, {}, now, min_age).orphans.empty()) return 0;
+    const Holders holders = scan_holders(proc_fd, p.fs.st.st_dev);
+    return classify_segments(segments, holders.inodes, now, min_age).orphan_bytes();
   } catch (const Error&) {
     return std::nullopt;
   }

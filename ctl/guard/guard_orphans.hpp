@@ -21,7 +21,8 @@ namespace gpurun {
 
 // The orphaned bytes of the /dev/shm of the process `pid` (its root's /dev/shm, no symlink
 // followed), over the processes of `proc_fd` (an open /proc); nullopt when that /dev/shm cannot
-// be read (the process has exited, or it has none).
+// be read (the process has exited, or it has none). /proc is walked only when the /dev/shm holds
+// an engine's segment unchanged for `min_age` (a candidate).
 std::optional<std::uint64_t> orphaned_bytes_of_pid(int pid, int proc_fd, std::time_t min_age);
 
 // How often each tracked container is counted, and how long a segment must be unchanged to
