@@ -114,6 +114,7 @@ int main(int argc, char** argv) {
     // The remount runs in the helper while the guard samples on: the growth is seen by the first
     // sample after it has ended.
     while (guard.remounting()) {
+      ::usleep(100);  // not a spin: the helper needs the CPU more than the poll
       if (const auto again = shm_usage_of_pid(target)) guard.on_sample(target, "bench", *again);
     }
     const auto t2 = std::chrono::steady_clock::now();
