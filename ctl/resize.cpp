@@ -151,7 +151,8 @@ void run_resize(const ResizeOptions& o) {
                           " ipc=" + log_quote(owner.ipc_mode.substr(0, 80));
   ShmResult r;
   try {
-    r = remount_shm_in_child(owner.pid, plan.size, plan.allow_shrink, host_dev);
+    r = remount_shm(RemountRequest{owner.pid, plan.size, plan.allow_shrink, host_dev},
+                    remount_helper_path(config.hook_path));
   } catch (const Error& e) {
     log.error(who + " action=fail size=" + engine_size(plan.size) + " error=" + log_quote(e.what()));
     throw e.with_context("resize /dev/shm of container " + display_name(owner));

@@ -71,24 +71,13 @@ Child start_engine(const std::vector<std::string>& argv, const std::optional<fs:
     out = UniqueFd(::open(output->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
     if (!out) throw system_error("create " + output->string(), errno);
   }
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0) throw system_error("fork", errno);
-  if (pid == 0) {
-    if (out) {
-      ::dup2(out.get(), STDOUT_FILENO);
-      ::dup2(out.get(), STDERR_FILENO);
-      int devnull = ::open("/dev/null", O_RDONLY);
-      if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-    }
-    ::execvp(args[0], args.data());
-    const std::string msg = "cannot run " + argv[0] + ": " + std::strerror(errno) + "\n";
-    (void)!::write(STDERR_FILENO, msg.data(), msg.size());
-    ::_exit(127);
+  SpawnSpec spec{argv};
+  if (out) {
+    spec.stdout_fd = out.get();
+    spec.stderr_fd = out.get();
+    spec.null_stdin = true;
   }
-  return Child(pid);
+  return spawn(spec);
 }
 
 std::string read_cid(const fs::path& path) {

@@ -1,6 +1,9 @@
 #include "hook.hpp"
 
+#include <unistd.h>
+
 #include <cstring>
+#include <vector>
 
 #include "contract.hpp"
 #include "door.hpp"
@@ -15,6 +18,10 @@ namespace gpurun {
 
 HookOptions parse_hook_args(int argc, char** argv) {
   HookOptions o;
+  if (argc >= 2 && std::string(argv[1]) == "--remount") {
+    o.remount = parse_remount_args(std::vector<std::string>(argv + 2, argv + argc));
+    return o;
+  }
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--config") {
@@ -34,6 +41,23 @@ HookOptions parse_hook_args(int argc, char** argv) {
     }
   }
   return o;
+}
+
+int run_remount(const RemountRequest& request, int out) {
+  std::string report;
+  int code = kExitOk;
+  try {
+    report = remount_report(remount_shm_here(request));
+  } catch (const Error& e) {
+    report = remount_report(e);
+    code = e.exit_code();
+  } catch (const std::exception& e) {
+    report = remount_report(Error(e.what()));
+    code = kExitFailure;
+  }
+  report += '\n';
+  (void)!::write(out, report.data(), report.size());
+  return code;
 }
 
 int run_hook(const HookOptions& o, std::string& error_line) {

@@ -3,6 +3,8 @@
 #include <optional>
 #include <string>
 
+#include "shm_remount.hpp"
+
 namespace gpurun {
 
 struct HookOptions {
@@ -11,14 +13,21 @@ struct HookOptions {
   std::string stage;                  // informational: createRuntime, prestart, ...
   int state_fd = 0;                   // where the OCI state comes from
   bool sandbox = true;                // drop capabilities and install seccomp
+  // --remount PID BYTES [...]: the remount helper of the guards and resize (shm_remount.hpp)
+  std::optional<RemountRequest> remount;
 };
 
-// Parses `gpu-run-hook [--config PATH] [--debug] [STAGE]`. Throws Error on bad usage.
+// Parses `gpu-run-hook [--config PATH] [--debug] [STAGE]`, or the remount mode
+// `gpu-run-hook --remount PID BYTES [--allow-shrink] [--host-dev DEV]`. Throws Error on bad usage.
 HookOptions parse_hook_args(int argc, char** argv);
 
 // The hook's flow: config, OCI state, sandbox, decision, then resize /dev/shm in the
 // container's mount namespace. Returns the exit code; on failure the one line for
 // stderr is in `error_line`.
 int run_hook(const HookOptions& options, std::string& error_line);
+
+// The remount mode: remounts the container's /dev/shm from this process (remount_shm_here) and
+// writes its report, one JSON line, to `out`. Returns the exit code (the error's on failure).
+int run_remount(const RemountRequest& request, int out);
 
 }  // namespace gpurun

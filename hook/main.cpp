@@ -16,6 +16,7 @@ extern "C" const char* __asan_default_options() { return "detect_leaks=0"; }
 int main(int argc, char** argv) {
   try {
     gpurun::HookOptions options = gpurun::parse_hook_args(argc, argv);
+    if (options.remount) return gpurun::run_remount(*options.remount, STDOUT_FILENO);
     std::string error_line;
     int rc = gpurun::run_hook(options, error_line);
     if (rc != 0 && !error_line.empty()) gpurun::print_error("gpu-run-hook", error_line);

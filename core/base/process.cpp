@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -26,16 +27,29 @@ std::vector<char*> c_argv(const std::vector<std::string>& argv) {
   return out;
 }
 
-// In the child between fork and exec: nothing that allocates. The parent has other threads (the
-// guard's poller, its metrics server), and a lock one of them held at the fork stays locked in the
-// child: under ASan a run_capture child spun forever on its allocator's lock (and, inheriting the
-// guard's lock file, kept every later guard from starting). The arguments are made before the fork.
-[[noreturn]] void exec_or_die(char* const* args) {
-  ::execvp(args[0], args);
-  const char* why = std::strerror(errno);
-  const char* parts[] = {"cannot run ", args[0], ": ", why, "\n"};
-  for (const char* part : parts) (void)!::write(STDERR_FILENO, part, std::strlen(part));
-  ::_exit(127);
+// posix_spawn's attribute and file-action objects, destroyed with the scope.
+class SpawnAttributes {
+ public:
+  SpawnAttributes() {
+    ::posix_spawnattr_init(&attr_);
+    ::posix_spawn_file_actions_init(&actions_);
+  }
+  SpawnAttributes(const SpawnAttributes&) = delete;
+  SpawnAttributes& operator=(const SpawnAttributes&) = delete;
+  ~SpawnAttributes() {
+    ::posix_spawn_file_actions_destroy(&actions_);
+    ::posix_spawnattr_destroy(&attr_);
+  }
+  posix_spawnattr_t* attr() { return &attr_; }
+  posix_spawn_file_actions_t* actions() { return &actions_; }
+
+ private:
+  posix_spawnattr_t attr_;
+  posix_spawn_file_actions_t actions_;
+};
+
+void check_spawn(int rc, const char* what) {
+  if (rc != 0) throw system_error(std::string("spawn: ") + what, rc);
 }
 
 }  // namespace
@@ -73,14 +87,37 @@ bool Child::poll(int& code) {
   return true;
 }
 
-Child spawn(const std::vector<std::string>& argv) {
-  if (argv.empty()) throw Error("spawn: empty command");
-  const std::vector<char*> args = c_argv(argv);
-  pid_t pid = ::fork();
-  if (pid < 0) throw system_error("fork", errno);
-  if (pid == 0) exec_or_die(args.data());
+Child spawn(const SpawnSpec& spec) {
+  if (spec.argv.empty()) throw Error("spawn: empty command");
+  const std::vector<char*> args = c_argv(spec.argv);
+  SpawnAttributes sa;
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  check_spawn(::posix_spawnattr_setsigmask(sa.attr(), &none), "signal mask");
+  check_spawn(::posix_spawnattr_setsigdefault(sa.attr(), &all), "signal dispositions");
+  check_spawn(::posix_spawnattr_setflags(sa.attr(), POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF), "flags");
+  if (spec.null_stdin) {
+    check_spawn(::posix_spawn_file_actions_addopen(sa.actions(), STDIN_FILENO, "/dev/null", O_RDONLY, 0), "stdin");
+  } else if (spec.stdin_fd >= 0) {
+    check_spawn(::posix_spawn_file_actions_adddup2(sa.actions(), spec.stdin_fd, STDIN_FILENO), "stdin");
+  }
+  if (spec.stdout_fd >= 0)
+    check_spawn(::posix_spawn_file_actions_adddup2(sa.actions(), spec.stdout_fd, STDOUT_FILENO), "stdout");
+  if (spec.stderr_fd >= 0)
+    check_spawn(::posix_spawn_file_actions_adddup2(sa.actions(), spec.stderr_fd, STDERR_FILENO), "stderr");
+  pid_t pid = -1;
+  const int rc = spec.argv[0].find('/') == std::string::npos
+                     ? ::posix_spawnp(&pid, args[0], sa.actions(), sa.attr(), args.data(), environ)
+                     : ::posix_spawn(&pid, args[0], sa.actions(), sa.attr(), args.data(), environ);
+  if (rc != 0)
+    throw Error("cannot run " + spec.argv[0].substr(0, 200) + ": " + std::strerror(rc) +
+                    (rc == ENOENT ? " (not found: install it, or check PATH)" : ""),
+                rc);
   return Child(pid);
 }
+
+Child spawn(const std::vector<std::string>& argv) { return spawn(SpawnSpec{argv}); }
 
 Captured run_capture(const std::vector<std::string>& argv) {
   if (argv.empty()) throw Error("run: empty command");
@@ -89,17 +126,11 @@ Captured run_capture(const std::vector<std::string>& argv) {
   UniqueFd out_r(out_pipe[0]), out_w(out_pipe[1]);
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw system_error("pipe", errno);
   UniqueFd err_r(err_pipe[0]), err_w(err_pipe[1]);
-  const std::vector<char*> args = c_argv(argv);
-  pid_t pid = ::fork();
-  if (pid < 0) throw system_error("fork", errno);
-  if (pid == 0) {
-    ::dup2(out_w.get(), STDOUT_FILENO);
-    ::dup2(err_w.get(), STDERR_FILENO);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-    exec_or_die(args.data());
-  }
-  Child child(pid);
+  SpawnSpec spec{argv};
+  spec.stdout_fd = out_w.get();
+  spec.stderr_fd = err_w.get();
+  spec.null_stdin = true;
+  Child child = spawn(spec);
   out_w = UniqueFd();
   err_w = UniqueFd();
   Captured c;

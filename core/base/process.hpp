@@ -27,12 +27,32 @@ class Child {
   int wait();
   // Non-blocking: true and sets `code` when the child has exited.
   bool poll(int& code);
+  // Lets go of the child without killing or reaping it; returns its pid.
+  pid_t release() { return pid_.release(); }
 
  private:
   UniqueHandle<pid_t, -1, kill_and_reap> pid_;
 };
 
-// Starts argv[0] (searched on PATH) with the caller's stdin/stdout/stderr.
+// How a child starts: the program and the descriptors it gets as 0, 1 and 2. Everything is made
+// before it starts: the guard forks from a process with threads, and a child that allocated
+// between fork and exec could wait forever on a lock another thread held at the fork.
+struct SpawnSpec {
+  std::vector<std::string> argv;  // argv[0] searched on PATH unless it holds a '/'
+  int stdin_fd = -1;              // -1: the caller's
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  bool null_stdin = false;  // /dev/null as stdin (overrides stdin_fd)
+};
+
+// The one place a gpu-run process starts another (posix_spawn: the program runs right after
+// the clone, nothing in between). The child gets the caller's environment, an empty signal mask
+// and every signal at its default; it inherits no descriptor opened O_CLOEXEC, as every one of
+// gpu-run's is, so no lock (flock or record) either. Throws Error "cannot run PROGRAM: ..." when
+// the program cannot be started (missing, not executable).
+Child spawn(const SpawnSpec& spec);
+
+// spawn with the caller's stdin/stdout/stderr.
 Child spawn(const std::vector<std::string>& argv);
 
 struct Captured {

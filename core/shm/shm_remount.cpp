@@ -1,85 +1,114 @@
 #include "shm_remount.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <iostream>
-#include <string>
+#include <nlohmann/json.hpp>
+#include <system_error>
 
 #include "error.hpp"
 #include "fd.hpp"
-#include "process.hpp"
+#include "remount_job.hpp"
 #include "sandbox.hpp"
+#include "units.hpp"
 
 namespace gpurun {
-namespace {
 
-// What the child sends back over the pipe: a fixed-size record.
-struct ChildReport {
-  int exit_code = kExitFailure;  // kExitOk when `result` holds
-  int err = 0;
-  int outcome = 0;
-  std::uint64_t before = 0;
-  std::uint64_t after = 0;
-  char message[512] = {};
-};
+std::vector<std::string> remount_args(const RemountRequest& r) {
+  std::vector<std::string> args = {std::to_string(r.pid), std::to_string(r.size)};
+  if (r.allow_shrink) args.push_back("--allow-shrink");
+  if (r.host_dev) {
+    args.push_back("--host-dev");
+    args.push_back(std::to_string(static_cast<std::uint64_t>(*r.host_dev)));
+  }
+  return args;
+}
 
-}  // namespace
-
-ShmResult remount_shm_in_child(int pid, std::uint64_t size, bool allow_shrink, std::optional<dev_t> host_dev) {
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw system_error("pipe", errno);
-  UniqueFd read_end(fds[0]);
-  UniqueFd write_end(fds[1]);
-  std::cout.flush();
-  const pid_t child_pid = ::fork();
-  if (child_pid < 0) throw system_error("fork", errno);
-  if (child_pid == 0) {
-    ChildReport report;
-    try {
-      UniqueFd ns(open_mount_namespace(pid));
-      drop_capabilities();
-      install_seccomp();
-      join_mount_namespace(ns.get(), pid);
-      // After setns the process's root is the namespace's: the container's root.
-      const ShmResult r = apply_shm(ShmTarget{pid, "/", size, allow_shrink, host_dev});
-      report.exit_code = kExitOk;
-      report.outcome = static_cast<int>(r.outcome);
-      report.before = r.before;
-      report.after = r.after;
-    } catch (const Error& e) {
-      report.exit_code = e.exit_code();
-      report.err = e.errno_value();
-      std::strncpy(report.message, e.what(), sizeof report.message - 1);
-    } catch (const std::exception& e) {
-      std::strncpy(report.message, e.what(), sizeof report.message - 1);
+RemountRequest parse_remount_args(const std::vector<std::string>& args) {
+  constexpr const char* kUsage = "usage: gpu-run-hook --remount PID BYTES [--allow-shrink] [--host-dev DEV]";
+  RemountRequest r;
+  std::vector<std::string> positional;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--allow-shrink") {
+      r.allow_shrink = true;
+    } else if (args[i] == "--host-dev") {
+      if (i + 1 >= args.size())
+        throw usage_error(std::string("--remount: --host-dev needs a device number (") + kUsage + ")");
+      r.host_dev = static_cast<dev_t>(parse_count(args[++i], "--remount --host-dev", UINT64_MAX));
+    } else if (!args[i].empty() && args[i][0] == '-') {
+      throw usage_error("--remount: unknown option " + args[i].substr(0, 40) + " (" + kUsage + ")");
+    } else {
+      positional.push_back(args[i]);
     }
-    (void)!::write(write_end.get(), &report, sizeof report);
-    ::_exit(0);
   }
-  Child child(child_pid);
-  write_end.reset();
-  ChildReport report;
-  std::size_t got = 0;
-  auto* bytes = reinterpret_cast<char*>(&report);
-  while (got < sizeof report) {
-    const ssize_t n = ::read(read_end.get(), bytes + got, sizeof report - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  const int code = child.wait();
-  if (got != sizeof report)
-    throw Error("remount /dev/shm: the child process ended without a report (exit " + std::to_string(code) + ")");
-  report.message[sizeof report.message - 1] = '\0';
-  if (report.exit_code != kExitOk) throw Error(report.message, report.err, report.exit_code);
-  ShmResult r;
-  r.outcome = static_cast<ShmOutcome>(report.outcome);
-  r.before = report.before;
-  r.after = report.after;
+  if (positional.size() != 2) throw usage_error(std::string("--remount: expected PID and BYTES (") + kUsage + ")");
+  r.pid = static_cast<int>(parse_count(positional[0], "--remount PID", 0x3fffffff));
+  r.size = parse_count(positional[1], "--remount BYTES", UINT64_MAX);
+  if (r.pid <= 0) throw usage_error(std::string("--remount: PID 0 is no process (") + kUsage + ")");
   return r;
+}
+
+ShmResult remount_shm_here(const RemountRequest& r) {
+  UniqueFd ns(open_mount_namespace(r.pid));
+  drop_capabilities();
+  install_seccomp();
+  join_mount_namespace(ns.get(), r.pid);
+  // After setns the process's root is the namespace's: the container's root.
+  return apply_shm(ShmTarget{r.pid, "/", r.size, r.allow_shrink, r.host_dev});
+}
+
+std::string remount_report(const ShmResult& result) {
+  return nlohmann::json{{"outcome", outcome_name(result.outcome)}, {"before", result.before}, {"after", result.after}}
+      .dump();
+}
+
+std::string remount_report(const Error& error) {
+  return nlohmann::json{{"error", error.what()}, {"errno", error.errno_value()}, {"exit_code", error.exit_code()}}.dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+ShmResult RemountOutcome::get() const {
+  if (result) return *result;
+  throw Error(error, err, exit_code);
+}
+
+RemountOutcome parse_remount_report(const std::string& out, const std::string& err, int exit_code,
+                                    const std::string& helper) {
+  RemountOutcome o;
+  try {
+    const nlohmann::json doc = nlohmann::json::parse(out.substr(0, out.find('\n')));
+    if (doc.contains("error")) {
+      o.error = doc.at("error").get<std::string>();
+      o.err = doc.value("errno", 0);
+      o.exit_code = doc.value("exit_code", static_cast<int>(kExitFailure));
+      return o;
+    }
+    const std::string outcome = doc.at("outcome").get<std::string>();
+    for (ShmOutcome candidate :
+         {ShmOutcome::kResized, ShmOutcome::kMounted, ShmOutcome::kUnchanged, ShmOutcome::kHostShm})
+      if (outcome == outcome_name(candidate)) o.result = ShmResult{candidate, 0, 0};
+    if (!o.result) throw Error("unknown outcome");
+    o.result->before = doc.at("before").get<std::uint64_t>();
+    o.result->after = doc.at("after").get<std::uint64_t>();
+    if (exit_code == kExitOk) return o;
+    o.result.reset();
+  } catch (const std::exception&) {
+    o.result.reset();
+  }
+  const std::string first = err.substr(0, std::min<std::size_t>(err.find('\n'), 300));
+  o.error = "remount /dev/shm: " + helper + " ended without a report (exit " + std::to_string(exit_code) + ")" +
+            (first.empty() ? std::string() : ": " + first);
+  o.exit_code = kExitFailure;
+  return o;
+}
+
+std::filesystem::path remount_helper_path(const std::filesystem::path& configured) {
+  if (!configured.empty()) return configured;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path("gpu-run-hook") : exe.parent_path() / "gpu-run-hook";
+}
+
+ShmResult remount_shm(const RemountRequest& request, const std::filesystem::path& helper,
+                      std::chrono::milliseconds deadline) {
+  return RemountJob(helper, request, deadline).wait().get();
 }
 
 }  // namespace gpurun

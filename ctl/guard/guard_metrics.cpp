@@ -44,24 +44,21 @@ std::string render_guard_metrics(const std::vector<GuardedShm>& containers, cons
        "sizeLimit, or after a failed remount); else 0.",
        &GuardedShm::blocked},
   };
+  const auto labels = [](const GuardedShm& c) -> PrometheusLabels {
+    if (c.pod.empty())
+      return {{"container_id", c.id}, {"container_name", c.name}, {"profile", c.profile}, {"engine", c.engine}};
+    return {{"namespace", c.pod_namespace}, {"pod", c.pod},         {"container", c.name},
+            {"container_id", c.id},         {"profile", c.profile}, {"engine", c.engine}};
+  };
   for (const Metric& m : kMetrics) {
     out.family(m.name, m.type, m.help);
-    for (const GuardedShm& c : containers) {
-      if (c.pod.empty())
-        out.sample(m.name,
-                   {{"container_id", c.id}, {"container_name", c.name}, {"profile", c.profile}, {"engine", c.engine}},
-                   c.*m.value);
-      else
-        out.sample(m.name,
-                   {{"namespace", c.pod_namespace},
-                    {"pod", c.pod},
-                    {"container", c.name},
-                    {"container_id", c.id},
-                    {"profile", c.profile},
-                    {"engine", c.engine}},
-                   c.*m.value);
-    }
+    for (const GuardedShm& c : containers) out.sample(m.name, labels(c), c.*m.value);
   }
+  out.family("gpu_run_shm_orphaned_bytes", "gauge",
+             "Bytes held in the container's /dev/shm by engines' segments no process has open or mapped (what "
+             "gpu-run-ctl reap would remove), counted every 10 s; absent until first counted.");
+  for (const GuardedShm& c : containers)
+    if (c.orphaned) out.sample("gpu_run_shm_orphaned_bytes", labels(c), *c.orphaned);
   return out.text();
 }
 
@@ -69,7 +66,13 @@ void GuardMetrics::update(GuardedShm c) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto [it, added] = containers_.try_emplace(c.id, c);
   c.peak = std::max({c.peak, c.used, added ? 0 : it->second.peak});
+  if (!added && !c.orphaned) c.orphaned = it->second.orphaned;
   it->second = std::move(c);
+}
+
+void GuardMetrics::set_orphaned(const std::string& id, std::uint64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (auto it = containers_.find(id); it != containers_.end()) it->second.orphaned = bytes;
 }
 
 void GuardMetrics::remove(const std::string& id) {

@@ -1,12 +1,13 @@
 #pragma once
 
 // What gpu-run-ctl guard --metrics serves: each guarded container's /dev/shm (size, used,
-// peak), the guard's growths and refused growths, and whether it is blocked now; the guard's
+// peak, orphaned bytes), the guard's growths and refused growths, and whether it is blocked now; the guard's
 // version and when its loops last made a pass (guard_health.hpp), in Prometheus' text format.
 
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ struct GuardedShm {
   std::uint64_t growths = 0;
   std::uint64_t refusals = 0;
   std::uint64_t blocked = 0;  // 1 while the guard cannot grow it when it should (ShmGuard::blocked)
+  // Bytes of its /dev/shm's orphaned segments (guard_orphans.hpp); nullopt until first counted.
+  std::optional<std::uint64_t> orphaned;
 };
 
 // The guard itself: its version (gpu_run_guard_build_info), and the Unix time in seconds of its
@@ -48,8 +51,11 @@ std::string render_guard_metrics(const std::vector<GuardedShm>& containers, cons
 // the server's threads (a copy under a mutex, then rendered outside it).
 class GuardMetrics {
  public:
-  // Adds or replaces the container's line; its peak is the highest `used` of every update.
+  // Adds or replaces the container's line; its peak is the highest `used` of every update, and its
+  // orphaned bytes the last set_orphaned's.
   void update(GuardedShm container);
+  // The orphaned bytes of a container already updated (else nothing).
+  void set_orphaned(const std::string& id, std::uint64_t bytes);
   void remove(const std::string& id);
   std::string render(const GuardSelf& self) const;
 

@@ -29,6 +29,7 @@
 #include "guard.hpp"
 #include "guard_health.hpp"
 #include "guard_metrics.hpp"
+#include "guard_orphans.hpp"
 #include "metrics_server.hpp"
 #include "process.hpp"
 #include "profile_store.hpp"
@@ -553,6 +554,7 @@ void run_guard(const GuardOptions& o) {
   GuardProgress progress(GuardInstant::now(), std::chrono::milliseconds(interval),
                          engine == "containerd" ? kWatchEvery : kPollEvery);
   std::unique_ptr<MetricsServer> server;
+  std::unique_ptr<OrphanScanner> orphans;  // with --metrics: gpu_run_shm_orphaned_bytes
   if (address) {
     MetricsRoutes routes;
     routes.metrics = [&] {
@@ -561,6 +563,7 @@ void run_guard(const GuardOptions& o) {
     routes.healthz = [&progress] { return progress.health(std::chrono::steady_clock::now(), /*readiness=*/false); };
     routes.readyz = [&progress] { return progress.health(std::chrono::steady_clock::now(), /*readiness=*/true); };
     server = serve_metrics(*address, std::move(routes));
+    orphans = std::make_unique<OrphanScanner>(metrics);
     std::cerr << "gpu-run-ctl: guard: metrics at "
               << (address->unix_socket ? metrics_address_text(*address) + " (GET /metrics)"
                                        : "http://" + metrics_address_text(*address) + "/metrics")
@@ -596,6 +599,7 @@ void run_guard(const GuardOptions& o) {
                short_id(it->second.info) + "): " + why + ", " + std::to_string(it->second.guard->growths()) +
                (it->second.guard->growths() == 1 ? " growth" : " growths"));
     metrics.remove(it->first);
+    if (orphans) orphans->untrack(it->first);
     changed = true;
     return guarded.erase(it);
   };
@@ -615,6 +619,7 @@ void run_guard(const GuardOptions& o) {
     const std::uint64_t start = process_start_time(f.info.pid);
     GuardLimits limits = f.limits;
     std::string note = f.note;
+    if (orphans) orphans->track(id, f.info.pid);
     guarded.emplace(id, Guarded{std::move(f.info), std::move(guard), std::move(profile), std::move(shm),
                                 std::move(limits), std::move(note), start});
     changed = true;
@@ -654,7 +659,7 @@ void run_guard(const GuardOptions& o) {
         const ShmUsage now = guard.growths() != growths_before ? it->second.shm->sample().value_or(*usage) : *usage;
         metrics.update({c.id, c.name, it->second.profile, c.engine, label_of(c, kCriSandboxNamespace),
                         label_of(c, kCriSandboxName), now.size, now.used, std::max(now.used, usage->used),
-                        guard.growths(), guard.refusals(), guard.blocked() ? 1u : 0u});
+                        guard.growths(), guard.refusals(), guard.blocked() ? 1u : 0u, std::nullopt});
       }
       ++it;
     }
@@ -663,6 +668,7 @@ void run_guard(const GuardOptions& o) {
   }
   roster.stop();
   poller.join();
+  orphans.reset();
   server.reset();
   for (auto it = guarded.begin(); it != guarded.end();) it = stop_guarding(it, "guard stopped");
   std::cerr << "gpu-run-ctl: guard: stopped\n";

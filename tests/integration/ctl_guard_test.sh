@@ -198,6 +198,13 @@ exec {held}>&-
 wait_for "gpu-run-ctl: guard: container scraped: /dev/shm 64MiB -> 96MiB" "scraped: grown once the lock is free"
 kill -0 "$idle_pid" 2>/dev/null && it_pass "--metrics: the growth came while the idle clients were connected" ||
   it_fail "--metrics: the idle clients were gone before the growth"
+# The growth comes as the use crosses 48 MiB, while the container still writes: the numbers are
+# compared once its 56 MiB are written (and sampled: the sampler passes every 10 ms).
+for _ in $(seq 1 100); do
+  [[ $(docker exec scraped stat -c %s /dev/shm/data 2>/dev/null) == 58720256 ]] && break
+  sleep 0.1
+done
+sleep 0.1
 t0=$(date +%s%N)
 metrics=$(curl -sS --max-time 10 "http://127.0.0.1:$port/metrics")
 ms=$((($(date +%s%N) - t0) / 1000000))
@@ -217,6 +224,19 @@ assert_contains "$metrics" $'# TYPE gpu_run_shm_growths_total counter\n' "--metr
 assert_contains "$metrics" "gpu_run_guard_containers 1" "--metrics: one container guarded"
 assert_contains "$(curl -sS -o /dev/null -w '%{content_type}' "http://127.0.0.1:$port/metrics")" \
   "text/plain; version=0.0.4" "--metrics: the text format's content type"
+# The orphaned bytes, counted off the sampler every 10 s: /dev/shm/data is no engine's segment and
+# an NCCL segment held open is no orphan, so 0 (an orphan must be unchanged for 60 s: the unit
+# test ShmWithSegments counts one).
+docker exec -d scraped sh -c 'head -c 1048576 /dev/zero >/dev/shm/nccl-HeLd12 && exec sleep 300 3</dev/shm/nccl-HeLd12' ||
+  it_fail "docker exec: an NCCL segment held open"
+orphaned=
+for _ in $(seq 1 30); do
+  metrics=$(curl -sS --max-time 10 "http://127.0.0.1:$port/metrics")
+  orphaned=$(metric gpu_run_shm_orphaned_bytes)
+  [[ -n $orphaned ]] && break
+  sleep 1
+done
+assert_eq 0 "$orphaned" "--metrics: orphaned_bytes counted within 30 s, 0 (no engine's segment without a holder)"
 kill -KILL "$guard_pid"
 wait "$guard_pid" 2>/dev/null
 guard_pid=

@@ -49,6 +49,7 @@ assert_eq "0:0" "$(docker image inspect -f '{{.Config.User}}' "$tag")" "the imag
 files=$(docker create "$tag" >"$d/cid" 2>/dev/null && docker export "$(cat "$d/cid")" | tar -t | sort)
 docker rm -f "$(cat "$d/cid")" >/dev/null
 assert_contains "$files" "usr/bin/gpu-run-ctl" "the image holds gpu-run-ctl from the .deb"
+assert_contains "$files" "usr/bin/gpu-run-hook" "...gpu-run-hook, the remount helper"
 assert_contains "$files" "usr/lib/gpu-run/gpu-run-metrics-http.so" "...the metrics server module"
 assert_contains "$files" "usr/share/gpu-run/profiles/imagenet.json" "...and the built-in profiles"
 assert_not_contains "$files" "bin/sh" "...and no shell"

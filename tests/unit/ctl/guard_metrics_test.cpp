@@ -97,5 +97,21 @@ TEST(GuardMetricsTest, KeepsThePeakAcrossUpdatesAndForgetsRemovedContainers) {
   EXPECT_EQ(text.find("container_id=\"aaa\""), std::string::npos);
 }
 
+TEST(GuardMetricsTest, OrphanedBytesOnlyOnceCountedAndKeptAcrossUpdates) {
+  GuardMetrics metrics;
+  metrics.set_orphaned("aaa", 5);  // not guarded yet: nothing
+  metrics.update(job("aaa", "train", 1));
+  EXPECT_EQ(metrics.render(GuardSelf{}).find("gpu_run_shm_orphaned_bytes{"), std::string::npos)
+      << "absent until counted";
+  EXPECT_NE(metrics.render(GuardSelf{}).find("# TYPE gpu_run_shm_orphaned_bytes gauge\n"), std::string::npos);
+  metrics.set_orphaned("aaa", 3 * kMiB);
+  metrics.update(job("aaa", "train", 2));
+  EXPECT_NE(metrics.render(GuardSelf{})
+                .find("gpu_run_shm_orphaned_bytes{container_id=\"aaa\",container_name=\"train\","
+                      "profile=\"imagenet\",engine=\"docker\"} 3145728\n"),
+            std::string::npos)
+      << metrics.render(GuardSelf{});
+}
+
 }  // namespace
 }  // namespace gpurun

@@ -191,5 +191,34 @@ TEST_F(HookTest, AStateWithoutAPidFailsAnExplicitRequest) {
   EXPECT_CONTAINS(r.error_line, "pid");
 }
 
+TEST(HookArgsTest, RemountModeTakesItsOwnArguments) {
+  const char* argv[] = {"gpu-run-hook", "--remount", "42", "1048576", "--host-dev", "9"};
+  const HookOptions o = parse_hook_args(6, const_cast<char**>(argv));
+  ASSERT_TRUE(o.remount);
+  EXPECT_EQ(o.remount->pid, 42);
+  EXPECT_EQ(o.remount->size, 1048576u);
+  EXPECT_EQ(o.remount->host_dev, dev_t{9});
+  const char* bad[] = {"gpu-run-hook", "--remount", "42"};
+  EXPECT_CONTAINS(error_of([&] { parse_hook_args(3, const_cast<char**>(bad)); }), "expected PID and BYTES");
+  const char* hook[] = {"gpu-run-hook", "createRuntime"};
+  EXPECT_FALSE(parse_hook_args(2, const_cast<char**>(hook)).remount);
+}
+
+// The remount mode reports on its descriptor even when it fails: a pid no process has.
+TEST(HookArgsTest, RemountModeReportsAFailureAsJson) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const int code = run_remount(RemountRequest{0x3ffffff0, 64 << 20, false, std::nullopt}, fds[1]);
+  ::close(fds[1]);
+  char buf[1024] = {};
+  const ssize_t n = ::read(fds[0], buf, sizeof buf - 1);
+  ::close(fds[0]);
+  ASSERT_GT(n, 0);
+  EXPECT_NE(code, 0);
+  const RemountOutcome o = parse_remount_report(buf, "", code, "gpu-run-hook");
+  EXPECT_FALSE(o.result);
+  EXPECT_CONTAINS(o.error, "1073741808");
+}
+
 }  // namespace
 }  // namespace gpurun
