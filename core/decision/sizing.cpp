@@ -324,8 +324,9 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
     p.problem = p.engines.problem;
   } else if (p.need > p.max_shm) {
     p.problem = "planned /dev/shm of " + format_size(p.need) + " for profile " + p.profile + " (" +
-                std::to_string(p.ranks) + " rank(s) x " + std::to_string(p.workers) + " workers x batch " +
-                std::to_string(p.batch_size) + ") is above the profile's max_shm " + format_size(p.max_shm) +
+                std::to_string(p.ranks) + " rank(s) x " + std::to_string(p.workers) +
+                (p.workers == 1 ? " worker" : " workers") + " x batch " + std::to_string(p.batch_size) +
+                ") is above the profile's max_shm " + format_size(p.max_shm) +
                 ": lower --workers or --batch-size, or raise max_shm in the profile";
   } else if (p.memory_limit) {
     const MemoryBudget budget{*p.memory_limit, p.memory_fraction_max};

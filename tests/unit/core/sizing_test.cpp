@@ -232,6 +232,11 @@ TEST(PlanShm, AboveMaxShmIsAProblemNotAClamp) {
   EXPECT_CONTAINS(p.problem, "367.7MiB");
   EXPECT_CONTAINS(p.problem, "max_shm 256MiB");
   EXPECT_CONTAINS(p.problem, "--workers");
+  EXPECT_CONTAINS(p.problem, "(1 rank(s) x 4 workers x batch");
+  Profile tiny = prof;
+  tiny.min_shm = MiB;
+  tiny.max_shm = 16 * MiB;
+  EXPECT_CONTAINS(plan_shm(tiny, request(1, 1)).problem, "(1 rank(s) x 1 worker x batch") << "not \"1 workers\"";
   try {
     require_fits(p);
     FAIL() << "require_fits did not throw";
