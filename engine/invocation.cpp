@@ -59,6 +59,11 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
   const EngineOptionFacts facts = scan_engine_options(o.engine_options);
   ContainerRequest request = flags_request(o.sizing);
   request.shm_size = facts.shm_size;
+  if (o.over_budget && !facts.shm_size)
+    throw usage_error(
+        "--over-budget: keeps a size you chose over the memory budget, and there is none: give --shm-size SIZE "
+        "(gpu-run's own plan always fits the budget or is refused)");
+  request.over_budget_chosen = o.over_budget;
   SpecFacts spec = engine_option_spec(facts);
   if (gpu_mode == "none") {
     // gpu-run hands no GPU to the engine: a pinned loader is planned as PyTorch runs it there.
@@ -82,14 +87,31 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
   // A plan to record and show even beside --shm-size or --ipc=host; its error is the flags'.
   inv.plan = d.plan ? *d.plan : plan_request(request, spec, config, store, host_facts);
   inv.applied_shm = d.act ? d.size : inv.plan.shm;
+  if (request.shm_size) inv.users_size = facts.shm_size_flag;
 
-  if (d.host_ipc) {
+  const std::string& bound = facts.shm_bind_source;
+  const bool binds_host_shm = bound.empty() || bound == "/dev/shm" || bound.rfind("/dev/shm/", 0) == 0;
+  if (d.host_ipc && ipc != "host" && !binds_host_shm) {
+    // A directory of the host's bound there: /dev/shm is that directory, on its own filesystem.
+    inv.sized = false;
+    inv.warnings.push_back("a bind mount of " + bound.substr(0, 200) +
+                           " onto /dev/shm: the container's /dev/shm is that directory, on its filesystem (not a "
+                           "tmpfs of its own), so gpu-run's plan of " +
+                           format_size(inv.plan.shm) + " does not apply and is not enforced");
+  } else if (d.host_ipc) {
     inv.sized = false;
     std::string what = ipc == "host" ? "--ipc=host" : "a bind mount onto /dev/shm";
     std::string line = what + ": the container uses the host's /dev/shm";
     if (auto size = host_shm_size()) line += " (" + format_size(*size) + ")";
     line += ", so gpu-run's plan of " + format_size(inv.plan.shm) + " does not apply and is not enforced";
     inv.warnings.push_back(line);
+  } else if (facts.tmpfs_shm && !facts.tmpfs_shm_size) {
+    inv.sized = false;
+    inv.warnings.push_back(facts.shm_size_flag.substr(0, 200) +
+                           ": a tmpfs without a size replaces the engine's /dev/shm, at the kernel's default (half "
+                           "the host's memory), so gpu-run's plan of " +
+                           format_size(inv.plan.shm) + " does not apply; add size=" + engine_size(inv.plan.shm) +
+                           " to size it");
   } else if (ipc.compare(0, 10, "container:") == 0) {
     inv.sized = false;
     inv.warnings.push_back("--ipc=" + ipc + ": the container shares that container's /dev/shm; size that one (plan: " +
@@ -99,9 +121,16 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
     inv.warnings.push_back(
         "--ipc=none: the container gets no /dev/shm and DataLoader workers cannot share batches; drop --ipc=none");
   } else if (request.shm_size && d.size < inv.plan.shm) {
-    inv.warnings.push_back("--shm-size " + *facts.shm_size + " (" + format_size(d.size) +
+    inv.warnings.push_back(facts.shm_size_flag.substr(0, 200) + " (" + format_size(d.size) +
                            ") is below gpu-run's plan of " + format_size(inv.plan.shm) +
-                           ": DataLoader workers may die with a bus error; your --shm-size wins");
+                           ": DataLoader workers may die with a bus error; your " +
+                           (facts.tmpfs_shm ? "tmpfs" : "--shm-size") + " wins");
+  }
+  if (inv.sized && d.budget_waived && d.over_budget) {
+    inv.warnings.push_back(inv.users_size.substr(0, 200) + " (" + format_size(d.size) + ") " + d.over_budget->over +
+                           ": kept, as --over-budget says you chose it; a full /dev/shm can get the container "
+                           "OOM-killed (recorded as the label " +
+                           kLabelOverBudget + ")");
   }
   if (inv.sized && !request.shm_size) {
     if (auto line = worker_flag_warning(o, inv.plan, request, spec, config, store, host_facts))
@@ -145,7 +174,9 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
     a.push_back("-e");
     a.push_back(name + "=" + value);
   }
-  for (const auto& [name, value] : container_labels(inv.plan.profile, inv.plan.gpus, recorded_shm)) {
+  NameValues labels = container_labels(inv.plan.profile, inv.plan.gpus, recorded_shm);
+  if (inv.sized && d.budget_waived && d.over_budget) labels.emplace_back(kLabelOverBudget, "chosen");
+  for (const auto& [name, value] : labels) {
     a.push_back("--label");
     a.push_back(name + "=" + value);
   }
@@ -153,6 +184,14 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
   a.push_back(o.image);
   a.insert(a.end(), o.command.begin(), o.command.end());
   return inv;
+}
+
+std::string explain_outcome(const EngineInvocation& inv) {
+  if (!inv.sized) return "=> /dev/shm not sized by gpu-run (the warning above says why)\n";
+  if (!inv.users_size.empty())
+    return "=> /dev/shm " + format_size(inv.applied_shm) + " (yours: " + inv.users_size.substr(0, 200) + ")\n";
+  return "=> /dev/shm " + format_size(inv.applied_shm) + " (gpu-run passes --shm-size " + engine_size(inv.applied_shm) +
+         ")\n";
 }
 
 }  // namespace gpurun

@@ -37,10 +37,13 @@ PerfRecord make_perf_record(const EngineInvocation& inv, const WrapperOptions& o
 
 int run_recorded(const EngineInvocation& inv, const WrapperOptions& o, const Config& config) {
   const std::string flag = o.guard ? "--guard" : "--record";
+  // watch only looks: a detached job that should grow needs the node guard, which grows every
+  // running container gpu-run labelled.
   if (detaches(o.engine_options))
-    throw usage_error(flag +
-                      ": the container would run detached (-d), so gpu-run could not see it end; drop -d "
-                      "(or follow a detached container with gpu-run-ctl watch)");
+    throw usage_error(flag + ": the container would run detached (-d), so gpu-run could not see it end; drop -d " +
+                      (o.guard ? "(or run it detached without --guard, and let the node guard grow it: gpu-run-ctl "
+                                 "guard, the gpu-run-guard service)"
+                               : "(or follow a detached container with gpu-run-ctl watch)"));
   if (o.guard && !inv.sized)
     throw usage_error(
         "--guard: the container does not get a /dev/shm of its own (--ipc host|none|container:X, or the "
@@ -75,7 +78,7 @@ int run_recorded(const EngineInvocation& inv, const WrapperOptions& o, const Con
     std::cerr << "gpu-run: --guard: peak /dev/shm " << format_size(run.shm.peak) << " of " << format_size(run.shm.size)
               << " (" << guard->growths() << (guard->growths() == 1 ? " growth" : " growths") << " from "
               << format_size(inv.applied_shm) << ", exit " << run.exit_code << ")\n";
-  std::cerr << shm_exhaustion_report({run.exit_code, run.shm.peak, run.shm.size, run.shm.last_used},
+  std::cerr << shm_exhaustion_report({run.exit_code, run.shm.peak, run.shm.size, run.shm.last_used, inv.plan.shm},
                                      guard_headroom(inv.plan), inv.plan.profile);
   if (o.timeline) {
     write_timeline_svg(

@@ -20,6 +20,7 @@ constexpr OwnOption kOwnOptions[] = {
     {"--prefetch-factor", true}, {"--profile-dir", true}, {"--engine", true},   {"--gpu-request", true},
     {"--dry-run", false},        {"--explain", false},    {"--json", false},    {"--help", false},
     {"--version", false},        {"--record", false},     {"--timeline", true}, {"--guard", false},
+    {"--over-budget", false},
 };
 
 // Where each of gpu-run's own options lands in WrapperOptions (--profile-dir, repeatable, is
@@ -28,7 +29,7 @@ constexpr std::pair<const char*, bool WrapperOptions::*> kFlagFields[] = {
     {"--dry-run", &WrapperOptions::dry_run}, {"--explain", &WrapperOptions::explain},
     {"--json", &WrapperOptions::json},       {"--help", &WrapperOptions::help},
     {"--version", &WrapperOptions::version}, {"--record", &WrapperOptions::record},
-    {"--guard", &WrapperOptions::guard}};
+    {"--guard", &WrapperOptions::guard},     {"--over-budget", &WrapperOptions::over_budget}};
 constexpr std::pair<const char*, std::optional<std::string> SizingFlags::*> kSizingFields[] = {
     {"--profile", &SizingFlags::profile},
     {"--gpus", &SizingFlags::gpus},
@@ -154,7 +155,7 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args) {
 
 EngineOptionFacts scan_engine_options(const std::vector<std::string>& o) {
   EngineOptionFacts facts;
-  auto mounts_host_shm = [](const std::string& spec) {
+  auto mounts_host_shm = [&facts](const std::string& spec) {
     // -v SRC:DST[:opts]
     auto a = spec.find(':');
     if (a == std::string::npos) return false;
@@ -162,16 +163,48 @@ EngineOptionFacts scan_engine_options(const std::vector<std::string>& o) {
     std::string src = spec.substr(0, a),
                 dst = spec.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
     while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
-    return dst == "/dev/shm" && !src.empty() && src[0] == '/';
+    if (dst != "/dev/shm" || src.empty() || src[0] != '/') return false;
+    facts.shm_bind_source = src;
+    return true;
   };
-  auto mount_targets_shm = [](const std::string& spec) {
-    // --mount type=bind,source=/dev/shm,target=/dev/shm
-    bool bind_like = spec.find("type=tmpfs") == std::string::npos;
+  // The value of `key` in a comma-separated option list ("rw,size=1g"), if it is there.
+  auto option_value = [](const std::string& list, const std::string& key) -> std::optional<std::string> {
+    std::size_t pos = 0;
+    while (pos <= list.size()) {
+      const std::size_t end = std::min(list.find(',', pos), list.size());
+      const std::string item = list.substr(pos, end - pos);
+      if (item.compare(0, key.size() + 1, key + "=") == 0) return item.substr(key.size() + 1);
+      pos = end + 1;
+    }
+    return std::nullopt;
+  };
+  // --tmpfs /dev/shm[:opts]: the user's own tmpfs replaces the engine's /dev/shm.
+  auto tmpfs_onto_shm = [&](const std::string& spec) {
+    const auto colon = spec.find(':');
+    std::string dst = spec.substr(0, colon);
+    while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+    if (dst != "/dev/shm") return;
+    facts.tmpfs_shm = true;
+    if (colon != std::string::npos) facts.tmpfs_shm_size = option_value(spec.substr(colon + 1), "size");
+    facts.shm_size_flag = "--tmpfs " + spec;
+  };
+  auto mount_targets_shm = [&](const std::string& spec) {
+    // --mount type=bind,source=/dev/shm,target=/dev/shm (or type=tmpfs,...,tmpfs-size=BYTES)
+    const bool tmpfs = spec.find("type=tmpfs") != std::string::npos;
     for (const char* key : {"target=/dev/shm", "dst=/dev/shm", "destination=/dev/shm"}) {
       auto pos = spec.find(key);
       if (pos != std::string::npos) {
         auto end = pos + std::strlen(key);
-        if ((end == spec.size() || spec[end] == ',' || spec[end] == '/') && bind_like) return true;
+        if (end != spec.size() && spec[end] != ',' && spec[end] != '/') continue;
+        if (tmpfs) {
+          facts.tmpfs_shm = true;
+          facts.tmpfs_shm_size = option_value(spec, "tmpfs-size");
+          facts.shm_size_flag = "--mount " + spec;
+          return false;
+        }
+        for (const char* src : {"source", "src"})
+          if (auto v = option_value(spec, src)) facts.shm_bind_source = *v;
+        return true;
       }
     }
     return false;
@@ -206,6 +239,8 @@ EngineOptionFacts scan_engine_options(const std::vector<std::string>& o) {
     if (!has_value) continue;
     if (name == "--shm-size")
       facts.shm_size = value;
+    else if (name == "--tmpfs")
+      tmpfs_onto_shm(value);
     else if (name == "--ipc")
       facts.ipc = value;
     else if (name == "--memory" || name == "-m")
@@ -224,6 +259,11 @@ EngineOptionFacts scan_engine_options(const std::vector<std::string>& o) {
     else if (arg[0] == '-' && arg.compare(0, 2, "--") != 0 && name.size() == 2 && arg.find(name[1]) + 1 == arg.size())
       ++i;
   }
+  // The engine mounts a user's tmpfs over its own /dev/shm: its size is the user's, not --shm-size's.
+  if (facts.tmpfs_shm)
+    facts.shm_size = facts.tmpfs_shm_size;
+  else if (facts.shm_size)
+    facts.shm_size_flag = "--shm-size " + *facts.shm_size;
   return facts;
 }
 

@@ -21,6 +21,7 @@ struct WrapperOptions {
   bool version = false;
   bool record = false;
   bool guard = false;                       // --guard: grow /dev/shm while the job runs
+  bool over_budget = false;                 // --over-budget: a person keeps --shm-size over the budget
   std::optional<std::string> timeline;      // --timeline FILE.svg (with --record or --guard)
   std::vector<std::string> engine_options;  // the engine's own run options, untouched
   std::string image;
@@ -34,13 +35,17 @@ WrapperOptions split_wrapper_args(const std::vector<std::string>& args);
 
 // What the user's engine options say about /dev/shm, memory and CPUs.
 struct EngineOptionFacts {
-  std::optional<std::string> shm_size;     // --shm-size value
-  std::optional<std::string> ipc;          // --ipc value
-  bool host_shm_mount = false;             // -v /dev/shm:/dev/shm or a --mount onto /dev/shm
-  std::optional<std::string> memory;       // --memory / -m
-  std::optional<std::string> cpus;         // --cpus
-  std::optional<std::string> cpuset_cpus;  // --cpuset-cpus
-  bool gpus_given = false;                 // --gpus among engine options (cannot happen: ours)
+  std::optional<std::string> shm_size;        // --shm-size value
+  std::optional<std::string> ipc;             // --ipc value
+  bool host_shm_mount = false;                // -v /dev/shm:/dev/shm or a --mount onto /dev/shm
+  std::string shm_bind_source;                // that bind's source ("" when a --mount names none)
+  bool tmpfs_shm = false;                     // --tmpfs /dev/shm[:opts] or --mount type=tmpfs onto /dev/shm
+  std::optional<std::string> tmpfs_shm_size;  // its size= (--tmpfs) or tmpfs-size= (--mount), as given
+  std::string shm_size_flag;                  // how the user sized /dev/shm, for messages: "--shm-size 1g"
+  std::optional<std::string> memory;          // --memory / -m
+  std::optional<std::string> cpus;            // --cpus
+  std::optional<std::string> cpuset_cpus;     // --cpuset-cpus
+  bool gpus_given = false;                    // --gpus among engine options (cannot happen: ours)
 };
 
 // Reads the engine options gpu-run must respect.

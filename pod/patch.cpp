@@ -86,20 +86,36 @@ std::optional<std::uint64_t> patched_memory(const ShmTarget& t, const char* sect
 }
 
 // The memory limit and request, each raised by this container's shm (patched_memory). A
-// container without one keeps having none.
+// container without a limit keeps having none; one without a limit or a request is given a
+// request of its shm, so that the scheduler counts the pages of the emptyDir the kubelet mounts.
 void raise_memory(json& ops, const ShmTarget& t, const WebhookConfig& config) {
   for (const char* section : {"limits", "requests"})
     if (const auto raised = patched_memory(t, section, config))
       ops.push_back({{"op", "replace"},
                      {"path", pointer(t) + "/resources/" + section + "/memory"},
                      {"value", k8s_quantity(*raised)}});
+  if (patched_memory(t, "limits", config) || patched_memory(t, "requests", config)) return;
+  const std::string memory = k8s_quantity(t.decision.size);
+  const json* resources = member(*t.container, "resources");
+  const json* requests = resources ? member(*resources, "requests") : nullptr;
+  if (requests && requests->is_object())
+    ops.push_back({{"op", "add"}, {"path", pointer(t) + "/resources/requests/memory"}, {"value", memory}});
+  else if (resources && resources->is_object())
+    ops.push_back({{"op", "add"}, {"path", pointer(t) + "/resources/requests"}, {"value", {{"memory", memory}}}});
+  else
+    ops.push_back(
+        {{"op", "add"}, {"path", pointer(t) + "/resources"}, {"value", {{"requests", {{"memory", memory}}}}}});
 }
 
 // The most the node guard may grow this container's share to (growth_ceiling: the profile's
-// max_shm, the budget of its memory limit as patched); its planned size when neither is known.
+// max_shm, the budget of its memory limit as patched). Without a memory limit no budget bounds
+// it and the kubelet mounts the emptyDir at its sizeLimit from the start, so the ceiling is the
+// plan (the size its memory request covers), not max_shm (256Gi for the default profile).
 std::uint64_t share_ceiling(const ShmTarget& t, const WebhookConfig& config) {
-  return empty_dir_size_limit(t.decision.size, t.decision.plan ? t.decision.plan->max_shm : 0,
-                              patched_memory(t, "limits", config), config.memory_fraction_max);
+  const std::optional<std::uint64_t> limit = patched_memory(t, "limits", config);
+  if (!limit) return t.decision.size;
+  return empty_dir_size_limit(t.decision.size, t.decision.plan ? t.decision.plan->max_shm : 0, limit,
+                              config.memory_fraction_max);
 }
 
 }  // namespace

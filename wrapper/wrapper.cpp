@@ -54,6 +54,8 @@ gpu-run options:
                             in place before it fills (one batch per worker kept free, up to the
                             profile's max_shm and the memory budget); needs root, not with -d
   --timeline FILE.svg       with --record or --guard: also draw /dev/shm size and use over time
+  --over-budget             keep an explicit --shm-size over the memory budget of --memory (a person
+                            chose it): warned, and labelled gpu-run.over-budget=chosen
 With --record or --guard, a job that exits 135 (SIGBUS) or fills /dev/shm is told the
 peak, the size, a size that would have fitted and the command to rerun with.
   --help, --version
@@ -61,7 +63,8 @@ peak, the size, a size that would have fitted and the command to rerun with.
 The container gets GPU_RUN_PROFILE, GPU_RUN_GPUS (with --gpus), GPU_RUN_NUM_WORKERS,
 GPU_RUN_BATCH_SIZE and GPU_RUN_SHM_SIZE in its environment and the labels gpu-run.profile,
 gpu-run.gpus and gpu-run.shm-size (no size when the container uses the host's /dev/shm).
-An explicit --shm-size wins; --memory bounds the plan (shm pages count against it).
+An explicit --shm-size (or --tmpfs /dev/shm:size=SIZE) wins; --memory bounds the plan (shm pages
+count against it).
 Config: /etc/gpu-run/config.json or $GPU_RUN_CONFIG. Profiles: gpu-run-ctl profiles list.
 )";
 }
@@ -79,7 +82,7 @@ int run_wrapper(const WrapperOptions& o) {
   HostInfo host = probe_host();
   EngineInvocation inv = prepare_run(o, config, host);
   for (const auto& w : inv.warnings) print_warning("gpu-run", w);
-  if (o.explain) std::cerr << explain(inv.plan);
+  if (o.explain) std::cerr << explain(inv.plan) << explain_outcome(inv);
   if (o.json) {
     std::cout << invocation_json(inv) << "\n";
     return kExitOk;

@@ -153,6 +153,15 @@ std::string engine_size(std::uint64_t bytes) {
   return std::to_string(bytes) + "b";
 }
 
+std::string log_size(std::uint64_t bytes) {
+  if (bytes % kMiB == 0) return engine_size(bytes);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1Lf", static_cast<long double>(bytes) / kMiB);
+  std::string out = buf;
+  if (out.size() > 2 && out.compare(out.size() - 2, 2, ".0") == 0) out.resize(out.size() - 2);
+  return out + "m";
+}
+
 std::uint64_t round_up(std::uint64_t value, std::uint64_t align) {
   if (align == 0) return value;
   u128 r = (static_cast<u128>(value) + align - 1) / align * align;

@@ -24,6 +24,10 @@ std::string format_size(std::uint64_t bytes);
 // else "<n>b".
 std::string engine_size(std::uint64_t bytes);
 
+// A size in a log line, always in MiB: "64m" when a whole number of MiB (as engine_size), else
+// to one decimal, "62.5m" (podman's default of 65536000 bytes).
+std::string log_size(std::uint64_t bytes);
+
 // A size as a profile file writes it, exactly and in the largest unit that divides it:
 // "256g", "1536m", "4k", "1000b" (parse_size reads it back to the same bytes).
 std::string exact_size(std::uint64_t bytes);

@@ -82,6 +82,9 @@ inline constexpr const char* kEnvShmLimit = "GPU_RUN_SHM_LIMIT";
 inline constexpr const char* kLabelProfile = "gpu-run.profile";
 inline constexpr const char* kLabelGpus = kRequestKeys[1].annotation;
 inline constexpr const char* kLabelShmSize = "gpu-run.shm-size";
+// On a container whose explicit size (gpu-run.shm-size) a person kept over the memory budget
+// (gpu-run --over-budget), with the value "chosen".
+inline constexpr const char* kLabelOverBudget = "gpu-run.over-budget";
 // The node label of a node whose containerd has gpu-run's runtime handler, its value the
 // handler's name: the RuntimeClass's scheduling.nodeSelector (gpu-run-ctl k8s runtimeclass), put
 // on each node with the `kubectl label node` line configure containerd prints.

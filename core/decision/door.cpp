@@ -83,8 +83,8 @@ void log_disposition(const Logger& log, const std::string& who, const Dispositio
 }
 
 std::string result_fields(const ShmDecision& d, const ShmResult& r) {
-  return std::string("action=") + outcome_name(r.outcome) + " " + describe(d) + " before=" + engine_size(r.before) +
-         " after=" + engine_size(r.after) +
+  return std::string("action=") + outcome_name(r.outcome) + " " + describe(d) + " before=" + log_size(r.before) +
+         " after=" + log_size(r.after) +
          (r.outcome == ShmOutcome::kHostShm ? " reason=" + log_quote("the host's /dev/shm is never resized") : "");
 }
 

@@ -196,7 +196,7 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
   try {
     const bool pod_limit = !spec.memory_limit && spec.pod_memory_limit;
     const std::optional<std::uint64_t> memory_limit = budget_limit(spec);
-    auto check_size = [&](std::uint64_t size, const std::string& what) {
+    auto check_size = [&](std::uint64_t size, const std::string& what, bool may_pass_budget) {
       if (size < kMiB) throw Error(what + " " + format_size(size) + " is below 1MiB");
       if (host.mem_total > 0 && size > host.mem_total)
         throw Error(what + " " + format_size(size) + " is more than this host's memory (" +
@@ -205,21 +205,27 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
         const MemoryBudget budget{*memory_limit, config.memory_fraction_max};
         if (budget.holds(size)) return;
         d.over_budget = ShmDecision::OverBudget{size, budget.limit_for(size), budget.over()};
+        if (may_pass_budget) {
+          d.budget_waived = true;
+          return;
+        }
         throw Error(what + " " + format_size(size) + " " + budget.over() + ": raise the " +
                     (pod_limit ? "pod's " : "") + "memory limit to at least " + engine_size(budget.limit_for(size)) +
                     " or ask for less");
       }
     };
     if (request.shm_size) {
-      check_size(d.size, request.origin == RequestOrigin::kFlags ? "--shm-size" : "shm-size");
+      check_size(d.size, request.origin == RequestOrigin::kFlags ? "--shm-size" : "shm-size",
+                 request.over_budget_chosen);
       // An app container of a pod shares the pod's /dev/shm: it may grow it, never shrink it.
       d.size_explicit = !is_pod_app_container(spec.annotations);
       d.act = true;
       d.reason = d.size_explicit ? "explicit size" : "explicit size, grow only (the pod's /dev/shm is shared)";
+      if (d.budget_waived) d.reason += ", over the memory budget by a person's choice";
       return d;
     }
     // The budget first, in the words every door shares (the plan's own problem names flags).
-    check_size(d.plan->shm, "planned /dev/shm");
+    check_size(d.plan->shm, "planned /dev/shm", false);
     require_fits(*d.plan);
     d.profile = d.plan->profile;
     d.gpus = d.plan->gpus;

@@ -26,7 +26,8 @@ struct ContainerRequest {
   std::optional<std::string> batch_size;
   std::optional<std::string> prefetch_factor;  // flags only: no container key carries it
   std::optional<std::string> shm_size;
-  std::string source;  // "annotation", "env", "annotation+env", "flags", "recorded" or "" when none
+  bool over_budget_chosen = false;  // flags only: a person keeps shm_size over the memory budget
+  std::string source;               // "annotation", "env", "annotation+env", "flags", "recorded" or "" when none
   RequestOrigin origin = RequestOrigin::kContainer;
   bool named_anything() const { return profile || gpus || workers || batch_size || prefetch_factor || shm_size; }
   bool named_plan() const { return profile || gpus || workers || batch_size || prefetch_factor; }
@@ -63,6 +64,7 @@ struct ShmDecision {
     std::string over;                // MemoryBudget::over(): "does not fit the memory limit ..."
   };
   std::optional<OverBudget> over_budget;
+  bool budget_waived = false;   // over_budget, and applied: the request's over_budget_chosen
   std::optional<ShmPlan> plan;  // the plan, when one could be made (also beside an explicit size)
 };
 

@@ -337,8 +337,9 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   } else if (p.need > p.max_shm) {
     const std::string lower = lowerable_flags(p, /*now=*/false);
     p.problem = "planned /dev/shm of " + format_size(p.need) + " for profile " + p.profile + " (" +
-                std::to_string(p.ranks) + " rank(s) x " + std::to_string(p.workers) + " workers x batch " +
-                std::to_string(p.batch_size) + ") is above the profile's max_shm " + format_size(p.max_shm) + ": " +
+                std::to_string(p.ranks) + " rank(s) x " + std::to_string(p.workers) +
+                (p.workers == 1 ? " worker" : " workers") + " x batch " + std::to_string(p.batch_size) +
+                ") is above the profile's max_shm " + format_size(p.max_shm) + ": " +
                 (lower.empty() ? "" : "lower " + lower + ", or ") + "raise max_shm in the profile";
   } else if (p.memory_limit) {
     const MemoryBudget budget{*p.memory_limit, p.memory_fraction_max};
@@ -378,29 +379,9 @@ void require_fits(const ShmPlan& plan) {
 
 namespace {
 
-void explain_batch(std::ostringstream& out, const LoaderPlan& l, const char* indent) {
-  if (l.calibrated) {
-    out << indent << "batch_bytes  = " << format_size(l.batch_bytes) << " (scaled from the profile's calibration)\n";
-    return;
-  }
-  out << indent << "batch_bytes  = " << format_size(l.batch_bytes) << " =";
-  for (std::size_t i = 0; i < l.fields.size(); ++i)
-    out << (i ? " +" : "") << " " << l.fields[i].name << " " << format_size(l.fields[i].bytes);
-  out << " (page-rounded)\n";
-}
-
-void explain_slots(std::ostringstream& out, const LoaderPlan& l, const char* indent, const char* label) {
-  if (l.workers == 0) {
-    out << indent << label << " = 0 (workers=0: no DataLoader worker, so no batch in /dev/shm)\n";
-    return;
-  }
-  out << indent << label << " = (prefetch_factor " << l.prefetch_factor << " x workers " << l.workers << " + hold "
-      << l.hold << ") x batch_bytes + semaphores " << format_size(l.sem_bytes) << " = " << format_size(l.bytes) << "\n";
-  out << indent << "hold " << l.hold << ": " << l.hold_why << "\n";
-}
-
-// The need and the size applied, side by side in MiB (a GiB figure to one decimal would show
-// 2,508.6 MiB and 2,509 MiB as 2.4GiB and 2.5GiB).
+// Every size of the breakdown in MiB (below 1 MiB in KiB or B), so that its terms, the need and
+// the size applied add up in one unit ("1.3GiB" per rank beside a need of "5531.3MiB" did not; a
+// GiB figure to one decimal would show 2,508.6 MiB and 2,509 MiB as 2.4GiB and 2.5GiB).
 std::string size_in_mib(std::uint64_t bytes) {
   if (bytes < kMiB) return format_size(bytes);
   char buf[48];
@@ -410,18 +391,39 @@ std::string size_in_mib(std::uint64_t bytes) {
   return out + "MiB";
 }
 
+void explain_batch(std::ostringstream& out, const LoaderPlan& l, const char* indent) {
+  if (l.calibrated) {
+    out << indent << "batch_bytes  = " << size_in_mib(l.batch_bytes) << " (scaled from the profile's calibration)\n";
+    return;
+  }
+  out << indent << "batch_bytes  = " << size_in_mib(l.batch_bytes) << " =";
+  for (std::size_t i = 0; i < l.fields.size(); ++i)
+    out << (i ? " +" : "") << " " << l.fields[i].name << " " << size_in_mib(l.fields[i].bytes);
+  out << " (page-rounded)\n";
+}
+
+void explain_slots(std::ostringstream& out, const LoaderPlan& l, const char* indent, const char* label) {
+  if (l.workers == 0) {
+    out << indent << label << " = 0 (workers=0: no DataLoader worker, so no batch in /dev/shm)\n";
+    return;
+  }
+  out << indent << label << " = (prefetch_factor " << l.prefetch_factor << " x workers " << l.workers << " + hold "
+      << l.hold << ") x batch_bytes + semaphores " << size_in_mib(l.sem_bytes) << " = " << size_in_mib(l.bytes) << "\n";
+  out << indent << "hold " << l.hold << ": " << l.hold_why << "\n";
+}
+
 void explain_nccl(std::ostringstream& out, const NcclPlan& n, unsigned ranks) {
   if (n.source == "single rank") {
     out << "  nccl         = 0 (single rank)\n";
   } else if (n.source == "nccl_reserve") {
-    out << "  nccl_reserve = " << format_size(n.bytes) << " (the profile's flat nccl_reserve)\n";
+    out << "  nccl_reserve = " << size_in_mib(n.bytes) << " (the profile's flat nccl_reserve)\n";
   } else if (n.source == "measured") {
     if (n.measured_ranks)
-      out << "  nccl         = " << format_size(n.bytes) << " (measured with " << n.measured_ranks
+      out << "  nccl         = " << size_in_mib(n.bytes) << " (measured with " << n.measured_ranks
           << " ranks, the profile's nccl.measured, scaled to " << ranks << " ranks by ranks x peers " << ranks << " x "
           << nccl_peers(ranks) << " / " << n.measured_ranks << " x " << nccl_peers(n.measured_ranks) << ")\n";
     else
-      out << "  nccl         = " << format_size(n.bytes) << " (measured: the profile's nccl.measured)\n";
+      out << "  nccl         = " << size_in_mib(n.bytes) << " (measured: the profile's nccl.measured)\n";
   } else if (n.transport != "shm") {
     out << "  nccl         = 0 (transport " << n.transport
         << ": no NCCL segment per peer in /dev/shm; the profile's nccl section)\n";
@@ -431,7 +433,7 @@ void explain_nccl(std::ostringstream& out, const NcclPlan& n, unsigned ranks) {
            "12.2+; the profile's nccl section)\n";
   } else {
     out << "  nccl         = ranks " << ranks << " x channels " << n.channels << " x peers " << n.peers << " x (recv "
-        << format_size(n.recv_segment) << " + send " << format_size(n.send_segment) << ") = " << format_size(n.bytes)
+        << size_in_mib(n.recv_segment) << " + send " << size_in_mib(n.send_segment) << ") = " << size_in_mib(n.bytes)
         << " (transport shm: NCCL's SHM segments, src/transport/shm.cc; the profile's nccl section)\n";
   }
 }
@@ -461,8 +463,8 @@ std::string explain(const ShmPlan& p) {
     }
     out << "  per_rank     =";
     for (std::size_t i = 0; i < p.loaders.size(); ++i)
-      out << (i ? " +" : "") << " " << p.loaders[i].name << " " << format_size(p.loaders[i].bytes);
-    out << " = " << format_size(p.per_rank) << " (every loader alive at once)\n";
+      out << (i ? " +" : "") << " " << p.loaders[i].name << " " << size_in_mib(p.loaders[i].bytes);
+    out << " = " << size_in_mib(p.per_rank) << " (every loader alive at once)\n";
   }
   explain_nccl(out, p.nccl_plan, p.ranks);
   explain_engines(out, p.engines);

@@ -112,12 +112,16 @@ std::string shm_exhaustion_report(const ShmEnding& e, std::uint64_t headroom, co
   const bool full = full_at_end || e.peak >= e.size;
   // It ran out, so it needed more than it had: one batch per worker more, else twice as much.
   const std::uint64_t base = std::max(e.peak, e.size);
-  const std::uint64_t fits = round_up(base + (headroom ? headroom : base), kMiB);
+  const std::uint64_t grown = round_up(base + (headroom ? headroom : base), kMiB);
+  const bool plan_floor = e.planned > grown;
+  const std::uint64_t fits = plan_floor ? round_up(e.planned, kMiB) : grown;
   std::string out = "gpu-run: the job ran out of /dev/shm: ";
   if (sigbus) out += "it exited 135 (SIGBUS: a page of /dev/shm could not be had), ";
   out += "peak " + format_size(e.peak) + " of " + format_size(e.size) + (full ? " (100%)" : "") + "\n";
-  out += "gpu-run: a size that would have fitted: at least " + format_size(fits) + " (the size plus " +
-         (headroom ? "one batch per worker" : std::string("as much again")) + ")\n";
+  out += "gpu-run: a size that would have fitted: at least " + format_size(fits) +
+         (plan_floor ? std::string(" (gpu-run's plan for the same flags)")
+                     : " (the size plus " + std::string(headroom ? "one batch per worker" : "as much again") + ")") +
+         "\n";
   // A profile may be a built-in or another team's file: what a user can do is measure the job
   // into a profile of their own.
   out += "gpu-run: rerun with: gpu-run --shm-size " + engine_size(fits) +

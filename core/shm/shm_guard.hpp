@@ -103,14 +103,16 @@ struct ShmEnding {
   std::uint64_t peak = 0;       // highest use sampled
   std::uint64_t size = 0;       // /dev/shm's size at the last sample
   std::uint64_t last_used = 0;  // use at the last sample
+  std::uint64_t planned = 0;    // gpu-run's plan for the same flags (0: none)
 };
 
 // The lines gpu-run prints on stderr when the job ran out of /dev/shm: it exited 135
 // (SIGBUS: a page of /dev/shm could not be had), it failed with /dev/shm full at its peak, or
 // /dev/shm was full at the end. Says the peak, the size, a size that would have fitted (the
 // larger of peak and size, plus `headroom` (one batch per worker), else twice it, rounded up
-// to MiB: what it had was not enough) and the command to rerun with. Empty when the job did
-// not run out.
+// to MiB: what it had was not enough), never below the plan for the same flags (a job given
+// less than its plan, by --shm-size, has shown only that the plan was not too much), and the
+// command to rerun with. Empty when the job did not run out.
 std::string shm_exhaustion_report(const ShmEnding& ending, std::uint64_t headroom, const std::string& profile);
 
 }  // namespace gpurun

@@ -9,6 +9,7 @@
 #include "ctl_common.hpp"
 #include "error.hpp"
 #include "json_error.hpp"
+#include "run_args.hpp"
 
 namespace gpurun {
 namespace {
@@ -199,6 +200,21 @@ UndoEdit undo_daemon_json(const std::optional<std::string>& current, const std::
   return restore;
 }
 
+std::string dockerd_reload_hint(const std::string& daemon_json, const std::optional<std::string>& text) {
+  std::string pidfile;
+  if (text) {
+    const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("pidfile") && j["pidfile"].is_string()) pidfile = j["pidfile"];
+  }
+  const bool system_daemon = daemon_json == kDefaultDaemonJson;
+  if (pidfile.empty() && system_daemon) pidfile = "/var/run/docker.pid";
+  const std::string signal = pidfile.empty()
+                                 ? "`kill -HUP PID` with the pid of the dockerd started with --config-file " +
+                                       daemon_json + " (its --pidfile names it)"
+                                 : "`kill -HUP \"$(cat " + shell_quote(pidfile) + ")\"`";
+  return system_daemon ? "run `systemctl reload docker` (or " + signal + ")" : "send it SIGHUP: " + signal;
+}
+
 namespace {
 
 void run_undo_docker(const ConfigureDockerOptions& o) {
@@ -208,9 +224,10 @@ void run_undo_docker(const ConfigureDockerOptions& o) {
   const UndoEdit undo = undo_daemon_json(current, backup, daemon_json.string());
   apply_undo(daemon_json, undo, o.dry_run);
   if (o.dry_run || undo.kind == UndoEdit::kNothing) return;
-  std::cout << "dockerd reads runtimes at start and on SIGHUP: run `systemctl reload docker` (or `kill -HUP "
-               "$(pidof dockerd)`); running containers keep their /dev/shm, and a container created with the "
-               "runtime gpu-run no longer starts once dockerd forgot it: recreate it\n";
+  std::cout << "dockerd reads runtimes at start and on SIGHUP: "
+            << dockerd_reload_hint(daemon_json.string(), read_existing_file(daemon_json, "daemon.json"))
+            << "; running containers keep their /dev/shm, and a container created with the runtime gpu-run no longer "
+               "starts once dockerd forgot it: recreate it\n";
 }
 
 }  // namespace
@@ -257,8 +274,10 @@ void run_configure_docker(const ConfigureDockerOptions& o) {
   }
   report_chain(chain, chain_file);
   for (const auto& n : edit.notes) std::cout << "note: " << n << "\n";
-  std::cout << "dockerd reads runtimes and default-runtime at start and on SIGHUP: run `systemctl reload docker` "
-               "(or `kill -HUP $(pidof dockerd)`, or restart it)\n";
+  std::cout << "dockerd reads runtimes and default-runtime at start and on SIGHUP: "
+            << dockerd_reload_hint(daemon_json.string(),
+                                   edit.changed ? std::optional<std::string>(edit.text) : existing)
+            << ", or restart it\n";
   std::cout << runtime_config_note(config_file, "dockerd", "docker") << missing_config;
 }
 

@@ -53,6 +53,12 @@ FileEdit merge_daemon_json(const std::optional<std::string>& existing, const std
 UndoEdit undo_daemon_json(const std::optional<std::string>& current, const std::optional<std::string>& backup,
                           const std::string& source);
 
+// How to make the one dockerd that reads `daemon_json` reread it, for a person: signal the pid
+// its pid file names (daemon.json's "pidfile", else dockerd's default /var/run/docker.pid for
+// the default daemon.json), never every dockerd on the host (`pidof dockerd`). `text` is the
+// file as configure leaves it (nullopt: none). Pure; a malformed text counts as no "pidfile".
+std::string dockerd_reload_hint(const std::string& daemon_json, const std::optional<std::string>& text);
+
 // Edits the file (backup <file>.gpu-run.bak, atomic replace) and writes the chain file, or
 // prints them with --dry-run; --undo puts the file back.
 void run_configure_docker(const ConfigureDockerOptions& options);

@@ -80,9 +80,14 @@ int run_doctor(const DoctorOptions& o) {
     if (o.engine) throw usage_error("doctor: --engine goes with CONTAINER, not --log");
     CrashFacts crash;
     crash.source = "log " + (*o.log == "-" ? std::string("on standard input") : *o.log);
+    if (o.for_door == "k8s") crash.door = CrashDoor::kKubernetes;
     read_crash_log(read_log(*o.log), crash);
+    if (o.for_door && *o.for_door != "k8s") crash.door = CrashDoor::kEngine;
     return report_crash(crash, o.json);
   }
+  if (o.for_door)
+    throw usage_error("doctor: --for " + *o.for_door +
+                      " says where the job of a --log ran; a CONTAINER is docker's or podman's (--engine)");
   DoctorFacts f;
   f.memory_fraction_max = config.memory_fraction_max;
   if (o.container) {
@@ -123,7 +128,9 @@ void add_doctor_command(CLI::App& app) {
          << "read for the failures /dev/shm causes: DataLoader workers killed by a bus error, PyTorch's, NCCL's,\n"
          << "vLLM's, Ray's and Triton's shared-memory errors, exit status 135 and exit code -7 (SIGBUS); and for\n"
          << "those that only look like it (file descriptors, OOM kills, segfaults, CUDA, NCCL timeouts and\n"
-         << "network errors, a full disk); each with why and the fix in the engine's terms.\n"
+         << "network errors, a full disk); each with why and the fix in the engine's terms. The fix of a log\n"
+         << "is gpu-run's flags, or with --for k8s (or lines prefixed by `kubectl logs --prefix`'s [pod/NAME/C])\n"
+         << "the pod's gpu-run.* annotations, the webhook and `gpu-run-ctl k8s`.\n"
          << "Exit status: the worst finding, 0 OK, 3 WARN, 4 FAIL; 1 when doctor could not check,\n"
          << "2 a wrong request (bad option, unknown container, one created but never started).";
   cmd->footer(footer.str());
@@ -134,6 +141,11 @@ void add_doctor_command(CLI::App& app) {
                   "Read a crashed job's log (a file, or - for standard input) for the /dev/shm failures of "
                   "PyTorch, NCCL, vLLM, Ray, Triton and DeepSpeed, and their look-alikes")
       ->type_name("FILE|-");
+  cmd->add_option("--for", o->for_door,
+                  "Where the job of --log ran, for the fix's terms: docker, podman or k8s (default: docker, or k8s "
+                  "when the log has kubectl logs --prefix's [pod/NAME/CONTAINER])")
+      ->type_name("DOOR")
+      ->check(CLI::IsMember({"docker", "podman", "k8s"}));
   cmd->add_option("--engine", o->engine, "Engine of CONTAINER (default: the config's engine, else docker)")
       ->type_name("ENGINE")
       ->check(CLI::IsMember({"docker", "podman"}));

@@ -36,6 +36,7 @@ struct DoctorFacts {
   bool from_host = false;  // a container seen from the host (inspect + /proc/PID)
   bool on_host = false;    // doctor ran on the host itself, in no container (its PID and IPC namespaces)
   std::string engine;      // docker | podman when from_host
+  std::string runtime;     // from the host: the OCI runtime the engine ran it with (HostConfig.Runtime)
   ShmMount shm_mount = ShmMount::kTmpfs;
   std::uint64_t shm_size = 0;  // bytes, when shm_mount is not kMissing
   std::uint64_t shm_used = 0;

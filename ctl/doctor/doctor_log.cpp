@@ -40,9 +40,9 @@ bool sized_by_gpu_run(const CrashFacts& f) { return f.profile && f.planned_shm; 
 std::string had(const CrashFacts& f) {
   if (sized_by_gpu_run(f))
     return " gpu-run sized this container: its plan for profile " + *f.profile + " (" +
-           (f.gpus ? *f.gpus + " GPU(s), " : "") + f.workers.value_or("?") + " workers x batch " +
-           f.batch_size.value_or("?") + " per rank) of " + format_size(*f.planned_shm) +
-           " was applied and was too small for what the job wrote.";
+           (f.gpus ? *f.gpus + " GPU(s), " : "") + f.workers.value_or("?") +
+           (f.workers == "1" ? " worker" : " workers") + " x batch " + f.batch_size.value_or("?") + " per rank) of " +
+           format_size(*f.planned_shm) + " was applied and was too small for what the job wrote.";
   return f.shm_size ? " The container's /dev/shm was " + format_size(*f.shm_size) +
                           (*f.shm_size == 64 * kMiB ? " (Docker's default)." : ".")
                     : "";
@@ -54,8 +54,40 @@ std::string job_flags(const CrashFacts& f) {
          f.workers.value_or("W") + " --batch-size " + f.batch_size.value_or("B");
 }
 
+bool in_kubernetes(const CrashFacts& f) { return f.door == CrashDoor::kKubernetes; }
+
+std::string annotation(RequestKey key, const std::string& value) {
+  return std::string(request_key(key).annotation) + ": " + value;
+}
+
+// Where a pod's sizing is changed: its template (a pod's own annotations change nothing once it runs).
+std::string pod_template(const CrashFacts& f) {
+  return f.pod ? "the template of pod " + *f.pod + " (its Deployment's, Job's, ...)" : "the pod's template";
+}
+
+// The ways a pod gets its /dev/shm sized, after the annotations that ask for it.
+std::string pod_routes(const CrashFacts& f) {
+  return " in " + pod_template(f) +
+         ", sized where the admission webhook runs (gpu-run-ctl k8s webhook-manifests) or the node's runtime "
+         "handler (runtimeClassName: gpu-run); or the /dev/shm emptyDir written into the manifest: gpu-run-ctl k8s "
+         "-f MANIFEST --profile " +
+         f.profile.value_or("NAME") + " | kubectl apply -f -";
+}
+
 // The command that sizes /dev/shm for the job.
 std::string sizing_fix(const CrashFacts& f) {
+  if (in_kubernetes(f)) {
+    if (sized_by_gpu_run(f))
+      return "the same annotations would get the same size: run the node guard, which grows a pod's /dev/shm "
+             "before it fills (gpu-run-ctl k8s guard-manifests | kubectl apply -f -), or measure the job once "
+             "(gpu-run-ctl calibrate --out-profile NAME " +
+             job_flags(f) + " -- IMAGE COMMAND...) and ship the profile in the ConfigMap gpu-run-profiles";
+    return "size the pod for the job: the annotations " + annotation(RequestKey::kProfile, f.profile.value_or("NAME")) +
+           ", " + annotation(RequestKey::kWorkers, f.workers.value_or("W")) + ", " +
+           annotation(RequestKey::kBatchSize, f.batch_size.value_or("B")) + pod_routes(f) +
+           " (gpu-run-ctl plan --profile " + f.profile.value_or("NAME") + " --gpus " + f.gpus.value_or("N") +
+           " prints the size first)";
+  }
   if (sized_by_gpu_run(f))
     return "the same command would get the same size: rerun with --guard, which grows /dev/shm before it fills "
            "(gpu-run --guard " +
@@ -71,10 +103,24 @@ std::string sizing_fix(const CrashFacts& f) {
 
 // "--shm-size SIZE" for an engine with no gpu-run profile term (item: vLLM, Ray, Triton): the
 // size the log asked for when it says, with the doors that set it.
-std::string shm_size_fix(std::optional<std::uint64_t> at_least) {
+std::string shm_size_fix(const CrashFacts& f, std::optional<std::uint64_t> at_least) {
   const std::string size = at_least ? engine_size(round_up(*at_least, kMiB)) : std::string("SIZE");
+  if (in_kubernetes(f))
+    return "the annotation " + annotation(RequestKey::kShmSize, size) + " in " + pod_template(f) +
+           ", sized where the admission webhook runs (gpu-run-ctl k8s webhook-manifests) or the node's runtime "
+           "handler (runtimeClassName: gpu-run); or an emptyDir of medium: Memory and sizeLimit: " +
+           size + " mounted at /dev/shm";
   return "gpu-run --shm-size " + size + " IMAGE ... (docker/podman run --shm-size " + size +
          "; in Kubernetes an emptyDir of medium Memory at /dev/shm, `gpu-run-ctl k8s`)";
+}
+
+// A profile's plan for the job's ranks, in the door's terms (NCCL's and DeepSpeed's segments).
+std::string ranks_sizing(const CrashFacts& f) {
+  if (in_kubernetes(f))
+    return "the annotation " + annotation(RequestKey::kProfile, f.profile.value_or("NAME")) + " in " + pod_template(f) +
+           " (its containers' nvidia.com/gpu limit gives the ranks), sized by the webhook or the "
+           "runtime handler";
+  return "gpu-run --profile " + f.profile.value_or("NAME") + " --gpus " + f.gpus.value_or("N") + " IMAGE ...";
 }
 
 // The key a Triton line names ("'triton_python_backend_shm_region_3'").
@@ -154,10 +200,11 @@ void nccl_rule(const CrashFacts& f, std::vector<Finding>& out) {
               : " NCCL's SHM transport creates a segment per peer it cannot reach by P2P, in every rank.";
   out.push_back({Level::kFail, "nccl-shm",
                  "NCCL could not create its shared-memory segment in /dev/shm (" + where(e) + ")." + numbers + had(f),
-                 "give /dev/shm room for NCCL on top of the DataLoader: gpu-run --profile " +
-                     f.profile.value_or("NAME") + " --gpus " + f.gpus.value_or("N") +
-                     " ... counts NCCL's segments for more than one rank (the profile's nccl section: transport, "
-                     "channels), or --shm-size SIZE; or set NCCL_SHM_DISABLE=1 (NCCL then uses P2P or sockets: "
+                 "give /dev/shm room for NCCL on top of the DataLoader: " + ranks_sizing(f) +
+                     " counts NCCL's segments for more than one rank (the profile's nccl section: transport, "
+                     "channels), or " +
+                     (in_kubernetes(f) ? annotation(RequestKey::kShmSize, "SIZE") : std::string("--shm-size SIZE")) +
+                     "; or set NCCL_SHM_DISABLE=1 (NCCL then uses P2P or sockets: "
                      "slower between GPUs without NVLink); newer NCCL releases keep these buffers out of /dev/shm "
                      "with NCCL_CUMEM_HOST_ENABLE=1",
                  "NCCL"});
@@ -176,7 +223,7 @@ void vllm_rule(const CrashFacts& f, std::vector<Finding>& out) {
            " With tensor or pipeline parallelism > 1 vLLM's MessageQueue maps a broadcast ring of fixed-size chunks "
            "in /dev/shm (psm_* segments), plus a response queue per worker; NCCL's segments come on top." +
            had(f),
-       "give /dev/shm at least what vLLM asks plus NCCL's share: " + shm_size_fix(e->bytes) +
+       "give /dev/shm at least what vLLM asks plus NCCL's share: " + shm_size_fix(f, e->bytes) +
            "; or shrink the rings: VLLM_MQ_MAX_CHUNK_BYTES_MB=N (the size of each chunk in MiB; a message larger "
            "than a chunk goes over ZMQ instead of /dev/shm)",
        "vLLM"});
@@ -190,7 +237,7 @@ void ray_rule(const CrashFacts& f, std::vector<Finding>& out) {
   const std::string store = e.bytes ? " an object store of " + format_size(*e.bytes) : " its object store";
   const std::string shm = e.available ? " /dev/shm had " + format_size(*e.available) : " /dev/shm was smaller";
   const std::string fix =
-      "give /dev/shm more than the object store: " + shm_size_fix(e.bytes) +
+      "give /dev/shm more than the object store: " + shm_size_fix(f, e.bytes) +
       (e.detail.empty() ? "" : " (Ray's own advice: --shm-size=" + e.detail + ")") +
       "; or size the store to fit: ray start --object-store-memory=BYTES (ray.init(object_store_memory=...)) below "
       "what /dev/shm holds; or put it on disk on purpose, slower: ray start --plasma-directory=DIR "
@@ -220,16 +267,17 @@ void triton_rule(const CrashFacts& f, std::vector<Finding>& out) {
       "of a model instance" +
       (e->bytes ? " to " + format_size(*e->bytes) + " (" + std::to_string(*e->bytes) + " bytes)" : "");
   if (error.find("No space left on device") != std::string::npos) {
-    out.push_back({Level::kFail, "triton-python-shm",
-                   "Triton's python backend could not " + what + ": /dev/shm is full (" + where(*e) +
-                       "). Every instance of every python-backend model maps its own region, which starts at "
-                       "shm-default-byte-size and grows by shm-growth-byte-size as requests need." +
-                       had(f),
-                   "give /dev/shm a region per python-backend model instance plus their growth: " + shm_size_fix({}) +
-                       "; or lower what each starts with: tritonserver "
-                       "--backend-config=python,shm-default-byte-size=BYTES (and shm-growth-byte-size), or fewer "
-                       "instances (instance_group count)",
-                   "Triton"});
+    out.push_back(
+        {Level::kFail, "triton-python-shm",
+         "Triton's python backend could not " + what + ": /dev/shm is full (" + where(*e) +
+             "). Every instance of every python-backend model maps its own region, which starts at "
+             "shm-default-byte-size and grows by shm-growth-byte-size as requests need." +
+             had(f),
+         "give /dev/shm a region per python-backend model instance plus their growth: " + shm_size_fix(f, {}) +
+             "; or lower what each starts with: tritonserver "
+             "--backend-config=python,shm-default-byte-size=BYTES (and shm-growth-byte-size), or fewer "
+             "instances (instance_group count)",
+         "Triton"});
     return;
   }
   out.push_back({Level::kWarn, "triton-python-stub",
@@ -252,12 +300,13 @@ void sigbus_rule(const CrashFacts& f, std::vector<Finding>& out) {
     engine_fix =
         "give /dev/shm room for vLLM's tensor-parallel workers (NCCL's segments; the shared-memory "
         "MessageQueue in releases that have shm_broadcast.py, shrunk by VLLM_MQ_MAX_CHUNK_BYTES_MB): " +
-        shm_size_fix({});
+        shm_size_fix(f, {});
   else if (names(f, "DeepSpeed"))
     engine_fix =
         "give /dev/shm room for DeepSpeed's ranks (NCCL's segments between GPUs; on CPU its "
-        "deepspeed_allreduce_buffer_* segment of about 66 MiB per rank): gpu-run --profile " +
-        f.profile.value_or("NAME") + " --gpus " + f.gpus.value_or("N") + " IMAGE ... or --shm-size SIZE";
+        "deepspeed_allreduce_buffer_* segment of about 66 MiB per rank): " +
+        ranks_sizing(f) + " or " +
+        (in_kubernetes(f) ? annotation(RequestKey::kShmSize, "SIZE") : std::string("--shm-size SIZE"));
   else
     engine_fix = sizing_fix(f);
   out.push_back({Level::kFail, "sigbus-exit",
@@ -400,6 +449,15 @@ void read_crash_log(std::string_view text, CrashFacts& f) {
     pos = end + 1;
   }
   for (std::size_t i = 0; i < lines.size(); ++i) {
+    // `kubectl logs --prefix`: "[pod/NAME/CONTAINER] " before each line.
+    if (lines[i].rfind("[pod/", 0) == 0) {
+      const std::size_t end = lines[i].find('/', 5);
+      const std::size_t close = lines[i].find(']');
+      if (end != std::string_view::npos && close != std::string_view::npos && close > end) {
+        f.door = CrashDoor::kKubernetes;
+        if (!f.pod) f.pod = shown(lines[i].substr(5, std::min<std::size_t>(end - 5, 253)));
+      }
+    }
     // NUL bytes (PyTorch writes one after its bus-error message) end nothing here.
     std::string line(lines[i]);
     std::replace(line.begin(), line.end(), '\0', ' ');

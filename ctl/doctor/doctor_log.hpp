@@ -21,6 +21,10 @@ struct CrashEvidence : CrashLine {
   std::string text;      // the line, trimmed and bounded (with the next one for a re-wrapped message)
 };
 
+// Where the job ran, which decides how a fix is said: gpu-run's flags for a docker or podman
+// container, the pod's annotations, the webhook and `gpu-run-ctl k8s` for a Kubernetes pod.
+enum class CrashDoor { kEngine, kKubernetes };
+
 struct CrashFacts {
   std::string source;                     // "log train.log", "container t1 (3f2a9c1b0e4d, docker)"
   std::size_t lines = 0;                  // lines read
@@ -34,11 +38,15 @@ struct CrashFacts {
   std::optional<std::string> workers;        // GPU_RUN_NUM_WORKERS
   std::optional<std::string> batch_size;     // GPU_RUN_BATCH_SIZE
   std::optional<std::uint64_t> planned_shm;  // GPU_RUN_SHM_SIZE: the size gpu-run applied
+  CrashDoor door = CrashDoor::kEngine;       // doctor --for k8s, or the log's own signs
+  std::optional<std::string> pod;            // the pod `kubectl logs --prefix` names, when it does
 };
 
 // Reads a log: every line that says why the job died (/dev/shm running out, and the failures
 // that look like it). Tolerates NUL bytes (PyTorch writes one after its bus-error message),
-// carriage returns, timestamps and rank prefixes, and a message re-wrapped over two lines.
+// carriage returns, timestamps and rank prefixes, and a message re-wrapped over two lines. A
+// line that starts with `kubectl logs --prefix`'s "[pod/NAME/CONTAINER] " makes the door
+// Kubernetes and names the pod.
 void read_crash_log(std::string_view text, CrashFacts& facts);
 
 // What happened, why, and the command that fixes it, one finding per family, in the engine's

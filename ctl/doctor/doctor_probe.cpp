@@ -282,6 +282,7 @@ void gather_from_host(const InspectedContainer& container, DoctorFacts& f) {
                       "' is not running: doctor reads its /dev/shm through its process (start "
                       "it, or run gpu-run-ctl doctor inside it)");
   f.ipc_mode = c.ipc_mode;
+  if (host.is_object() && host.contains("Runtime") && host["Runtime"].is_string()) f.runtime = host["Runtime"];
   // The IPC namespace itself settles --ipc=host (podman 4 reports it as "shareable").
   try {
     if (in_host_ipc_namespace(std::to_string(c.pid), "container '" + name + "'")) f.ipc_mode = "host";

@@ -252,8 +252,20 @@ void check_workers(const DoctorFacts& f, std::vector<Finding>& out) {
                                   : std::string("an unknown number of CPUs");
   const auto workers = env_of(f, kEnvNumWorkers);
   if (!workers) {
+    // gpu-run-runtime and the hook size /dev/shm in the spec and leave the environment alone.
+    const auto profile = env_of(f, kEnvProfile);
+    std::string why;
+    if (f.runtime.find("gpu-run") != std::string::npos)
+      why = ": the runtime " + f.runtime + " (gpu-run-runtime) sized /dev/shm and sets no environment";
+    else if (profile)
+      why = ": " + assignment(kEnvProfile, *profile) +
+            " asked gpu-run-runtime or the hook to size /dev/shm, and "
+            "they set no environment";
+    else
+      why = " (gpu-run and the webhook set it; gpu-run-runtime and the hook size /dev/shm without it)";
     add(out, Level::kOk, "workers",
-        "the container may use " + cpus + "; " + kEnvNumWorkers + " is not set (not started by gpu-run)");
+        "the container may use " + cpus + "; " + kEnvNumWorkers + " is not set" + why +
+            (why[0] == ':' ? ", so the job's DataLoader picks its own workers (the plan assumed the profile's)" : ""));
     return;
   }
   std::uint64_t n = 0;

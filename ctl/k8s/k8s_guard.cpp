@@ -82,13 +82,7 @@ GuardPodPlacement placement(const GuardManifestOptions& o) {
        o.tolerations.empty() ? std::vector<std::string>{"nvidia.com/gpu:NoSchedule"} : o.tolerations)
     p.tolerations.push_back(parse_toleration(t));
   p.node_selector = parse_label_flags(o.node_selectors, "--node-selector");
-  for (const std::string& name : o.image_pull_secrets) {
-    if (!is_dns_subdomain(name))
-      throw usage_error("--image-pull-secret '" + k8s_shown(name) +
-                        "': expected the name of a Secret of type kubernetes.io/dockerconfigjson in the guard's "
-                        "namespace (lowercase letters, digits, '-' and '.')");
-    p.pull_secrets.push_back({{"name", name}});
-  }
+  p.pull_secrets = image_pull_secrets(o.image_pull_secrets, "the guard's");
   if (!is_dns_subdomain(o.priority_class))
     throw usage_error("--priority-class '" + k8s_shown(o.priority_class) +
                       "': expected a PriorityClass's name (lowercase letters, digits, '-' and '.')");

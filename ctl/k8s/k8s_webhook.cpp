@@ -56,7 +56,8 @@ ordered_json labels() { return app_labels(kName); }
 
 ordered_json metadata(const std::string& name, const std::string& ns) { return manifest_metadata(name, ns, kName); }
 
-ordered_json deployment(const std::string& ns, const std::string& image, const std::string& config) {
+ordered_json deployment(const std::string& ns, const std::string& image, const ordered_json& pull_secrets,
+                        const std::string& config) {
   const ordered_json probe_https = {{"path", "/healthz"}, {"port", "https"}, {"scheme", "HTTPS"}};
   ordered_json liveness = {{"httpGet", probe_https}, {"periodSeconds", 10}, {"failureThreshold", 3}};
   ordered_json readiness = {{"httpGet", probe_https}, {"periodSeconds", 5}};
@@ -101,6 +102,7 @@ ordered_json deployment(const std::string& ns, const std::string& image, const s
         {{"name", "config"}, {"configMap", {{"name", kName}}}},
         // Teams' profiles: kubectl create configmap gpu-run-profiles --from-file=DIR (optional).
         {{"name", "profiles"}, {"configMap", {{"name", kProfilesConfigMap}, {"optional", true}}}}}}};
+  if (!pull_secrets.empty()) pod_spec["imagePullSecrets"] = pull_secrets;
   ordered_json d = manifest_object("apps/v1", "Deployment", metadata(kName, ns));
   // The webhook reads webhook.json at start: a changed config changes the template, which rolls it.
   d["spec"] = {
@@ -242,6 +244,7 @@ std::vector<ordered_json> webhook_manifests(const WebhookManifestOptions& o, con
   const std::string& ns = o.namespace_name;
   check_manifest_namespace(ns);
   const std::string image = manifest_image(o.image, kDefaultWebhookImage);
+  const ordered_json pull_secrets = image_pull_secrets(o.image_pull_secrets, "the webhook's");
   parse_webhook_config(config, o.config_file.value_or("the default webhook.json"));
   for (const std::string& cidr : o.apiserver_cidrs) check_cidr(cidr);
   const ordered_json extra_labels = parse_label_flags(o.labels, "--label");
@@ -264,7 +267,7 @@ std::vector<ordered_json> webhook_manifests(const WebhookManifestOptions& o, con
   } else {
     cert_manager_objects(ns, out);
   }
-  out.push_back(deployment(ns, image, config_map["data"]["webhook.json"].get<std::string>()));
+  out.push_back(deployment(ns, image, pull_secrets, config_map["data"]["webhook.json"].get<std::string>()));
   ordered_json service = manifest_object("v1", "Service", metadata(kName, ns));
   service["spec"] = {{"selector", labels()},
                      {"ports", {{{"name", "https"}, {"port", 443}, {"targetPort", "https"}, {"protocol", "TCP"}}}}};
@@ -338,6 +341,9 @@ void add_k8s_webhook_command(CLI::App& k8s) {
       ->capture_default_str();
   cmd->add_option("--image", o->image, "The webhook's image (default: " + kDefaultWebhookImage + ")")
       ->type_name("IMAGE");
+  cmd->add_option("--image-pull-secret", o->image_pull_secrets,
+                  "A Secret in the webhook's namespace to pull the image with (repeatable)")
+      ->type_name("NAME");
   CLI::Option* cm = cmd->add_flag("--cert-manager", o->cert_manager,
                                   "Certificates from cert-manager: a CA (made by a self-signed Issuer) whose Issuer "
                                   "signs the serving Certificate, the CA injected as the caBundle");

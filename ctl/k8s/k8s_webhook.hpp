@@ -22,10 +22,11 @@ struct WebhookManifestOptions {
   std::string image;  // empty: kDefaultWebhookImage
   bool cert_manager = false;
   std::optional<std::string> self_signed_dir;
-  std::optional<std::string> config_file;    // --config: the webhook's webhook.json (default: kDefaultWebhookConfig)
-  std::vector<std::string> apiserver_cidrs;  // --apiserver-cidr: the only sources the NetworkPolicy admits
-  std::vector<std::string> labels;           // --label KEY=VALUE, on every object
-  bool no_monitoring = false;                // no PrometheusRule
+  std::optional<std::string> config_file;       // --config: the webhook's webhook.json (default: kDefaultWebhookConfig)
+  std::vector<std::string> apiserver_cidrs;     // --apiserver-cidr: the only sources the NetworkPolicy admits
+  std::vector<std::string> labels;              // --label KEY=VALUE, on every object
+  std::vector<std::string> image_pull_secrets;  // --image-pull-secret NAME: the image's registry is private
+  bool no_monitoring = false;                   // no PrometheusRule
   std::string runbook_url = kDefaultRunbookUrl;
 };
 

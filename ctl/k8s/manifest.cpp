@@ -26,6 +26,18 @@ std::string manifest_image(const std::string& image, const std::string& fallback
   return chosen;
 }
 
+ordered_json image_pull_secrets(const std::vector<std::string>& names, const std::string& whose) {
+  ordered_json out = ordered_json::array();
+  for (const std::string& name : names) {
+    if (!is_dns_subdomain(name))
+      throw usage_error("--image-pull-secret '" + k8s_shown(name) +
+                        "': expected the name of a Secret of type kubernetes.io/dockerconfigjson in " + whose +
+                        " namespace (lowercase letters, digits, '-' and '.')");
+    out.push_back({{"name", name}});
+  }
+  return out;
+}
+
 ordered_json app_labels(const std::string& app) { return {{"app.kubernetes.io/name", app}}; }
 
 ordered_json manifest_metadata(const std::string& name, const std::string& ns, const std::string& app) {

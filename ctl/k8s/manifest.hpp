@@ -20,6 +20,11 @@ void check_manifest_namespace(const std::string& ns);
 // result is an image reference: 1 to 512 characters, no spaces or control characters.
 std::string manifest_image(const std::string& image, const std::string& fallback);
 
+// [{"name": NAME}, ...]: a pod's imagePullSecrets from the repeatable --image-pull-secret NAME.
+// Throws Error (exit 2) naming the flag and `whose` namespace ("the guard's") unless each is a
+// Secret's name.
+nlohmann::ordered_json image_pull_secrets(const std::vector<std::string>& names, const std::string& whose);
+
 // {"app.kubernetes.io/name": app}: every object's labels, and the pods' selector.
 nlohmann::ordered_json app_labels(const std::string& app);
 

@@ -1,6 +1,7 @@
 #include "tune.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -68,7 +69,31 @@ std::string status_of(const TuneResult& r) {
   return "ok";
 }
 
+std::string counts_text(const std::vector<TuneResult>& results, const std::vector<std::size_t>& which,
+                        std::string (*item)(const TuneResult&)) {
+  std::string out;
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    if (k > 0) out += k + 1 == which.size() ? " and " : ", ";
+    out += item(results[which[k]]);
+  }
+  return out;
+}
+
 }  // namespace
+
+double TuneResult::spread_s() const {
+  if (runs_s.size() < 2) return 0;
+  const auto [lo, hi] = std::minmax_element(runs_s.begin(), runs_s.end());
+  return *hi - *lo;
+}
+
+void TuneResult::add_run(double wall) {
+  runs_s.push_back(wall);
+  std::vector<double> sorted = runs_s;
+  std::sort(sorted.begin(), sorted.end());
+  const std::size_t n = sorted.size();
+  wall_s = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
 
 bool has_workers_placeholder(const std::vector<std::string>& args) {
   for (const auto& a : args)
@@ -117,14 +142,28 @@ std::vector<std::uint64_t> default_counts(unsigned cpus) {
   return out;
 }
 
-std::optional<std::size_t> recommend(const std::vector<TuneResult>& results) {
-  std::optional<std::size_t> best;
+std::vector<std::size_t> within_spread_of_fastest(const std::vector<TuneResult>& results) {
+  std::optional<std::size_t> fastest;
   for (std::size_t i = 0; i < results.size(); ++i) {
     const TuneResult& r = results[i];
     if (!r.ok() || !r.within_budget()) continue;
-    if (!best || r.wall_s < results[*best].wall_s) best = i;
+    if (!fastest || r.wall_s < results[*fastest].wall_s) fastest = i;
   }
-  return best;
+  if (!fastest) return {};
+  const TuneResult& f = results[*fastest];
+  std::vector<std::size_t> out = {*fastest};
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const TuneResult& r = results[i];
+    if (i == *fastest || !r.ok() || !r.within_budget()) continue;
+    if (r.wall_s - f.wall_s <= std::max(f.spread_s(), r.spread_s())) out.push_back(i);
+  }
+  return out;
+}
+
+std::optional<std::size_t> recommend(const std::vector<TuneResult>& results) {
+  const std::vector<std::size_t> close = within_spread_of_fastest(results);
+  if (close.size() != 1) return std::nullopt;
+  return close.front();
 }
 
 std::string tune_table(const std::vector<TuneResult>& results, std::optional<std::size_t> best, bool utf8) {
@@ -132,10 +171,11 @@ std::string tune_table(const std::vector<TuneResult>& results, std::optional<std
   for (const auto& r : results)
     if (r.ran) longest = std::max(longest, r.wall_s);
   std::ostringstream out;
-  out << "workers  wall time   peak shm  planned shm  result\n";
+  out << "workers  wall time  spread   peak shm  planned shm  result\n";
   for (std::size_t i = 0; i < results.size(); ++i) {
     const TuneResult& r = results[i];
     out << pad_left(std::to_string(r.workers), 7) << "  " << pad_left(r.ran ? seconds_text(r.wall_s) : "-", 9) << "  "
+        << pad_left(r.runs_s.size() > 1 ? seconds_text(r.spread_s()) : "-", 6) << "  "
         << pad_left(r.ran ? format_size(r.peak_shm) : "-", 9) << "  " << pad_left(format_size(r.planned_shm), 11)
         << "  " << pad_right(status_of(r) + (best && *best == i ? " *" : ""), 13);
     if (r.ran && longest > 0) {
@@ -160,7 +200,17 @@ std::string tune_table(const std::vector<TuneResult>& results, std::optional<std
 }
 
 std::string tune_recommendation(const std::vector<TuneResult>& results, std::optional<std::size_t> best) {
-  if (!best) return "no recommendation: no worker count ran to the end within its planned /dev/shm";
+  const std::vector<std::size_t> close = within_spread_of_fastest(results);
+  if (close.empty()) return "no recommendation: no worker count ran to the end within its planned /dev/shm";
+  if (!best) {
+    double spread = 0;
+    for (std::size_t i : close) spread = std::max(spread, results[i].spread_s());
+    return "no recommendation: --workers " +
+           counts_text(results, close, [](const TuneResult& r) { return std::to_string(r.workers); }) + " take " +
+           counts_text(results, close, [](const TuneResult& r) { return seconds_text(r.wall_s); }) +
+           " (medians), closer than the spread of their runs (" + seconds_text(spread) +
+           "): the difference is noise; a longer job or more --repeats may tell them apart";
+  }
   const TuneResult& b = results[*best];
   std::ostringstream out;
   out << "recommended: --workers " << b.workers << " (" << seconds_text(b.wall_s);
@@ -184,6 +234,10 @@ nlohmann::ordered_json tune_json(const std::vector<TuneResult>& results, std::op
     j["ran"] = r.ran;
     j["exit_status"] = r.ran ? nlohmann::ordered_json(r.exit_code) : nlohmann::ordered_json(nullptr);
     j["wall_s"] = std::round(r.wall_s * 1000) / 1000;
+    j["spread_s"] = std::round(r.spread_s() * 1000) / 1000;
+    nlohmann::ordered_json each = nlohmann::ordered_json::array();
+    for (double w : r.runs_s) each.push_back(std::round(w * 1000) / 1000);
+    j["runs_s"] = each;
     j["peak_shm"] = r.peak_shm;
     j["planned_shm"] = r.planned_shm;
     j["samples"] = r.samples;
@@ -195,6 +249,9 @@ nlohmann::ordered_json tune_json(const std::vector<TuneResult>& results, std::op
   nlohmann::ordered_json doc;
   doc["runs"] = runs;
   doc["recommended_workers"] = best ? nlohmann::ordered_json(results[*best].workers) : nlohmann::ordered_json(nullptr);
+  nlohmann::ordered_json close = nlohmann::ordered_json::array();
+  for (std::size_t i : within_spread_of_fastest(results)) close.push_back(results[i].workers);
+  doc["within_spread_of_fastest"] = close;
   return doc;
 }
 
@@ -215,42 +272,53 @@ void run_tune(const TuneOptions& o) {
   if (!has_workers_placeholder(w.command))
     std::cerr << "gpu-run-ctl tune: warning: no {workers} in the command: the workload must read the worker count "
                  "from GPU_RUN_NUM_WORKERS\n";
+  if (o.repeats < 2 || o.repeats > 100)
+    throw usage_error("--repeats " + std::to_string(o.repeats) +
+                      ": expected 2..100 (tune needs the spread of at least two runs per count)");
   const TempDir logs("gpu-run-tune");  // the runs' output
-  std::vector<TuneResult> results;
+  std::vector<TuneResult> results(counts.size());
+  std::vector<std::optional<EngineInvocation>> invs(counts.size());
   for (std::size_t i = 0; i < counts.size(); ++i) {
-    TuneResult r;
+    TuneResult& r = results[i];
     r.workers = counts[i];
     WrapperOptions wn = w;
     wn.sizing.workers = std::to_string(counts[i]);
     wn.command = substitute_workers(w.command, counts[i]);
-    const std::string step = "tune: [" + std::to_string(i + 1) + "/" + std::to_string(counts.size()) + "] workers " +
-                             std::to_string(counts[i]);
-    std::optional<EngineInvocation> inv;
     try {
-      inv = prepare_run(wn, config, host);
+      invs[i] = prepare_run(wn, config, host);
+      r.planned_shm = invs[i]->applied_shm;
     } catch (const Error& e) {
       r.problem = e.what();
-      std::cerr << step << ": not run: " << r.problem << "\n";
-      results.push_back(r);
-      continue;
+      std::cerr << "tune: workers " << counts[i] << ": not run: " << r.problem << "\n";
     }
-    r.planned_shm = inv->applied_shm;
-    std::cerr << step << ", /dev/shm " << format_size(r.planned_shm) << " ... " << std::flush;
-    MeasureOptions mo;
-    mo.output = logs.path() / ("run-" + std::to_string(counts[i]) + ".log");
-    const MeasuredRun run = run_measured(inv->argv, inv->engine, mo);
-    r.ran = true;
-    r.exit_code = run.exit_code;
-    r.wall_s = run.wall_seconds;
-    r.peak_shm = run.shm.peak;
-    r.samples = run.shm.samples;
-    if (!run.sample_error.empty())
-      r.problem = run.sample_error;
-    else if (run.exit_code != 0)
-      r.problem = last_line(*mo.output);
-    std::cerr << seconds_text(r.wall_s) << ", peak " << format_size(r.peak_shm) << ", exit " << r.exit_code << "\n";
-    results.push_back(r);
-    if (run.interrupted_by) throw Error("tune: interrupted", 0, 128 + run.interrupted_by);
+  }
+  // Round by round over the counts, so that a drift of the host (caches, a neighbour's load)
+  // spreads over every count instead of favouring one.
+  const std::size_t total = counts.size() * o.repeats;
+  std::size_t step_no = 0;
+  for (unsigned round = 1; round <= o.repeats; ++round) {
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+      ++step_no;
+      TuneResult& r = results[i];
+      if (!invs[i] || (r.ran && r.exit_code != 0)) continue;  // not run, or failed: once is enough
+      std::cerr << "tune: [" << step_no << "/" << total << "] workers " << counts[i] << ", run " << round << "/"
+                << o.repeats << ", /dev/shm " << format_size(r.planned_shm) << " ... " << std::flush;
+      MeasureOptions mo;
+      mo.output = logs.path() / ("run-" + std::to_string(counts[i]) + "-" + std::to_string(round) + ".log");
+      const MeasuredRun run = run_measured(invs[i]->argv, invs[i]->engine, mo);
+      r.ran = true;
+      r.exit_code = run.exit_code;
+      r.add_run(run.wall_seconds);
+      r.peak_shm = std::max(r.peak_shm, run.shm.peak);
+      r.samples += run.shm.samples;
+      if (!run.sample_error.empty())
+        r.problem = run.sample_error;
+      else if (run.exit_code != 0)
+        r.problem = last_line(*mo.output);
+      std::cerr << seconds_text(run.wall_seconds) << ", peak " << format_size(run.shm.peak) << ", exit "
+                << run.exit_code << "\n";
+      if (run.interrupted_by) throw Error("tune: interrupted", 0, 128 + run.interrupted_by);
+    }
   }
   const std::optional<std::size_t> best = recommend(results);
   if (o.json)
@@ -258,7 +326,8 @@ void run_tune(const TuneOptions& o) {
   else
     std::cout << tune_table(results, best, utf8_locale()) << tune_recommendation(results, best) << "\n";
   std::cout.flush();
-  if (!best) throw Error("tune: no worker count ran to the end within its planned /dev/shm", 0, kExitFailure);
+  if (within_spread_of_fastest(results).empty())
+    throw Error("tune: no worker count ran to the end within its planned /dev/shm", 0, kExitFailure);
 }
 
 void add_tune_command(CLI::App& app) {
@@ -267,12 +336,17 @@ void add_tune_command(CLI::App& app) {
       "tune", "Run a workload over DataLoader worker counts; recommend the fastest within the /dev/shm budget");
   cmd->footer(
       "Usage: gpu-run-ctl tune [OPTIONS] [--counts 0,1,2,4,8] -- [docker run options] IMAGE COMMAND...\n\n"
-      "Each count N runs once through gpu-run's logic with --workers N: /dev/shm planned for N,\n"
-      "GPU_RUN_NUM_WORKERS=N in the container and every {workers} in COMMAND replaced by N. Measures wall\n"
-      "time and peak /dev/shm (100 Hz); the budget of a run is its planned /dev/shm (bounded by --memory).\n"
+      "Each count N runs --repeats times (round by round over the counts) through gpu-run's logic with\n"
+      "--workers N: /dev/shm planned for N, GPU_RUN_NUM_WORKERS=N in the container and every {workers} in\n"
+      "COMMAND replaced by N. Measures wall time (the median of the runs, and their spread: the slowest\n"
+      "minus the fastest) and peak /dev/shm (100 Hz); the budget of a run is its planned /dev/shm (bounded\n"
+      "by --memory). The fastest count is recommended only when its median beats every other count's by\n"
+      "more than the larger of the two spreads; else tune says the difference is noise (exit 0).\n"
       "The runs' output is kept out of the way; a failed run shows its last line. Adds --rm to the runs.");
   cmd->add_option("--counts", o->counts, "Worker counts to try (default 0,1,2,4,8, up to the CPUs)")
       ->type_name("N,N,...");
+  cmd->add_option("--repeats", o->repeats, "Runs per count (default 3, at least 2: the spread needs two)")
+      ->type_name("N");
   cmd->add_flag("--json", o->json, "Print the results as JSON");
   add_run_options(*cmd, o->run, /*with_workers=*/false);
   cmd->callback([o] { run_tune(*o); });

@@ -33,6 +33,8 @@ shm_kib() { podman --hooks-dir "$hooks" run --rm "$@" gr-busybox sh -c 'df -k /d
 assert_eq "$(expected_kib imagenet 2)" "$(shm_kib --annotation gpu-run.profile=imagenet --annotation gpu-run.gpus=2)" \
   "podman --annotation gpu-run.profile=imagenet --annotation gpu-run.gpus=2"
 assert_contains "$(tail -n 1 "$log")" "action=resized" "the hook resized podman's shm tmpfs"
+# podman's default /dev/shm is 65536000 bytes: the log says it in MiB as every size (issue 35).
+assert_contains "$(tail -n 1 "$log")" " before=62.5m after=" "the log line's sizes in MiB, not before=65536000b"
 assert_eq 307200 "$(shm_kib --annotation gpu-run.shm-size=300m)" "podman --annotation gpu-run.shm-size=300m"
 assert_eq 64000 "$(shm_kib)" "no annotation: the hook does not run (podman's default 65536000 bytes)"
 

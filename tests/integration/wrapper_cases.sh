@@ -209,6 +209,24 @@ EOF
   assert_exit 0 gr --gpu-request none --profile imagenet --gpus 2 --dry-run --shm-size=300m "$IMAGE" true
   assert_eq 1 "$(grep -o -- '--shm-size' <<<"$IT_OUT" | wc -l)" "--shm-size=300m: only the user's --shm-size in argv"
 
+  # --tmpfs /dev/shm:size=SIZE is the user's size: the engine mounts it over its own /dev/shm, so
+  # the container gets it and what gpu-run records says it (issue 35).
+  eng rm -f gr-tmpfs >/dev/null 2>&1
+  assert_exit 0 gr --gpu-request none --profile imagenet --gpus 2 --name gr-tmpfs --tmpfs /dev/shm:size=100m "$IMAGE" \
+    sh -c 'df -k /dev/shm; echo "env=$GPU_RUN_SHM_SIZE"'
+  assert_eq 102400 "$(df_kib <<<"$IT_OUT")" "--tmpfs /dev/shm:size=100m: the container's /dev/shm is 100 MiB"
+  assert_contains "$IT_OUT" "env=100m" "--tmpfs /dev/shm:size=100m: GPU_RUN_SHM_SIZE says 100m"
+  assert_eq 100m "$(eng inspect -f '{{index .Config.Labels "gpu-run.shm-size"}}' gr-tmpfs 2>&1)" \
+    "--tmpfs /dev/shm:size=100m: the label says 100m"
+  assert_contains "$IT_ERR" "--tmpfs /dev/shm:size=100m (100MiB) is below gpu-run's plan" "--tmpfs: below the plan, warned"
+  eng rm -f gr-tmpfs >/dev/null 2>&1
+  # A directory on disk bound onto /dev/shm is not the host's /dev/shm.
+  mkdir -p "$work/scratch"
+  assert_exit 0 gr --gpu-request none --profile imagenet -v "$work/scratch:/dev/shm" --rm "$IMAGE" sh -c 'echo x >/dev/shm/f'
+  assert_contains "$IT_ERR" "a bind mount of $work/scratch onto /dev/shm" "-v DIR:/dev/shm: named as that directory"
+  assert_not_contains "$IT_ERR" "host's /dev/shm" "-v DIR:/dev/shm: not called the host's /dev/shm"
+  [[ -f $work/scratch/f ]] && it_pass "-v DIR:/dev/shm: the container wrote into DIR" || it_fail "-v DIR:/dev/shm: no file in DIR"
+
   # --ipc=host: the host's /dev/shm is not ours to size.
   assert_exit 0 gr --gpu-request none --profile imagenet --gpus 2 --dry-run --ipc=host "$IMAGE" true
   assert_not_contains "$IT_OUT" "--shm-size" "--ipc=host: no --shm-size in argv"

@@ -131,6 +131,8 @@ TEST(ResultFieldsTest, OneFormatForWhatADoorDid) {
   EXPECT_NE(resized.find(describe(d)), std::string::npos) << resized;
   EXPECT_NE(resized.find(" before=64m after=256m"), std::string::npos) << resized;
   EXPECT_EQ(resized.find("reason="), std::string::npos) << resized;
+  // podman's default /dev/shm is 65536000 bytes: in MiB as every size of the line, not "65536000b".
+  EXPECT_CONTAINS(result_fields(d, ShmResult{ShmOutcome::kResized, 65536000, 256 * kMiB}), " before=62.5m after=256m");
   const std::string host = result_fields(d, ShmResult{ShmOutcome::kHostShm, 64 * kMiB, 64 * kMiB});
   EXPECT_NE(host.find("reason=\"the host's /dev/shm is never resized\""), std::string::npos) << host;
 }

@@ -258,5 +258,18 @@ TEST(ShmExhaustionReport, FullAtTheEndOrAtThePeakOfAFailedJob) {
   EXPECT_NE(shm_exhaustion_report({0, 64 * kMiB, 64 * kMiB, 64 * kMiB}, 0, ""), "") << "full at the end";
 }
 
+TEST(ShmExhaustionReport, NeverSuggestsLessThanThePlanForTheSameFlags) {
+  // A job planned at 128m run with --shm-size 36m wrote 40 MiB: 36 MiB plus one small batch
+  // would fail again; the plan for the same flags is the floor.
+  ShmEnding e{1, 36 * kMiB, 36 * kMiB, 36 * kMiB};
+  e.planned = 128 * kMiB;
+  const std::string r = shm_exhaustion_report(e, 4 * 1024, "");
+  EXPECT_CONTAINS(r, "at least 128MiB (gpu-run's plan for the same flags)");
+  EXPECT_CONTAINS(r, "gpu-run --shm-size 128m ...");
+  EXPECT_NOT_CONTAINS(r, "36m");
+  e.planned = 32 * kMiB;
+  EXPECT_CONTAINS(shm_exhaustion_report(e, 4 * 1024, ""), "--shm-size 37m") << "above the plan: size plus a batch";
+}
+
 }  // namespace
 }  // namespace gpurun

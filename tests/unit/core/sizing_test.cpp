@@ -222,6 +222,22 @@ TEST(PlanShm, MinShmClamp) {
   EXPECT_CONTAINS(explain(p), "raised to min_shm 128MiB");
 }
 
+TEST(PlanShm, ExplainAddsUpInOneUnit) {
+  // Per rank above 1 GiB beside the need: both in MiB, not "1.3GiB" beside "5531.3MiB".
+  Profile prof = imagenet_like();
+  prof.max_shm = 256 * GiB;
+  const ShmPlan p = plan_shm(prof, request(4, 16, 64));
+  ASSERT_GT(p.per_rank, GiB);
+  const std::string text = explain(p);
+  for (const char* term : {"  per_rank     =", "  need         =", "  shm          =", "  batch_bytes  ="}) {
+    const std::size_t at = text.find(term);
+    ASSERT_NE(at, std::string::npos) << term;
+    const std::string line = text.substr(at, text.find('\n', at) - at);
+    EXPECT_EQ(line.find("GiB"), std::string::npos) << line;
+    EXPECT_CONTAINS(line, "MiB");
+  }
+}
+
 TEST(PlanShm, AboveMaxShmIsAProblemNotAClamp) {
   Profile prof = imagenet_like();
   prof.max_shm = 256 * MiB;
@@ -232,6 +248,11 @@ TEST(PlanShm, AboveMaxShmIsAProblemNotAClamp) {
   EXPECT_CONTAINS(p.problem, "367.7MiB");
   EXPECT_CONTAINS(p.problem, "max_shm 256MiB");
   EXPECT_CONTAINS(p.problem, "--workers");
+  EXPECT_CONTAINS(p.problem, "(1 rank(s) x 4 workers x batch");
+  Profile tiny = prof;
+  tiny.min_shm = MiB;
+  tiny.max_shm = 16 * MiB;
+  EXPECT_CONTAINS(plan_shm(tiny, request(1, 1)).problem, "(1 rank(s) x 1 worker x batch") << "not \"1 workers\"";
   try {
     require_fits(p);
     FAIL() << "require_fits did not throw";
@@ -484,7 +505,7 @@ TEST(Explain, ShowsEveryTerm) {
   EXPECT_CONTAINS(e, "profile test: 2 rank(s)");
   EXPECT_CONTAINS(e, "image 36.8MiB");  // 38,535,168 / 1,048,576 = 36.75
   EXPECT_CONTAINS(e, "(prefetch_factor 2 x workers 4 + hold 0)");
-  EXPECT_CONTAINS(e, "nccl_reserve = 1GiB");
+  EXPECT_CONTAINS(e, "nccl_reserve = 1024MiB");
   EXPECT_CONTAINS(e, "shm          = 2016MiB (the need rounded up to whole MiB)");  // TwoRanksAddNcclReserve
   EXPECT_EQ(e.find("DOES NOT FIT"), std::string::npos);
 }

@@ -125,6 +125,10 @@ TEST(FormatSize, ForPeople) {
 }
 
 TEST(EngineSize, WholeMebibytesOrBytes) {
+  EXPECT_EQ(log_size(64 * kMiB), "64m");
+  EXPECT_EQ(log_size(65536000), "62.5m");
+  EXPECT_EQ(log_size(4096), "0m") << "below 0.05 MiB";
+  EXPECT_EQ(log_size(kMiB + 1), "1m");
   EXPECT_EQ(engine_size(0), "0m");
   EXPECT_EQ(engine_size(67108864), "64m");
   EXPECT_EQ(engine_size(2147483648), "2048m");

@@ -246,5 +246,22 @@ TEST(Packaging, DaemonJsonSnippetIsWhatConfigureDockerWrites) {
   EXPECT_EQ(shipped, json::parse(merge_daemon_json(std::nullopt, "d.json", kRuntime, false).text));
 }
 
+TEST(ConfigureDockerTest, ReloadSignalsOnlyTheDockerdOfTheFile) {
+  // `kill -HUP $(pidof dockerd)` signals every dockerd of a host that runs several.
+  const std::string system = dockerd_reload_hint("/etc/docker/daemon.json", std::nullopt);
+  EXPECT_CONTAINS(system, "systemctl reload docker");
+  EXPECT_CONTAINS(system, "kill -HUP \"$(cat /var/run/docker.pid)\"");
+  EXPECT_NOT_CONTAINS(system, "pidof");
+  EXPECT_CONTAINS(dockerd_reload_hint("/etc/docker/daemon.json", std::string(R"({"pidfile": "/run/d 2.pid"})")),
+                  "kill -HUP \"$(cat '/run/d 2.pid')\"");
+  const std::string other = dockerd_reload_hint("/srv/d2/daemon.json", std::string(R"({"runtimes": {}})"));
+  EXPECT_NOT_CONTAINS(other, "systemctl");
+  EXPECT_NOT_CONTAINS(other, "pidof");
+  EXPECT_CONTAINS(other, "the dockerd started with --config-file /srv/d2/daemon.json");
+  EXPECT_CONTAINS(dockerd_reload_hint("/srv/d2/daemon.json", std::string(R"({"pidfile": "/srv/d2/docker.pid"})")),
+                  "send it SIGHUP: `kill -HUP \"$(cat /srv/d2/docker.pid)\"`");
+  EXPECT_CONTAINS(dockerd_reload_hint("/srv/d2/daemon.json", std::string("{not json")), "--config-file");
+}
+
 }  // namespace
 }  // namespace gpurun

@@ -57,6 +57,47 @@ TEST(DoctorLog, RealDataLoaderBusErrorOfTorch113) {
   EXPECT_EQ(in_worker, 1u);  // the same line twice counts once
 }
 
+TEST(DoctorLog, AKubernetesJobIsToldThePodsWay) {
+  // `kubectl logs POD | gpu-run-ctl doctor --for k8s --log -`: the pod's annotations, the webhook
+  // and gpu-run-ctl k8s, not gpu-run's flags.
+  CrashFacts f;
+  f.door = CrashDoor::kKubernetes;
+  read_crash_log(corpus("dataloader-bus-error-kubernetes-pytorch-16979.log"), f);
+  auto findings = diagnose_crash(f);
+  ASSERT_EQ(checks(findings), "dataloader-bus-error=FAIL");
+  EXPECT_CONTAINS(findings[0].fix, "the annotations gpu-run.profile: NAME, gpu-run.workers: W, gpu-run.batch-size: B");
+  EXPECT_CONTAINS(findings[0].fix, "in the pod's template");
+  EXPECT_CONTAINS(findings[0].fix, "gpu-run-ctl k8s webhook-manifests");
+  EXPECT_CONTAINS(findings[0].fix, "gpu-run-ctl k8s -f MANIFEST");
+  EXPECT_NOT_CONTAINS(findings[0].fix, "gpu-run --profile");
+  EXPECT_NOT_CONTAINS(findings[0].fix, "--shm-size");
+
+  // `kubectl logs --prefix` marks the lines: Kubernetes without the flag, and the pod is named.
+  std::string prefixed;
+  std::istringstream in(corpus("torch-1.13-dataloader-bus-error.log"));
+  for (std::string line; std::getline(in, line);) prefixed += "[pod/train-0/trainer] " + line + "\n";
+  CrashFacts p;
+  read_crash_log(prefixed, p);
+  EXPECT_EQ(p.door, CrashDoor::kKubernetes);
+  EXPECT_EQ(p.pod, "train-0");
+  findings = diagnose_crash(p);
+  ASSERT_EQ(checks(findings), "dataloader-bus-error=FAIL");
+  EXPECT_CONTAINS(findings[0].fix, "in the template of pod train-0");
+
+  // An engine with no profile term: the shm-size annotation or the emptyDir's sizeLimit.
+  CrashFacts ray;
+  ray.door = CrashDoor::kKubernetes;
+  read_crash_log(corpus("ray-store-exceeds-shm-gpustack-5014.log"), ray);
+  findings = diagnose_crash(ray);
+  ASSERT_FALSE(findings.empty());
+  EXPECT_CONTAINS(findings[0].fix, "the annotation gpu-run.shm-size: ");
+  EXPECT_CONTAINS(findings[0].fix, "sizeLimit: ");
+  EXPECT_NOT_CONTAINS(findings[0].fix, "gpu-run --shm-size");
+
+  // Without either sign, the engine's terms as before.
+  EXPECT_CONTAINS(diagnose_crash(read("torch-1.13-dataloader-bus-error.log"))[0].fix, "gpu-run --profile NAME");
+}
+
 TEST(DoctorLog, AJobGpuRunSizedThatStillCrashedIsNotSentBackToTheSameCommand) {
   CrashFacts f = read("torch-1.13-dataloader-bus-error.log");
   // What gpu-run --profile imagenet --gpus 2 recorded in the container's environment.
@@ -69,7 +110,7 @@ TEST(DoctorLog, AJobGpuRunSizedThatStillCrashedIsNotSentBackToTheSameCommand) {
   const auto findings = diagnose_crash(f);
   ASSERT_EQ(checks(findings), "dataloader-bus-error=FAIL");
   EXPECT_CONTAINS(findings[0].message,
-                  "gpu-run sized this container: its plan for profile imagenet (2 GPU(s), 1 workers x batch 64 per "
+                  "gpu-run sized this container: its plan for profile imagenet (2 GPU(s), 1 worker x batch 64 per "
                   "rank) of 256MiB was applied and was too small");
   EXPECT_CONTAINS(findings[0].fix, "gpu-run --guard --profile imagenet --gpus 2 --workers 1 --batch-size 64 IMAGE");
   EXPECT_CONTAINS(findings[0].fix, "gpu-run-ctl calibrate --out-profile NAME --profile imagenet --gpus 2");

@@ -381,6 +381,24 @@ TEST(Doctor, WorkersAgainstCpus) {
   EXPECT_EQ(level_of(f, "workers"), Level::kOk) << "unknown CPUs: nothing to compare";
 }
 
+TEST(Doctor, AContainerTheRuntimeSizedIsNotCalledUnstarted) {
+  // docker run --runtime gpu-run: gpu-run-runtime sized /dev/shm and set no environment.
+  DoctorFacts f = plain();
+  f.shm_size = 256 * kMiB;
+  f.runtime = "gpu-run";
+  Finding x = finding(f, "workers");
+  EXPECT_EQ(x.level, Level::kOk);
+  EXPECT_NOT_CONTAINS(x.message, "not started by gpu-run");
+  EXPECT_CONTAINS(x.message, "the runtime gpu-run (gpu-run-runtime) sized /dev/shm and sets no environment");
+  f.runtime.clear();
+  f.env["GPU_RUN_PROFILE"] = "imagenet";
+  EXPECT_CONTAINS(finding(f, "workers").message, "GPU_RUN_PROFILE=imagenet asked gpu-run-runtime or the hook");
+  f.env.clear();
+  x = finding(f, "workers");
+  EXPECT_NOT_CONTAINS(x.message, "not started by gpu-run");
+  EXPECT_CONTAINS(x.message, "gpu-run and the webhook set it; gpu-run-runtime and the hook size /dev/shm without it");
+}
+
 TEST(Doctor, TorchLeftoversWarnWithTheirTotal) {
   DoctorFacts f = sized();
   f.files = {{"torch_123_456_0", 3 * kMiB}, {"torch_123_456_1", 1 * kMiB}, {"sem.mp-abc", 4096}};

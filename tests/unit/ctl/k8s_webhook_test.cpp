@@ -183,6 +183,25 @@ TEST(WebhookManifestsTest, RenderedAsOneYamlStream) {
   EXPECT_CONTAINS(text, "kubectl label namespace NS gpu-run.io/webhook=enabled");
 }
 
+TEST(WebhookManifestsTest, ImageFromAPrivateRegistry) {
+  // The image as built by packaging/webhook/build-image, pushed to the registry the cluster pulls from.
+  WebhookManifestOptions o;
+  o.image = "registry.example.com:5000/ml/gpu-run-webhook:0.1.0";
+  o.image_pull_secrets = {"regcred", "regcred-2"};
+  const auto objects = webhook_manifests(o, std::nullopt);
+  const ordered_json& pod = find(objects, "Deployment")["spec"]["template"]["spec"];
+  EXPECT_EQ(pod["containers"][0]["image"], o.image);
+  EXPECT_EQ(pod["imagePullSecrets"], ordered_json::parse(R"([{"name": "regcred"}, {"name": "regcred-2"}])"));
+  EXPECT_FALSE(find(webhook_manifests(WebhookManifestOptions{}, std::nullopt), "Deployment")["spec"]["template"]["spec"]
+                   .contains("imagePullSecrets"))
+      << "a public image needs none";
+  o.image_pull_secrets = {"Reg_Cred"};
+  const Error e = expect_error([&] { webhook_manifests(o, std::nullopt); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "--image-pull-secret 'Reg_Cred': expected the name of a Secret");
+  EXPECT_CONTAINS(e.what(), "in the webhook's namespace");
+}
+
 TEST(WebhookManifestsTest, BadInputIsAUsageError) {
   WebhookManifestOptions o;
   o.namespace_name = "Bad_NS";

@@ -78,7 +78,7 @@ TEST(TuneTest, TableAndJson) {
   rs.push_back(failed);
   const auto best = recommend(rs);
   const std::string ascii = tune_table(rs, best, false);
-  EXPECT_CONTAINS(ascii, "workers  wall time");
+  EXPECT_CONTAINS(ascii, "workers  wall time  spread");
   EXPECT_CONTAINS(ascii, std::string(30, '#'));  // the slowest run fills the bar
   EXPECT_CONTAINS(ascii, "ok *");
   EXPECT_CONTAINS(ascii, "exit 1");
@@ -92,6 +92,49 @@ TEST(TuneTest, TableAndJson) {
   EXPECT_EQ(j["runs"][2]["ok"], false);
   EXPECT_EQ(j["runs"][2]["exit_status"], 1);
   EXPECT_TRUE(tune_json({}, std::nullopt)["recommended_workers"].is_null());
+}
+
+TuneResult repeated(std::uint64_t workers, std::vector<double> walls) {
+  TuneResult r = result(workers, 0, 0, 256 * kMiB);
+  for (double w : walls) r.add_run(w);
+  return r;
+}
+
+TEST(TuneTest, MedianAndSpreadOfTheRuns) {
+  const TuneResult r = repeated(1, {0.41, 0.30, 0.33});
+  EXPECT_DOUBLE_EQ(r.wall_s, 0.33);
+  EXPECT_NEAR(r.spread_s(), 0.11, 1e-9);
+  EXPECT_DOUBLE_EQ(repeated(1, {1, 2, 4, 3}).wall_s, 2.5);
+  EXPECT_DOUBLE_EQ(repeated(1, {7}).spread_s(), 0);
+}
+
+TEST(TuneTest, NoRecommendationOnNoise) {
+  // `sh -c 'exit 0'`: the counts differ by less than their runs do.
+  std::vector<TuneResult> rs = {repeated(0, {0.40, 0.31, 0.35}), repeated(1, {0.29, 0.36, 0.31}),
+                                repeated(2, {0.33, 0.30, 0.42})};
+  EXPECT_FALSE(recommend(rs));
+  EXPECT_EQ(within_spread_of_fastest(rs), (std::vector<std::size_t>{1, 0, 2}));
+  const std::string line = tune_recommendation(rs, recommend(rs));
+  EXPECT_CONTAINS(line, "no recommendation: --workers 1, 0 and 2 take 0.3s, 0.3s and 0.3s (medians)");
+  EXPECT_CONTAINS(line, "noise");
+  EXPECT_NOT_CONTAINS(line, "faster");
+  const auto j = nlohmann::json::parse(tune_json(rs, recommend(rs)).dump());
+  EXPECT_TRUE(j["recommended_workers"].is_null());
+  EXPECT_EQ(j["within_spread_of_fastest"], nlohmann::json::parse("[1,0,2]"));
+  EXPECT_EQ(j["runs"][0]["runs_s"].size(), 3u);
+  EXPECT_NEAR(j["runs"][0]["spread_s"].get<double>(), 0.09, 1e-9);
+  EXPECT_CONTAINS(tune_table(rs, std::nullopt, false), "   0.1s");
+}
+
+TEST(TuneTest, RecommendsWhenTheDifferenceExceedsTheSpread) {
+  std::vector<TuneResult> rs = {repeated(0, {10.0, 10.2, 9.9}), repeated(2, {5.0, 5.1, 4.9}),
+                                repeated(4, {5.6, 5.5, 5.7})};
+  const auto best = recommend(rs);
+  ASSERT_TRUE(best);
+  EXPECT_EQ(rs[*best].workers, 2u);
+  EXPECT_CONTAINS(tune_recommendation(rs, best), "recommended: --workers 2 (5.0s");
+  rs[2] = repeated(4, {5.3, 5.0, 5.6});  // 0.3s slower at the median, its runs 0.6s apart
+  EXPECT_FALSE(recommend(rs));
 }
 
 }  // namespace

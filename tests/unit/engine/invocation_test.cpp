@@ -113,6 +113,64 @@ TEST_F(WrapperTest, IpcHostIsNotSized) {
   EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--label"), 1);  // the profile only
 }
 
+TEST_F(WrapperTest, ExplainEndsWithWhatTheContainerGets) {
+  // As the guide shows --explain and gpu-run-ctl plan: the last line is the size applied.
+  EXPECT_EQ(explain_outcome(run({"--profile", "imagenet", "--gpus", "2", "img"})),
+            "=> /dev/shm 256MiB (gpu-run passes --shm-size 256m)\n");
+  EXPECT_EQ(explain_outcome(run({"--profile", "imagenet", "--shm-size", "1g", "img"})),
+            "=> /dev/shm 1GiB (yours: --shm-size 1g)\n");
+  EXPECT_EQ(explain_outcome(run({"--profile", "imagenet", "--ipc", "host", "img"})),
+            "=> /dev/shm not sized by gpu-run (the warning above says why)\n");
+}
+
+TEST_F(WrapperTest, ATmpfsOntoDevShmIsTheUsersSize) {
+  // The engine mounts the user's tmpfs over its own /dev/shm: the container gets 1 GiB, and so
+  // says what gpu-run records; no --shm-size the engine would not use.
+  for (const Args& tmpfs : {Args{"--tmpfs", "/dev/shm:size=1g"}, Args{"--tmpfs=/dev/shm:rw,size=1g,mode=1777"},
+                            Args{"--mount", "type=tmpfs,destination=/dev/shm,tmpfs-size=1073741824"}}) {
+    Args args = {"--profile", "imagenet", "--gpus", "2"};
+    args.insert(args.end(), tmpfs.begin(), tmpfs.end());
+    args.push_back("img");
+    const EngineInvocation inv = run(args);
+    EXPECT_TRUE(inv.sized) << tmpfs[0];
+    EXPECT_EQ(inv.applied_shm, kGiB) << tmpfs[0];
+    EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--shm-size"), 0) << tmpfs[0];
+    EXPECT_TRUE(has_pair(inv.argv, "-e", "GPU_RUN_SHM_SIZE=1024m")) << tmpfs[0];
+    EXPECT_TRUE(has_pair(inv.argv, "--label", "gpu-run.shm-size=1024m")) << tmpfs[0];
+    EXPECT_TRUE(inv.warnings.empty()) << tmpfs[0];
+  }
+  EngineInvocation inv = run({"--profile", "imagenet", "--gpus", "2", "--tmpfs", "/dev/shm:size=64m", "img"});
+  ASSERT_EQ(inv.warnings.size(), 1u);
+  EXPECT_CONTAINS(inv.warnings[0], "--tmpfs /dev/shm:size=64m (64MiB) is below gpu-run's plan of 256MiB");
+  EXPECT_CONTAINS(inv.warnings[0], "your tmpfs wins");
+  // Without a size the kernel's default applies, which gpu-run does not size.
+  inv = run({"--profile", "imagenet", "--gpus", "2", "--tmpfs", "/dev/shm", "img"});
+  EXPECT_FALSE(inv.sized);
+  EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--shm-size"), 0);
+  ASSERT_EQ(inv.warnings.size(), 1u);
+  EXPECT_CONTAINS(inv.warnings[0], "add size=256m");
+  // Another directory's tmpfs is not /dev/shm.
+  inv = run({"--profile", "imagenet", "--gpus", "2", "--tmpfs", "/dev/shmx:size=1g", "img"});
+  EXPECT_TRUE(has_pair(inv.argv, "--shm-size", "256m"));
+}
+
+TEST_F(WrapperTest, ABindOfADirectoryOnDiskIsNotTheHostsDevShm) {
+  for (const Args& bind :
+       {Args{"-v", "/srv/scratch:/dev/shm"}, Args{"--mount", "type=bind,source=/srv/scratch,target=/dev/shm"}}) {
+    Args args = {"--profile", "imagenet"};
+    args.insert(args.end(), bind.begin(), bind.end());
+    args.push_back("img");
+    const EngineInvocation inv = run(args);
+    EXPECT_FALSE(inv.sized) << bind[1];
+    ASSERT_EQ(inv.warnings.size(), 1u) << bind[1];
+    EXPECT_NOT_CONTAINS(inv.warnings[0], "host's /dev/shm");
+    EXPECT_CONTAINS(inv.warnings[0],
+                    "a bind mount of /srv/scratch onto /dev/shm: the container's /dev/shm is that "
+                    "directory, on its filesystem");
+  }
+  EXPECT_CONTAINS(run({"-v", "/dev/shm:/dev/shm", "img"}).warnings.at(0), "uses the host's /dev/shm");
+}
+
 TEST_F(WrapperTest, RefusesAProfileWhoseNameIsNotItsFiles) {
   test::TempDir d;
   d.write("mine.json", R"({"name": "other"})");
@@ -213,7 +271,27 @@ TEST_F(WrapperTest, AnExplicitSizeOverTheBudgetIsRefused) {
   EXPECT_EQ(inv.applied_shm, 100 * kMiB);
   ASSERT_FALSE(inv.warnings.empty());
   EXPECT_CONTAINS(inv.warnings[0], "is below gpu-run's plan");
-  // An absurd size is refused too.
+  // A person who knows better keeps it, and it is recorded as their choice.
+  inv = run({"--memory", "1g", "--shm-size", "600m", "--over-budget", "img"});
+  EXPECT_TRUE(inv.sized);
+  EXPECT_EQ(inv.applied_shm, 600 * kMiB);
+  EXPECT_TRUE(has_pair(inv.argv, "--label", "gpu-run.over-budget=chosen"));
+  EXPECT_TRUE(has_pair(inv.argv, "--label", "gpu-run.shm-size=600m"));
+  ASSERT_EQ(inv.warnings.size(), 1u);
+  EXPECT_CONTAINS(inv.warnings[0], "--shm-size 600m (600MiB) does not fit the memory limit 1GiB");
+  EXPECT_CONTAINS(inv.warnings[0], "kept, as --over-budget says you chose it");
+  EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--over-budget"), 0) << "gpu-run's own flag";
+  // Within the budget it changes nothing; without a size it has nothing to keep.
+  inv = run({"--memory", "1g", "--shm-size", "100m", "--over-budget", "img"});
+  EXPECT_FALSE(has_pair(inv.argv, "--label", "gpu-run.over-budget=chosen"));
+  const Error none = expect_error([&] { run({"--memory", "1g", "--over-budget", "img"}); });
+  EXPECT_EQ(none.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(none.what(), "--over-budget: keeps a size you chose over the memory budget");
+  // An absurd size is refused too, --over-budget or not.
+  EXPECT_CONTAINS(expect_error([&] {
+                    run({"--shm-size", "1t", "--over-budget", "img"});
+                  }).what(),
+                  "is more than this host's memory");
   EXPECT_CONTAINS(expect_error([&] { run({"--shm-size", "1t", "img"}); }).what(), "is more than this host's memory");
 }
 

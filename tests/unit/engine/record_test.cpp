@@ -4,8 +4,29 @@
 
 #include <nlohmann/json.hpp>
 
+#include "error.hpp"
+#include "test_util.hpp"
+
 namespace gpurun {
 namespace {
+
+TEST(MeasuredRunTest, ADetachedJobIsSentWhereItsNeedIsMet) {
+  EngineInvocation inv;
+  inv.engine = "docker";
+  WrapperOptions o;
+  o.image = "train:1";
+  o.engine_options = {"-d"};
+  o.guard = true;
+  // watch does not grow /dev/shm: a detached job that should grow has the node guard.
+  Error e = expect_error([&] { run_recorded(inv, o, Config{}); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "--guard: the container would run detached");
+  EXPECT_CONTAINS(e.what(), "gpu-run-ctl guard");
+  EXPECT_NOT_CONTAINS(e.what(), "watch");
+  o.guard = false;
+  o.record = true;
+  EXPECT_CONTAINS(expect_error([&] { run_recorded(inv, o, Config{}); }).what(), "gpu-run-ctl watch");
+}
 
 TEST(MeasuredRunTest, RecordCarriesPlanAndMeasurement) {
   EngineInvocation inv;

@@ -189,13 +189,27 @@ TEST_F(ReviewTest, SizeLimitIsTheCeilingTheGuardMayGrowTo) {
   out = patched(p, run(review_of(p)));
   EXPECT_EQ(size_limit(out), "6656Mi");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_LIMIT"), "6656m");
+  // Without a memory limit: no budget, and the kubelet mounts the emptyDir at its sizeLimit, so
+  // the sizeLimit is the size (not the default profile's max_shm, 256Gi) and the container gets
+  // a memory request of it for the scheduler to count.
   p = pod({{"gpu-run.shm-size", "3g"}}, {container("main")});
-  EXPECT_EQ(size_limit(patched(p, run(review_of(p)))), "256Gi");
-  // A pod's own GPU_RUN_SHM_LIMIT is replaced by the webhook's.
+  out = patched(p, run(review_of(p)));
+  EXPECT_EQ(size_limit(out), "3Gi");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["requests"]["memory"], "3Gi");
+  EXPECT_FALSE(out["spec"]["containers"][0]["resources"].contains("limits")) << "a limit is never invented";
+  // A pod's own GPU_RUN_SHM_LIMIT is replaced by the webhook's: here the plan, 17 MiB.
   p = pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "1"}})});
   p["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_RUN_SHM_LIMIT"}, {"value", "900g"}}});
   out = patched(p, run(review_of(p)));
-  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_LIMIT"), "1024m");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_LIMIT"), "17m");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["requests"]["memory"], "17Mi");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "1");
+  // A request without a limit is raised by the plan, as ever.
+  p = pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "1"}})});
+  p["spec"]["containers"][0]["resources"]["requests"] = {{"memory", "1Gi"}};
+  out = patched(p, run(review_of(p)));
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["requests"]["memory"], "1041Mi");
+  EXPECT_EQ(size_limit(out), "17Mi");
   EXPECT_EQ(out["spec"]["containers"][0]["env"].size(), 6u);
 }
 
