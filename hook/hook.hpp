@@ -3,14 +3,17 @@
 #include <optional>
 #include <string>
 
+#include "contract.hpp"
+
 namespace gpurun {
 
 struct HookOptions {
-  std::optional<std::string> config;  // --config PATH
-  bool debug = false;                 // --debug: log lines also on stderr
-  std::string stage;                  // informational: createRuntime, prestart, ...
-  int state_fd = 0;                   // where the OCI state comes from
-  bool sandbox = true;                // drop capabilities and install seccomp
+  std::optional<std::string> config;        // --config PATH
+  bool debug = false;                       // --debug: log lines also on stderr
+  std::string stage;                        // informational: createRuntime, prestart, ...
+  int state_fd = 0;                         // where the OCI state comes from
+  bool sandbox = true;                      // drop capabilities and install seccomp
+  std::string decision_dir = kDecisionDir;  // where the decision record goes (decision_record.hpp); tests change it
 };
 
 // Parses `gpu-run-hook [--config PATH] [--debug] [STAGE]`. Throws Error on bad usage.
