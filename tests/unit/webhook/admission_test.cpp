@@ -196,7 +196,7 @@ TEST_F(ReviewTest, SizeLimitIsTheCeilingTheGuardMayGrowTo) {
   p["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_RUN_SHM_LIMIT"}, {"value", "900g"}}});
   out = patched(p, run(review_of(p)));
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_LIMIT"), "1024m");
-  EXPECT_EQ(out["spec"]["containers"][0]["env"].size(), 6u);
+  EXPECT_EQ(out["spec"]["containers"][0]["env"].size(), 7u);
 }
 
 TEST_F(ReviewTest, BuiltInImagenetWithEightGpusMatchesCtlPlan) {
@@ -373,8 +373,11 @@ TEST_F(ReviewTest, ExistingGpuRunEnvIsReplacedNotDuplicated) {
   p["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_RUN_NUM_WORKERS"}, {"value", "9"}}});
   const json out = patched(p, run(review_of(p)));
   const json& env = out["spec"]["containers"][0]["env"];
-  EXPECT_EQ(env.size(), 6u);  // profile, GPUs, workers, batch size, shm size, its limit: each once
+  // Profile, GPUs, workers (under the request's name and its older one), batch size, shm size,
+  // its limit: each once.
+  EXPECT_EQ(env.size(), 7u);
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_GPUS"), "1");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_WORKERS"), "2");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "2");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "17m");
 }
