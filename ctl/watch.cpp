@@ -66,6 +66,14 @@ nlohmann::ordered_json watch_summary_json(const std::string& container, const Sh
   return j;
 }
 
+std::string watch_decision_line(const DecisionRecord& r) {
+  std::string line = (r.door.empty() ? std::string("a door") : r.door) + " sized it " +
+                     (r.size ? format_size(*r.size) : std::string("(no size: the host's /dev/shm)"));
+  if (!r.profile.empty()) line += " (profile " + r.profile + ")";
+  line += r.ceiling ? "; the guard may grow it to " + format_size(r.ceiling) : std::string("; no ceiling recorded");
+  return line;
+}
+
 std::string watch_summary_text(const std::string& container, const ShmSampleStats& s, bool exited) {
   char line[256];
   const double pct = s.size ? 100.0 * static_cast<double>(s.peak) / static_cast<double>(s.size) : 0.0;
@@ -82,6 +90,11 @@ void run_watch(const WatchOptions& o) {
   const ContainerInfo info =
       inspect_running(o.engine, load_ctl_config(), o.container, "watch follows a running container");
   const std::string name = info.name.empty() ? o.container : info.name;
+  // What a door recorded, said once before the samples (on stderr: stdout is the samples).
+  if (const Recorded recorded = read_recorded(info); recorded.record)
+    std::fprintf(stderr, "gpu-run-ctl: watch: %s\n", watch_decision_line(*recorded.record).c_str());
+  else if (!recorded.error.empty())
+    std::fprintf(stderr, "gpu-run-ctl: watch: %s\n", recorded.error.c_str());
   const bool terminal = !o.json && ::isatty(STDOUT_FILENO);
 
   StopOnSignal stop_guard;

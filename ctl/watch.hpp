@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "decision_record.hpp"
 #include "shm_sampler.hpp"
 
 namespace CLI {
@@ -29,6 +30,10 @@ std::string watch_sample_json(double seconds, const ShmUsage& usage, std::uint64
 
 // The closing summary: peak, size, samples, duration, as JSON or as one line of text.
 nlohmann::ordered_json watch_summary_json(const std::string& container, const ShmSampleStats& stats, bool exited);
+// The line watch says first of a container a door recorded a decision for: who sized it, to
+// what, and how far the guard may grow it.
+std::string watch_decision_line(const DecisionRecord& record);
+
 std::string watch_summary_text(const std::string& container, const ShmSampleStats& stats, bool exited);
 
 // Inspects the container once, then samples its /dev/shm until it exits (or SIGINT).

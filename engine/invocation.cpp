@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 
 #include "contract.hpp"
+#include "decision_record.hpp"
 #include "error.hpp"
 #include "gpus.hpp"
 #include "units.hpp"
@@ -180,6 +181,12 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
     a.push_back("--label");
     a.push_back(name + "=" + value);
   }
+  // What gpu-run decided, once, for the guard, doctor and watch (decision_record.hpp).
+  ShmDecision applied = d;
+  applied.plan = inv.plan;
+  applied.size = inv.applied_shm;
+  a.push_back("--label");
+  a.push_back(std::string(kDecisionKey) + "=" + decision_text(decision_record(applied, "gpu-run", inv.sized)));
   a.insert(a.end(), o.engine_options.begin(), o.engine_options.end());
   a.push_back(o.image);
   a.insert(a.end(), o.command.begin(), o.command.end());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "contract.hpp"
+#include "decision_record.hpp"
 #include "door.hpp"
 #include "error.hpp"
 #include "fd.hpp"
@@ -105,6 +106,13 @@ int run_hook(const HookOptions& o, std::string& error_line) {
     return finish(dispose_failure(message, d.explicit_request, ctx.config));
   };
   if (state.pid <= 0) return failure("OCI state has no pid: cannot reach the container's mount namespace");
+  // What it decided, once, where the guard reads it (the hook cannot change the spec), while
+  // still in the host's mount namespace. The record is the guard's; a start never fails for it.
+  try {
+    write_decision_state(o.decision_dir, state.id, decision_record(d, "gpu-run-hook"));
+  } catch (const Error& e) {
+    ctx.log.warn(who + " action=warn error=" + log_quote(std::string("cannot keep the decision record: ") + e.what()));
+  }
   try {
     UniqueFd ns(open_mount_namespace(state.pid));
     join_mount_namespace(ns.get(), state.pid);

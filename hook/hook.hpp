@@ -3,6 +3,7 @@
 #include <optional>
 #include <string>
 
+#include "contract.hpp"
 #include "shm_remount.hpp"
 
 namespace gpurun {
@@ -15,6 +16,7 @@ struct HookOptions {
   bool sandbox = true;                // drop capabilities and install seccomp
   // --remount PID BYTES [...]: the remount helper of the guards and resize (shm_remount.hpp)
   std::optional<RemountRequest> remount;
+  std::string decision_dir = kDecisionDir;  // where the decision record goes (decision_record.hpp); tests change it
 };
 
 // Parses `gpu-run-hook [--config PATH] [--debug] [STAGE]`, or the remount mode

@@ -1,10 +1,12 @@
 #include "patch.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <utility>
 
 #include "contract.hpp"
+#include "decision_record.hpp"
 #include "error.hpp"
 #include "k8s_quantity.hpp"
 #include "pod_json.hpp"
@@ -120,8 +122,7 @@ std::uint64_t share_ceiling(const ShmTarget& t, const WebhookConfig& config) {
 
 }  // namespace
 
-json shm_patch(const json& spec, const std::vector<ShmTarget>& targets, std::uint64_t total,
-               const WebhookConfig& config) {
+std::uint64_t pod_size_limit(const std::vector<ShmTarget>& targets, const WebhookConfig& config) {
   try {
     // The kubelet mounts the emptyDir at its sizeLimit and evicts the pod when use passes it:
     // the sizeLimit is the ceiling the node guard may grow /dev/shm to. The tmpfs starts there and
@@ -132,6 +133,51 @@ json shm_patch(const json& spec, const std::vector<ShmTarget>& targets, std::uin
       const std::uint64_t ceiling = share_ceiling(t, config);
       size_limit = size_limit + ceiling < size_limit ? UINT64_MAX : size_limit + ceiling;
     }
+    return size_limit;
+  } catch (const Error& e) {
+    throw CannotMeet{e.what()};
+  }
+}
+
+DecisionRecord pod_decision(const std::vector<ShmTarget>& targets, std::uint64_t total, std::uint64_t size_limit,
+                            const std::string& door) {
+  DecisionRecord pod;
+  pod.door = door;
+  pod.size = total;
+  pod.ceiling = size_limit;
+  std::set<std::string> profiles;
+  for (const ShmTarget& t : targets) {
+    const DecisionRecord one = decision_record(t.decision, door);
+    pod.need += one.need;
+    pod.headroom += one.headroom;
+    pod.batch_bytes = std::max(pod.batch_bytes, one.batch_bytes);
+    pod.gpus += one.gpus;
+    pod.workers += one.workers;
+    if (!pod.batch_size) pod.batch_size = one.batch_size;
+    if (!one.profile.empty() && profiles.insert(one.profile).second)
+      pod.profile += (pod.profile.empty() ? "" : ",") + one.profile;
+    if (pod.reason.empty()) pod.reason = one.reason;
+  }
+  pod.profile = pod.profile.substr(0, 200);
+  return pod;
+}
+
+json decision_annotation_op(const json& pod, const DecisionRecord& record) {
+  const std::string text = decision_text(record);
+  const json* meta = member(pod, "metadata");
+  const json* annotations = meta ? member(*meta, "annotations") : nullptr;
+  if (!meta || !meta->is_object())
+    return {{"op", "add"}, {"path", "/metadata"}, {"value", {{"annotations", {{kDecisionKey, text}}}}}};
+  if (!annotations || !annotations->is_object())
+    return {{"op", "add"}, {"path", "/metadata/annotations"}, {"value", {{kDecisionKey, text}}}};
+  // "add" on an object member replaces it: a record the pod carried is the webhook's now.
+  return {{"op", "add"}, {"path", std::string("/metadata/annotations/") + kDecisionKey}, {"value", text}};
+}
+
+json shm_patch(const json& spec, const std::vector<ShmTarget>& targets, std::uint64_t total,
+               const WebhookConfig& config) {
+  try {
+    const std::uint64_t size_limit = pod_size_limit(targets, config);
     json ops = json::array();
     const std::string volume = volume_name(spec);
     append(ops, "/spec/volumes", member(spec, "volumes"),

@@ -6,12 +6,15 @@
 namespace gpurun {
 
 PodReview review_pod(const nlohmann::json& pod, const WebhookConfig& config, const ProfileStore& store,
-                     const std::string* default_profile) {
+                     const std::string* default_profile, const std::string& door) {
   PodRequest request(pod, config, store, default_profile);
   PodReview r;
   try {
     request.decide();
     r.patch = shm_patch(request.spec(), request.targets(), request.total(), config);
+    // What it decided, once, on the pod (decision_record.hpp).
+    r.patch.push_back(decision_annotation_op(
+        pod, pod_decision(request.targets(), request.total(), pod_size_limit(request.targets(), config), door)));
     r.outcome = "patched";
     r.size = request.total();
     r.containers = request.target_names();

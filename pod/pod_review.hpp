@@ -27,8 +27,9 @@ struct PodReview {
 // annotations ask; `default_profile` (or null) is the profile of a pod that names none: only its
 // containers that request GPUs are then sized, and a plan that cannot be met warns instead of
 // denying. Denied: a request that cannot be planned (under "deny" also one over the memory
-// budget). Never throws gpurun::Error for the pod's content.
+// budget). Never throws gpurun::Error for the pod's content. A patch also records the decision
+// in the pod's annotation gpu-run.decision, written by `door`.
 PodReview review_pod(const nlohmann::json& pod, const WebhookConfig& config, const ProfileStore& store,
-                     const std::string* default_profile);
+                     const std::string* default_profile, const std::string& door = "gpu-run-webhook");
 
 }  // namespace gpurun

@@ -13,6 +13,8 @@
 
 #include "clock.hpp"
 #include "config.hpp"
+#include "contract.hpp"
+#include "decision_record.hpp"
 #include "door.hpp"
 #include "enum_name.hpp"
 #include "error.hpp"
@@ -129,6 +131,11 @@ SpecEdit edit_spec(nlohmann::json& spec, const SpecFacts& facts, const ShmDecisi
   return {SpecEdit::kInjectHook, ""};
 }
 
+void record_decision(nlohmann::json& spec, const DecisionRecord& record) {
+  if (!spec.contains("annotations") || !spec["annotations"].is_object()) spec["annotations"] = nlohmann::json::object();
+  spec["annotations"][kDecisionKey] = decision_text(record);
+}
+
 const char* edit_name(SpecEdit::Kind kind) {
   static const char* const kNames[] = {"unchanged", "spec-size", "inject-hook"};
   return enum_name(kind, kNames);
@@ -192,13 +199,19 @@ bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx, c
     if (plan.disposition.action == Action::kFail) throw Error(plan.disposition.error, 0, kExitFailure);
     return false;
   }
-  if (const std::optional<bool> done = resize_on_host(bundle, plan.decision, ctx, who)) return *done;
+  // What it decided, once, in the spec (decision_record.hpp): written with the spec's edit, or alone when
+  // the size is applied on the host or was there already.
+  record_decision(bundle.spec, decision_record(plan.decision, "gpu-run-runtime"));
+  if (const std::optional<bool> done = resize_on_host(bundle, plan.decision, ctx, who)) {
+    write_bundle(bundle);
+    return *done;
+  }
   fs::path hook = ctx.config.hook_path;
   if (hook.empty()) hook = self_exe().parent_path() / "gpu-run-hook";
   const SpecEdit edit = edit_spec(bundle.spec, bundle.facts, plan.decision, hook.string(), ctx.config_file.string());
-  if (edit.kind != SpecEdit::kUnchanged) write_bundle(bundle);
+  write_bundle(bundle);
   ctx.log.info(who + " action=" + edit_name(edit.kind) + " " + describe(plan.decision) + edit.detail);
-  return edit.kind != SpecEdit::kUnchanged;
+  return true;
 }
 
 void report_runtime_error(const RuntimeArgs& args, const std::string& message) {

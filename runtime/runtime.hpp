@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "decision_record.hpp"
 #include "oci.hpp"
 
 namespace gpurun {
@@ -45,6 +46,10 @@ struct SpecEdit {
 SpecEdit edit_spec(nlohmann::json& spec, const SpecFacts& facts, const ShmDecision& decision,
                    const std::string& hook_path, const std::string& config_file);
 
+// Modifier: the decision record (decision_record.hpp) as the spec's annotation kDecisionKey, replacing
+// any the spec carried (the container's creator may have written one).
+void record_decision(nlohmann::json& spec, const DecisionRecord& record);
+
 // The log's name for an edit: spec-size, inject-hook, unchanged.
 const char* edit_name(SpecEdit::Kind kind);
 
@@ -61,9 +66,10 @@ Bundle load_bundle(const std::string& bundle);
 // Write: the (edited) spec back to <bundle>/config.json atomically.
 void write_bundle(const Bundle& bundle);
 
-// On create/run: load_bundle, plan_container, edit_spec, write_bundle (or, for an engine's own
-// shm bound in, the resize on the host), and one log line naming `runtime`, the runtime that is
-// exec'd next. Returns false when the spec was left unchanged. Throws Error when an explicit
+// On create/run: load_bundle, plan_container, record_decision, edit_spec, write_bundle (or, for
+// an engine's own shm bound in, the resize on the host), and one log line naming `runtime`, the
+// runtime that is exec'd next. Returns false when nothing was decided to act on (the spec is
+// then left unchanged). Throws Error when an explicit
 // request cannot be met (or on_error is fail).
 bool prepare_bundle(const std::string& bundle, const DecisionContext& context, const std::string& runtime);
 

@@ -60,11 +60,11 @@ With --record or --guard, a job that exits 135 (SIGBUS) or fills /dev/shm is tol
 peak, the size, a size that would have fitted and the command to rerun with.
   --help, --version
 
-The container gets GPU_RUN_PROFILE, GPU_RUN_GPUS (with --gpus), GPU_RUN_NUM_WORKERS,
-GPU_RUN_BATCH_SIZE and GPU_RUN_SHM_SIZE in its environment and the labels gpu-run.profile,
-gpu-run.gpus and gpu-run.shm-size (no size when the container uses the host's /dev/shm).
-An explicit --shm-size (or --tmpfs /dev/shm:size=SIZE) wins; --memory bounds the plan (shm pages
-count against it).
+The container gets GPU_RUN_PROFILE, GPU_RUN_GPUS (with --gpus), GPU_RUN_WORKERS (also as
+GPU_RUN_NUM_WORKERS), GPU_RUN_BATCH_SIZE and GPU_RUN_SHM_SIZE in its environment and the labels
+gpu-run.profile, gpu-run.gpus and gpu-run.shm-size (no size when the container uses the host's
+/dev/shm), and gpu-run.decision: what gpu-run decided, as JSON, which gpu-run-ctl guard reads.
+An explicit --shm-size (or --tmpfs /dev/shm:size=SIZE) wins; --memory bounds the plan (shm pages count against it).
 Config: /etc/gpu-run/config.json or $GPU_RUN_CONFIG. Profiles: gpu-run-ctl profiles list.
 )";
 }

@@ -44,6 +44,7 @@ NameValues container_env(const std::string& profile, unsigned gpus, std::uint64_
                          std::optional<std::uint64_t> shm_bytes) {
   NameValues env = {{kEnvProfile, profile}};
   if (gpus > 0) env.emplace_back(kEnvGpus, std::to_string(gpus));
+  env.emplace_back(kEnvWorkers, std::to_string(workers));
   env.emplace_back(kEnvNumWorkers, std::to_string(workers));
   env.emplace_back(kEnvBatchSize, std::to_string(batch_size));
   if (shm_bytes) env.emplace_back(kEnvShmSize, engine_size(*shm_bytes));

@@ -70,9 +70,13 @@ std::string request_annotation_pattern();
 // "gpu-run.*", "io.kubernetes.cri-o.ShmSize".
 std::vector<std::string> request_annotation_globs();
 
-// What gpu-run tells a container it sized.
+// What gpu-run tells a container it sized: each key under the request's own name, holding the
+// request as gpu-run planned it (GPU_RUN_WORKERS is the workers asked, or those planned).
 inline constexpr const char* kEnvProfile = "GPU_RUN_PROFILE";
-inline constexpr const char* kEnvGpus = kRequestKeys[1].env;  // the request's own name
+inline constexpr const char* kEnvGpus = kRequestKeys[1].env;
+inline constexpr const char* kEnvWorkers = kRequestKeys[2].env;
+// The workers' older name, still written beside GPU_RUN_WORKERS for the jobs that read it as
+// num_workers, and read back from a container sized before the decision record.
 inline constexpr const char* kEnvNumWorkers = "GPU_RUN_NUM_WORKERS";
 inline constexpr const char* kEnvBatchSize = "GPU_RUN_BATCH_SIZE";
 inline constexpr const char* kEnvShmSize = "GPU_RUN_SHM_SIZE";
@@ -85,6 +89,11 @@ inline constexpr const char* kLabelShmSize = "gpu-run.shm-size";
 // On a container whose explicit size (gpu-run.shm-size) a person kept over the memory budget
 // (gpu-run --over-budget), with the value "chosen".
 inline constexpr const char* kLabelOverBudget = "gpu-run.over-budget";
+// What a door decided, once, as JSON (decision_record.hpp): the wrapper's label, the runtime's spec
+// annotation, the webhook's and `gpu-run-ctl k8s`'s pod annotation, all of this name; the
+// hook, which cannot change the spec, writes it to <kDecisionDir>/<container id>.json.
+inline constexpr const char* kDecisionKey = "gpu-run.decision";
+inline constexpr const char* kDecisionDir = "/run/gpu-run/decisions";
 // The node label of a node whose containerd has gpu-run's runtime handler, its value the
 // handler's name: the RuntimeClass's scheduling.nodeSelector (gpu-run-ctl k8s runtimeclass), put
 // on each node with the `kubectl label node` line configure containerd prints.

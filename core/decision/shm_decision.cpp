@@ -89,6 +89,7 @@ ContainerRequest recorded_request(const std::map<std::string, std::string>& env,
   read(r.profile, kEnvProfile, kLabelProfile);
   read(r.gpus, kEnvGpus, kLabelGpus);
   read(r.workers, kEnvNumWorkers, nullptr);
+  if (!r.workers) read(r.workers, kEnvWorkers, nullptr);
   read(r.batch_size, kEnvBatchSize, nullptr);
   return r;
 }

@@ -12,22 +12,26 @@ namespace gpurun {
 
 namespace fs = std::filesystem;
 
-// What `docker|podman inspect` says about a container, read once.
+// A container as the ctl commands see it: what `docker|podman inspect` says, or for containerd's
+// own tasks what their OCI spec says, read once; and the spec's annotations where the engine
+// keeps the spec (the guard reads them from the bundle: the runtime's decision record).
 struct ContainerInfo {
-  std::string engine;  // docker | podman
+  std::string engine;  // docker | podman | containerd
   std::string id;
   std::string name;
   std::string image;
   int pid = 0;  // 0 when not running
   bool running = false;
-  std::string status;                         // State.Status: created, running, exited, dead, ...
-  std::optional<int> exit_code;               // State.ExitCode once it has exited
-  bool oom_killed = false;                    // State.OOMKilled
-  std::string ipc_mode;                       // private, shareable, host, none, container:X, ...
-  std::optional<std::uint64_t> memory_limit;  // HostConfig.Memory, when set
-  std::optional<std::uint64_t> shm_size;      // HostConfig.ShmSize, when set
-  std::map<std::string, std::string> labels;
+  std::string status;                              // State.Status: created, running, exited, dead, ...
+  std::optional<int> exit_code;                    // State.ExitCode once it has exited
+  bool oom_killed = false;                         // State.OOMKilled
+  std::string ipc_mode;                            // private, shareable, host, none, container:X, ...
+  std::optional<std::uint64_t> memory_limit;       // HostConfig.Memory, when set
+  std::optional<std::uint64_t> shm_size;           // HostConfig.ShmSize, when set
+  std::map<std::string, std::string> labels;       // the engine's labels
+  std::map<std::string, std::string> annotations;  // the OCI spec's, when read (gpu-run.*, io.kubernetes.cri.*)
   std::map<std::string, std::string> env;
+  bool shm_empty_dir = false;  // /dev/shm is a kubelet's memory-backed emptyDir (the webhook's route)
 };
 
 // The first 12 characters of the id, as `docker ps` shows it.

@@ -15,6 +15,8 @@ inline constexpr const char* kHookSyscalls[] = {
     "read", "write", "writev", "pread64", "close", "open", "openat", "openat2", "lseek", "fstat", "stat", "lstat",
     "newfstatat", "statx", "statfs", "fstatfs", "getdents64", "readlink", "readlinkat", "fcntl", "access", "faccessat",
     "faccessat2", "getcwd", "chdir", "fchdir", "mkdirat", "ioctl", "dup", "dup2", "dup3", "fsync",
+    // the decision record (decision_record.hpp), written atomically before the hook joins the container
+    "fchmod", "rename", "renameat", "renameat2", "unlink", "unlinkat",
     // the job itself
     "setns", "mount", "fspick", "fsconfig"};
 

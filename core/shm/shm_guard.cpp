@@ -13,7 +13,7 @@ std::uint64_t fraction_of(std::uint64_t bytes, double fraction) {
 }
 
 // What bounds a container's growth, and its words: the smallest of the profile's max_shm, the
-// memory budget and an emptyDir's sizeLimit, whole MiB below it (a remount never lands between
+// memory budget, the recorded ceiling and an emptyDir's sizeLimit, whole MiB below it (a remount never lands between
 // pages); UINT64_MAX when none is set.
 struct GrowthCap {
   std::uint64_t bytes = UINT64_MAX;
@@ -25,6 +25,8 @@ GrowthCap growth_cap(const GuardLimits& limits) {
   if (limits.max_shm) cap = {limits.max_shm, "the profile's max_shm " + format_size(limits.max_shm)};
   if (limits.budget_bytes && *limits.budget_bytes < cap.bytes)
     cap = {*limits.budget_bytes, "the memory budget " + format_size(*limits.budget_bytes)};
+  if (limits.recorded_ceiling && limits.recorded_ceiling < cap.bytes)
+    cap = {limits.recorded_ceiling, "the ceiling recorded when it was sized " + format_size(limits.recorded_ceiling)};
   if (limits.size_limit && limits.size_limit <= cap.bytes)
     cap = {limits.size_limit,
            "its emptyDir's sizeLimit " + format_size(limits.size_limit) + " (the kubelet evicts a pod past it)"};

@@ -49,6 +49,9 @@ struct GuardLimits {
   // grows past (the kubelet evicts the pod when use passes it: docs/ARCHITECTURE.md, "A pod's
   // memory-backed emptyDir"); 0: not one.
   std::uint64_t size_limit = 0;
+  // The ceiling the door that sized it recorded (decision_record.hpp), which the guard keeps
+  // only below its own limits; 0: none.
+  std::uint64_t recorded_ceiling = 0;
 };
 
 // The most the guard may grow a container's /dev/shm of `size` to: the smaller of the

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "decision_record.hpp"
 #include "shm_mount.hpp"
 
 namespace gpurun {
@@ -46,6 +47,7 @@ struct DoctorFacts {
   std::optional<unsigned> cpus;                    // CPUs the container may use
   std::string cpus_source;                         // how `cpus` was found, for the message
   std::map<std::string, std::string> env;          // the container's GPU_RUN_* variables (contract_env_names())
+  Recorded recorded;                               // what a door recorded (read_recorded; from the host only)
   std::vector<ShmFile> files;                      // every entry of /dev/shm
   std::map<std::string, std::string> sysctls;      // kernel.shmmax / kernel.shmall when not the kernel default
   double memory_fraction_max = 0.5;                // from the host config

@@ -17,6 +17,7 @@
 #include "configure_docker.hpp"
 #include "container.hpp"
 #include "contract.hpp"
+#include "decision_record.hpp"
 #include "error.hpp"
 #include "fd.hpp"
 #include "host.hpp"
@@ -238,6 +239,27 @@ bool has_exited(const InspectedContainer& container) {
   return !container.info.running && container.info.exit_code.has_value();
 }
 
+namespace {
+
+// A container sized before the decision record: what its GPU_RUN_* environment says.
+template <typename Env>
+void gather_crash_env(const Env& env, CrashFacts& crash) {
+  crash.profile = env(kEnvProfile);
+  crash.gpus = env(kEnvGpus);
+  crash.workers = env(kEnvNumWorkers);
+  if (!crash.workers) crash.workers = env(request_key(RequestKey::kWorkers).env);
+  crash.batch_size = env(kEnvBatchSize);
+  if (const auto size = env(kEnvShmSize)) {
+    try {
+      crash.planned_shm = parse_size(*size, kEnvShmSize);
+    } catch (const Error&) {
+      // Not a size gpu-run wrote: the container asked for it itself (a request, not a plan).
+    }
+  }
+}
+
+}  // namespace
+
 CrashFacts gather_crash(const InspectedContainer& container) {
   const ContainerInfo& c = container.info;
   CrashFacts crash;
@@ -250,16 +272,16 @@ CrashFacts gather_crash(const InspectedContainer& container) {
     if (it == c.env.end()) return std::nullopt;
     return it->second.substr(0, 80);
   };
-  crash.profile = env(kEnvProfile);
-  crash.gpus = env(kEnvGpus);
-  crash.workers = env(kEnvNumWorkers);
-  crash.batch_size = env(kEnvBatchSize);
-  if (const auto size = env(kEnvShmSize)) {
-    try {
-      crash.planned_shm = parse_size(*size, kEnvShmSize);
-    } catch (const Error&) {
-      // Not a size gpu-run wrote: the container asked for it itself (a request, not a plan).
-    }
+  // What gpu-run decided: its record, else the old keys in the environment.
+  if (const Recorded recorded = read_recorded(c); recorded.record) {
+    const DecisionRecord& r = *recorded.record;
+    if (!r.profile.empty()) crash.profile = r.profile;
+    if (r.gpus) crash.gpus = std::to_string(r.gpus);
+    if (r.workers) crash.workers = std::to_string(r.workers);
+    if (r.batch_size) crash.batch_size = std::to_string(r.batch_size);
+    crash.planned_shm = r.size;
+  } else {
+    gather_crash_env(env, crash);
   }
   // The engine replays the container's stdout and stderr on its own two streams.
   const Captured logs = run_capture({container.engine, "logs", "--tail", "500", container.name});
@@ -292,6 +314,7 @@ void gather_from_host(const InspectedContainer& container, DoctorFacts& f) {
   f.memory_limit = c.memory_limit;
   for (const std::string& env_name : contract_env_names())
     if (const auto it = c.env.find(env_name); it != c.env.end()) f.env[env_name] = it->second;
+  f.recorded = read_recorded(c);
 
   const std::string proc = "/proc/" + std::to_string(c.pid);
   UniqueFd root(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));

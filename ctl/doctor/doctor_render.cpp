@@ -67,6 +67,7 @@ nlohmann::json doctor_json(const DoctorFacts& f, const std::vector<Finding>& fin
                        {"gpu", e.gpu}});
   facts["runtime_entries"] = entries;
   facts["env"] = f.env;
+  facts["decision"] = f.recorded.record ? nlohmann::json::parse(decision_text(*f.recorded.record)) : nlohmann::json();
   facts["files"] = nlohmann::json::array();
   for (const auto& file : f.files) facts["files"].push_back({{"name", file.name}, {"bytes", file.bytes}});
   facts["sysctls"] = f.sysctls;

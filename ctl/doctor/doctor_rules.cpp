@@ -246,11 +246,45 @@ void check_memory(const DoctorFacts& f, std::vector<Finding>& out) {
   }
 }
 
+// What a door recorded (read_recorded), against the /dev/shm the container has.
+void check_decision(const DoctorFacts& f, std::vector<Finding>& out) {
+  const Recorded& rec = f.recorded;
+  if (!rec.error.empty()) {
+    add(out, Level::kWarn, "decision", rec.error,
+        "start it again through gpu-run, gpu-run-runtime or the hook, which write the record themselves");
+    return;
+  }
+  if (!rec.record) return;
+  const DecisionRecord& r = *rec.record;
+  std::string what = (r.door.empty() ? std::string("a door") : r.door) + " recorded (its " + rec.where + ") ";
+  what += r.size ? format_size(*r.size) : std::string("no size (the host's /dev/shm)");
+  if (!r.profile.empty()) what += ", profile " + r.profile;
+  if (r.workers) what += ", " + std::to_string(r.workers) + " workers x a batch of " + std::to_string(r.batch_size);
+  what += r.ceiling ? ", the guard may grow it to " + format_size(r.ceiling) : std::string(", no ceiling recorded");
+  if (!r.size || !has_shm(f) || host_shm(f) || f.shm_size >= *r.size) {
+    add(out, Level::kOk, "decision", what + (has_shm(f) ? "; /dev/shm has " + format_size(f.shm_size) : ""));
+    return;
+  }
+  add(out, Level::kFail, "decision",
+      what + ", but /dev/shm has " + format_size(f.shm_size) + ": the size was not applied",
+      "see the host log of gpu-run (/var/log/gpu-run.log or the config's log) for that container's start");
+}
+
 void check_workers(const DoctorFacts& f, std::vector<Finding>& out) {
   const std::string cpus = f.cpus ? std::to_string(*f.cpus) + " CPU" + (*f.cpus == 1 ? "" : "s") +
                                         (f.cpus_source.empty() ? "" : " (" + f.cpus_source + ")")
                                   : std::string("an unknown number of CPUs");
-  const auto workers = env_of(f, kEnvNumWorkers);
+  // The workers gpu-run planned: its record's, else the environment's (the name it writes, else
+  // the request's).
+  const char* name = kEnvNumWorkers;
+  std::optional<std::string> workers;
+  if (f.recorded.record && f.recorded.record->workers) {
+    name = "gpu-run.decision workers";
+    workers = std::to_string(f.recorded.record->workers);
+  } else if (!(workers = env_of(f, kEnvNumWorkers))) {
+    name = request_key(RequestKey::kWorkers).env;
+    workers = env_of(f, name);
+  }
   if (!workers) {
     // gpu-run-runtime and the hook size /dev/shm in the spec and leave the environment alone.
     const auto profile = env_of(f, kEnvProfile);
@@ -270,22 +304,22 @@ void check_workers(const DoctorFacts& f, std::vector<Finding>& out) {
   }
   std::uint64_t n = 0;
   try {
-    n = parse_count(*workers, kEnvNumWorkers);
+    n = parse_count(*workers, name);
   } catch (const Error&) {
-    add(out, Level::kWarn, "workers", assignment(kEnvNumWorkers, *workers) + " is not a number",
+    add(out, Level::kWarn, "workers", assignment(name, *workers) + " is not a number",
         "let gpu-run set it (gpu-run --profile NAME), or set a whole number");
     return;
   }
   if (f.cpus && n > *f.cpus) {
     add(out, Level::kWarn, "workers",
-        assignment(kEnvNumWorkers, *workers) + " DataLoader workers per GPU rank, but the container may use " + cpus +
+        assignment(name, *workers) + " DataLoader workers per GPU rank, but the container may use " + cpus +
             ": the workers compete for CPUs and each holds batches in /dev/shm",
         "start it with gpu-run without --workers (workers_per_gpu \"auto\" follows the CPUs), or "
         "give it more "
         "CPUs (--cpus, --cpuset-cpus)");
   } else {
     add(out, Level::kOk, "workers",
-        assignment(kEnvNumWorkers, *workers) + " DataLoader workers per GPU rank; the container may use " + cpus);
+        assignment(name, *workers) + " DataLoader workers per GPU rank; the container may use " + cpus);
   }
 }
 
@@ -406,6 +440,7 @@ std::vector<Finding> diagnose(const DoctorFacts& f) {
   check_sizing(f, out);
   check_use(f, out);
   check_memory(f, out);
+  check_decision(f, out);
   check_workers(f, out);
   check_segments(f, out);
   check_sysctls(f, out);

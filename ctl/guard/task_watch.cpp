@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "contract.hpp"
+#include "decision_record.hpp"
 #include "error.hpp"
 #include "file_io.hpp"
 #include "oci.hpp"
@@ -206,6 +207,28 @@ std::vector<TaskEvent> TaskWatcher::wait(std::chrono::milliseconds timeout, int 
   return out;
 }
 
+std::map<std::string, std::string> guard_annotations(const std::map<std::string, std::string>& annotations) {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : annotations)
+    if (k.rfind(kAnnotationPrefix, 0) == 0 || k.rfind("io.kubernetes.cri.", 0) == 0)
+      out.emplace(k.substr(0, 256), v.substr(0, k == kDecisionKey ? kMaxDecisionBytes : 256));
+  return out;
+}
+
+fs::path task_bundle(const TaskLayout& layout, const TaskEvent& task) {
+  fs::path dir = layout.namespaced ? layout.root / task.ns / task.id : layout.root / task.id;
+  for (std::size_t i = 0; i + 1 < layout.pid_path.size(); ++i) dir /= layout.pid_path[i];
+  return dir;
+}
+
+std::map<std::string, std::string> bundle_annotations(const fs::path& bundle) {
+  try {
+    return guard_annotations(spec_facts(load_spec(bundle, SpecParts::kFacts), bundle).annotations);
+  } catch (const Error&) {
+    return {};  // no spec there (an engine that keeps it elsewhere): no record from the runtime
+  }
+}
+
 bool is_kubelet_empty_dir(const std::string& source) {
   return source.find("/volumes/kubernetes.io~empty-dir/") != std::string::npos;
 }
@@ -227,15 +250,9 @@ std::optional<ContainerInfo> task_container(const fs::path& root, const TaskEven
     c.memory_limit = spec.memory_limit;
     // A memory-backed emptyDir bound at /dev/shm (the webhook's route) is the pod's own, not the
     // host's, though its source is no engine's shm.
-    const bool empty_dir = is_kubelet_empty_dir(spec.shm_source.value_or(""));
-    c.ipc_mode = uses_host_shm(spec) && !empty_dir ? "host" : "private";
-    if (empty_dir) c.labels[kLabelEmptyDir] = "true";
-    for (const auto& [k, v] : spec.annotations)
-      if (k.rfind("gpu-run.", 0) == 0 || k.rfind("io.kubernetes.cri.", 0) == 0) c.labels[k] = v.substr(0, 256);
-    // gpu-run sized it when a door recorded its request in the environment (the runtime, the
-    // hook) or the pod asked for it in annotations.
-    if (c.env.count(kEnvProfile) && !c.labels.count(kLabelProfile)) c.labels[kLabelProfile] = c.env.at(kEnvProfile);
-    if (c.env.count(kEnvShmSize) && !c.labels.count(kLabelShmSize)) c.labels[kLabelShmSize] = c.env.at(kEnvShmSize);
+    c.shm_empty_dir = is_kubelet_empty_dir(spec.shm_source.value_or(""));
+    c.ipc_mode = uses_host_shm(spec) && !c.shm_empty_dir ? "host" : "private";
+    c.annotations = guard_annotations(spec.annotations);
     auto name = spec.annotations.find(kCriContainerName);
     c.name = name != spec.annotations.end() ? name->second.substr(0, 128) : "";
   } catch (const Error& e) {

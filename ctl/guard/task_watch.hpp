@@ -108,16 +108,25 @@ class TaskWatcher {
 };
 
 // A task's container as the guard needs it, from its init.pid and config.json (bounded reads):
-// the pid, the environment, the memory limit, the annotations gpu-run and the CRI write (kept as
-// labels: gpu-run.* and io.kubernetes.cri.*), and for a pod's container its name. nullopt with
-// `why` set for what is not a container to guard: a pod's sandbox (pause) container, a task
-// without a readable pid or spec.
+// the pid, the environment, the memory limit, the annotations gpu-run and the CRI write
+// (guard_annotations), whether /dev/shm is a kubelet's emptyDir, and for a pod's container its
+// name. nullopt with `why` set for what is not a container to guard: a pod's sandbox (pause)
+// container, a task without a readable pid or spec.
 std::optional<ContainerInfo> task_container(const fs::path& root, const TaskEvent& task, std::string& why);
+
+// The annotations of a spec the guard keeps: gpu-run.* (the decision record, a pod's request)
+// and io.kubernetes.cri.* (a pod's names), keys and values bounded.
+std::map<std::string, std::string> guard_annotations(const std::map<std::string, std::string>& annotations);
+
+// The bundle of an engine's task: the directory of its pid file (containerd's and Docker's task
+// directory, podman's userdata), where the runtime wrote its config.json.
+fs::path task_bundle(const TaskLayout& layout, const TaskEvent& task);
+
+// guard_annotations of the spec in `bundle`; none when it cannot be read.
+std::map<std::string, std::string> bundle_annotations(const fs::path& bundle);
 
 // True for a kubelet emptyDir's path (<kubelet root>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>).
 bool is_kubelet_empty_dir(const std::string& source);
-// The label task_container sets on a container whose /dev/shm is a kubelet emptyDir.
-inline constexpr const char* kLabelEmptyDir = "gpu-run.guard/empty-dir";
 
 // The CRI annotations of a pod's container, as containerd writes them into its spec.
 inline constexpr const char* kCriContainerType = "io.kubernetes.cri.container-type";

@@ -149,6 +149,9 @@ while IFS= read -r kv; do envs+=(--env "$kv"); done < <(jq -r '.spec.containers[
 it_log "the webhook's patch: sizeLimit $limit, limits.memory $memory, env ${envs[*]}"
 assert_eq 1088Mi "$memory" "the webhook raised the memory limit by the 64 MiB"
 assert_eq 544Mi "$limit" "...and wrote the guard's ceiling, the budget of 1088Mi, as the sizeLimit"
+assert_eq "gpu-run-webhook $((64 << 20)) $((544 << 20))" \
+  "$(jq -r '.metadata.annotations["gpu-run.decision"] | fromjson | "\(.door) \(.size) \(.ceiling)"' "$D/patched.json")" \
+  "...and recorded its decision once, in the pod's gpu-run.decision: the plan, and the sizeLimit as its ceiling"
 ed=$D/kubelet/pods/$(cat /proc/sys/kernel/random/uuid)/volumes/kubernetes.io~empty-dir/gpu-run-shm
 mkdir -p "$ed" && mount -t tmpfs -o size=544m tmpfs "$ed" || it_die "cannot mount the emptyDir tmpfs"
 it_cri pod --name webhooked --memory $((1088 << 20)) "${envs[@]}" --mount "$ed:/dev/shm" >"$D/e.json" 2>"$D/e.err" ||

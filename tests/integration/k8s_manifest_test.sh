@@ -188,6 +188,14 @@ for before, after in zip(src, json_out["items"]):
     for (what, t_in), (_, t_out) in pairs:
         expected, patched = review(pod_of(t_in))
         got = pod_of(t_out)
+        # Each door names itself in the pod's decision record; everything else is the same.
+        for pod, door in ((expected, "gpu-run-webhook"), (got, "gpu-run-ctl k8s")):
+            record = pod.get("metadata", {}).get("annotations", {}).get("gpu-run.decision")
+            if record is not None:
+                record = json.loads(record)
+                check(record["door"] == door, "%s %s: the record names its door, %s" % (what, before["metadata"]["name"], door))
+                record["door"] = "a door"
+                pod["metadata"]["annotations"]["gpu-run.decision"] = json.dumps(record)
         name = "%s %s" % (what, before["metadata"]["name"])
         check(got == expected, name + ": k8s -f's template is the webhook's patch of the same pod" +
               ("" if got == expected else ": %s != %s" % (json.dumps(got)[:400], json.dumps(expected)[:400])))

@@ -68,16 +68,19 @@ TEST(Contract, EveryRequestKeyReachesTheRequestByAnnotationAndByEnv) {
 
 TEST(Contract, EnvAndLabelsOfASizedContainer) {
   const NameValues env = container_env("imagenet", 0, 4, 64, 1536 * kMiB);
-  ASSERT_EQ(env.size(), 4u);
+  ASSERT_EQ(env.size(), 5u);
   EXPECT_EQ(env[0], (std::pair<std::string, std::string>{"GPU_RUN_PROFILE", "imagenet"}));
-  EXPECT_EQ(env[1], (std::pair<std::string, std::string>{"GPU_RUN_NUM_WORKERS", "4"}));
-  EXPECT_EQ(env[2], (std::pair<std::string, std::string>{"GPU_RUN_BATCH_SIZE", "64"}));
-  EXPECT_EQ(env[3], (std::pair<std::string, std::string>{"GPU_RUN_SHM_SIZE", "1536m"}));
+  // The request's own name, and the older one jobs read as num_workers.
+  EXPECT_EQ(env[1], (std::pair<std::string, std::string>{"GPU_RUN_WORKERS", "4"}));
+  EXPECT_EQ(env[2], (std::pair<std::string, std::string>{"GPU_RUN_NUM_WORKERS", "4"}));
+  EXPECT_EQ(env[3], (std::pair<std::string, std::string>{"GPU_RUN_BATCH_SIZE", "64"}));
+  EXPECT_EQ(env[4], (std::pair<std::string, std::string>{"GPU_RUN_SHM_SIZE", "1536m"}));
   const NameValues labels = container_labels("imagenet", 0, 1536 * kMiB);
   EXPECT_EQ(labels, (NameValues{{"gpu-run.profile", "imagenet"}, {"gpu-run.shm-size", "1536m"}}));
   // GPUs are recorded when there are any; a size only when one was applied.
   EXPECT_EQ(container_env("imagenet", 2, 4, 64, std::nullopt), (NameValues{{"GPU_RUN_PROFILE", "imagenet"},
                                                                            {"GPU_RUN_GPUS", "2"},
+                                                                           {"GPU_RUN_WORKERS", "4"},
                                                                            {"GPU_RUN_NUM_WORKERS", "4"},
                                                                            {"GPU_RUN_BATCH_SIZE", "64"}}));
   EXPECT_EQ(container_labels("imagenet", 2, std::nullopt),

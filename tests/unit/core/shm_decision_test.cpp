@@ -329,6 +329,9 @@ TEST_F(ShmDecisionTest, RecordedRequestReadsWhatGpuRunWrote) {
   r = recorded_request({{"GPU_RUN_PROFILE", "b"}}, {{"gpu-run.profile", "a"}, {"gpu-run.gpus", "8"}});
   EXPECT_EQ(r.profile, "b");
   EXPECT_EQ(r.gpus, "8");
+  // Workers under the request's name alone (GPU_RUN_NUM_WORKERS is the older name, read first).
+  EXPECT_EQ(recorded_request({{"GPU_RUN_WORKERS", "5"}}, {}).workers, "5");
+  EXPECT_EQ(recorded_request({{"GPU_RUN_WORKERS", "5"}, {"GPU_RUN_NUM_WORKERS", "6"}}, {}).workers, "6");
   const SizingRequest sr = sizing_request(recorded_request(env, labels), spec_with_env({}), host_, config_);
   EXPECT_EQ(sr.gpus, 2u);
   EXPECT_EQ(sr.workers, 3u);

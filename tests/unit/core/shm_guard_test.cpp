@@ -184,6 +184,18 @@ TEST(DecideGuard, AnEmptyDirNeverPastItsSizeLimitNamedAsSuch) {
   EXPECT_CONTAINS(decide_guard({}, l, 200 * kMiB, 150 * kMiB).reason, "the memory budget");
 }
 
+TEST(DecideGuard, TheRecordedCeilingCapsOnlyBelowTheGuardsOwn) {
+  GuardLimits l;
+  l.headroom = 64 * kMiB;
+  l.budget_bytes = kGiB;
+  l.recorded_ceiling = 128 * kMiB;
+  const GuardStep s = decide_guard({}, l, 64 * kMiB, 40 * kMiB);
+  EXPECT_EQ(s.size, 128 * kMiB);
+  EXPECT_CONTAINS(s.reason, "the ceiling recorded when it was sized 128MiB");
+  l.recorded_ceiling = 8 * kGiB;  // above the budget: the budget stands
+  EXPECT_CONTAINS(decide_guard({}, l, 900 * kMiB, 890 * kMiB).reason, "the memory budget");
+}
+
 TEST(GrowthCeiling, TheSmallerOfMaxShmAndTheBudgetNeverBelowTheSize) {
   GuardLimits l;
   EXPECT_EQ(growth_ceiling(l, 64 * kMiB), 64 * kMiB) << "nothing known: no room";

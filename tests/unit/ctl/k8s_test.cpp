@@ -171,7 +171,8 @@ class K8sRenderTest : public ::testing::Test {
     json pod = {{"apiVersion", "v1"}, {"kind", "Pod"}};
     if (tmpl.contains("metadata")) pod["metadata"] = json::parse(tmpl["metadata"].dump());
     pod["spec"] = json::parse(tmpl["spec"].dump());
-    const PodReview r = review_pod(pod, WebhookConfig{}, store(), profile);
+    // The webhook's review, but for the door named in the decision record.
+    const PodReview r = review_pod(pod, WebhookConfig{}, store(), profile, "gpu-run-ctl k8s");
     EXPECT_EQ(r.outcome, "patched") << r.reason;
     return r.outcome == "patched" ? pod.patch(r.patch) : pod;
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "config.hpp"
+#include "discovery.hpp"
 #include "error.hpp"
 #include "test_util.hpp"
 #include "units.hpp"
@@ -35,14 +36,8 @@ Profile small_profile(const std::string& name) {
   return p;
 }
 
-TEST(NodeGuardTest, ListsByEachGpuRunLabelOrEverythingWithAll) {
-  const auto labelled = guard_ps_commands("docker", false);
-  ASSERT_EQ(labelled.size(), 2u);
-  EXPECT_EQ(labelled[0],
-            (std::vector<std::string>{"docker", "ps", "-q", "--no-trunc", "--filter", "label=gpu-run.profile"}));
-  EXPECT_EQ(labelled[1].back(), "label=gpu-run.shm-size");
-  EXPECT_EQ(guard_ps_commands("podman", true),
-            (std::vector<std::vector<std::string>>{{"podman", "ps", "-q", "--no-trunc"}}));
+TEST(NodeGuardTest, ListsEveryContainerTheAdmissionChoosesFrom) {
+  EXPECT_EQ(guard_ps_commands("podman"), (std::vector<std::vector<std::string>>{{"podman", "ps", "-q", "--no-trunc"}}));
 }
 
 TEST(NodeGuardTest, GuardsLabelledContainersOrAnyWithAll) {

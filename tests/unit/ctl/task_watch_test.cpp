@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "contract.hpp"
+#include "decision_record.hpp"
 #include "engine_layout.hpp"
 #include "error.hpp"
 #include "process.hpp"
@@ -213,11 +214,31 @@ TEST(TaskContainer, APodsContainerWithItsCriNamesAndGpuRunsRequest) {
   EXPECT_EQ(c->engine, "containerd");
   EXPECT_EQ(c->ipc_mode, "private");  // the pod's own shm, bound from its sandbox
   EXPECT_EQ(c->memory_limit, std::optional<std::uint64_t>(1u << 30));
-  EXPECT_EQ(c->labels.at(kCriSandboxNamespace), "ml");
-  EXPECT_EQ(c->labels.at(kCriSandboxName), "ddp-0");
-  EXPECT_EQ(c->labels.at(kLabelProfile), "imagenet");
-  EXPECT_EQ(c->labels.at(kLabelShmSize), "64m");  // recorded in its environment by a door
-  EXPECT_EQ(c->labels.count("other"), 0u);
+  EXPECT_EQ(c->annotations.at(kCriSandboxNamespace), "ml");
+  EXPECT_EQ(c->annotations.at(kCriSandboxName), "ddp-0");
+  EXPECT_EQ(c->annotations.at(kLabelProfile), "imagenet");
+  EXPECT_EQ(c->annotations.count("other"), 0u);
+  EXPECT_TRUE(c->labels.empty());  // a task has no engine labels: nothing is forged as one
+  // gpu-run sized it: its annotation's gpu-run.profile, read as the old keys are.
+  EXPECT_EQ(read_recorded(*c, {}).legacy.profile, "imagenet");
+  EXPECT_TRUE(read_recorded(*c, {}).sized());
+}
+
+// Docker's and podman's bundles: the spec beside the pid file, whose gpu-run.* annotations carry
+// the runtime's record.
+TEST(TaskContainer, TheBundleOfATaskIsWhereItsPidFileIs) {
+  TaskLayout containerd("/s");
+  EXPECT_EQ(task_bundle(containerd, TaskEvent{true, "moby", "c1"}), fs::path("/s/moby/c1"));
+  TaskLayout podman("/r/overlay-containers");
+  podman.namespaced = false;
+  podman.pid_path = {"userdata", "pidfile"};
+  EXPECT_EQ(task_bundle(podman, TaskEvent{true, "", "c2"}), fs::path("/r/overlay-containers/c2/userdata"));
+  test::TempDir d;
+  d.write("c/config.json", kPodSpec);
+  const auto a = bundle_annotations(d.path() / "c");
+  EXPECT_EQ(a.at(kLabelProfile), "imagenet");
+  EXPECT_EQ(a.count("other"), 0u);
+  EXPECT_TRUE(bundle_annotations(d.path() / "none").empty());
 }
 
 // The webhook's route: /dev/shm is a kubelet emptyDir, the pod's own though no engine's shm.
@@ -232,7 +253,7 @@ TEST(TaskContainer, AKubeletEmptyDirAtDevShmIsThePodsOwn) {
   auto c = task_container(d.path(), TaskEvent{true, "k8s.io", "e1"}, why);
   ASSERT_TRUE(c) << why;
   EXPECT_EQ(c->ipc_mode, "private");
-  EXPECT_EQ(c->labels.count(kLabelEmptyDir), 1u);
+  EXPECT_TRUE(c->shm_empty_dir);
   // A hostPath at /dev/shm stays the host's.
   spec.replace(spec.find("/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~empty-dir/dshm"), 62, "/dev/shm");
   d.write("k8s.io/e2/init.pid", "10");
@@ -240,7 +261,7 @@ TEST(TaskContainer, AKubeletEmptyDirAtDevShmIsThePodsOwn) {
   c = task_container(d.path(), TaskEvent{true, "k8s.io", "e2"}, why);
   ASSERT_TRUE(c) << why;
   EXPECT_EQ(c->ipc_mode, "host");
-  EXPECT_EQ(c->labels.count(kLabelEmptyDir), 0u);
+  EXPECT_FALSE(c->shm_empty_dir);
 }
 
 TEST(TaskContainer, TheSandboxAndTheUnreadableAreNotContainersToGuard) {

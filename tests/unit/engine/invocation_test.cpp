@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "decision_record.hpp"
 #include "error.hpp"
 #include "test_files.hpp"
 #include "test_fixtures.hpp"
@@ -110,7 +111,14 @@ TEST_F(WrapperTest, IpcHostIsNotSized) {
   EXPECT_TRUE(has_pair(inv.argv, "-e", "GPU_RUN_PROFILE=imagenet"));
   inv = run({"-v", "/dev/shm:/dev/shm", "img"});
   EXPECT_FALSE(inv.sized);
-  EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--label"), 1);  // the profile only
+  EXPECT_EQ(std::count(inv.argv.begin(), inv.argv.end(), "--label"), 2);  // the profile and the record
+  // The record says what was decided: no size, the host's /dev/shm.
+  const auto label = std::find_if(inv.argv.begin(), inv.argv.end(),
+                                  [](const std::string& a) { return a.rfind("gpu-run.decision=", 0) == 0; });
+  ASSERT_NE(label, inv.argv.end());
+  const DecisionRecord d = parse_decision(label->substr(17), "label");
+  EXPECT_EQ(d.door, "gpu-run");
+  EXPECT_FALSE(d.size);
 }
 
 TEST_F(WrapperTest, ExplainEndsWithWhatTheContainerGets) {

@@ -17,6 +17,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "decision_record.hpp"
 #include "error.hpp"
 #include "test_files.hpp"
 #include "test_util.hpp"
@@ -114,6 +115,7 @@ class HookTest : public ::testing::Test {
       o.stage = "createRuntime";
       o.state_fd = in[0];
       o.sandbox = false;  // the sandbox is tested in sandbox_test and under the real runtimes
+      o.decision_dir = (dir_ / "decisions").string();
       std::string error_line;
       int rc = kExitFailure;
       try {
@@ -182,6 +184,14 @@ TEST_F(HookTest, GrowsTheContainersShmInItsMountNamespace) {
   EXPECT_EQ(container_shm_size(), 200 * kMiB);
   EXPECT_CONTAINS(log(), "action=resized source=env");
   EXPECT_CONTAINS(log(), "before=64m after=200m");
+  // Its decision, once, where the guard reads it: the state file keyed by the container's id.
+  const Recorded rec = read_recorded({nullptr, nullptr, nullptr, "hooktest", dir_ / "decisions"});
+  ASSERT_TRUE(rec.record) << rec.error;
+  EXPECT_EQ(rec.where, "hook state file");
+  EXPECT_EQ(rec.record->door, "gpu-run-hook");
+  EXPECT_EQ(rec.record->size, 200 * kMiB);
+  // ...within its budget: half of the 2 GiB limit.
+  EXPECT_EQ(rec.record->ceiling, kGiB);
 }
 
 TEST_F(HookTest, AStateWithoutAPidFailsAnExplicitRequest) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "decision_record.hpp"
 #include "k8s_quantity.hpp"
 #include "profile_store.hpp"
 #include "test_files.hpp"
@@ -55,6 +56,25 @@ TEST_F(PodReviewTest, PatchedRaisesTheLimitItFinds) {
   const auto limit = parse_k8s_quantity(patched["spec"]["containers"][0]["resources"]["limits"]["memory"], "limit");
   EXPECT_EQ(limit, (32ull << 30) + 97 * kMiB) << "32Gi raised by the plan, never lowered";
   EXPECT_FALSE(patched["spec"]["containers"][1].contains("volumeMounts")) << "the sidecar is left alone";
+  // What it decided, once, in the pod's annotation; the pod's own annotations kept.
+  EXPECT_EQ(patched["metadata"]["annotations"]["gpu-run.profile"], "webtest");
+  const DecisionRecord d =
+      parse_decision(patched["metadata"]["annotations"]["gpu-run.decision"].get<std::string>(), "test");
+  EXPECT_EQ(d.door, "gpu-run-webhook");
+  EXPECT_EQ(d.size, 97 * kMiB);
+  EXPECT_EQ(d.profile, "webtest");
+  EXPECT_EQ(d.gpus, 2u);
+  EXPECT_EQ(d.ceiling, parse_k8s_quantity(patched["spec"]["volumes"][0]["emptyDir"]["sizeLimit"], "sizeLimit"));
+  // A record the pod carried (forged) is replaced; a pod without annotations gets them.
+  json forged = pod;
+  forged["metadata"]["annotations"]["gpu-run.decision"] = R"({"version":1,"ceiling":1})";
+  const json replaced = forged.patch(review(forged).patch);
+  EXPECT_EQ(parse_decision(replaced["metadata"]["annotations"]["gpu-run.decision"].get<std::string>(), "t").size,
+            97 * kMiB);
+  const std::string webtest = "webtest";
+  json bare = {{"spec", {{"containers", json::array({gpu_container("t", {{"nvidia.com/gpu", "1"}})})}}}};
+  const json with_meta = bare.patch(review(bare, &webtest).patch);
+  EXPECT_TRUE(with_meta["metadata"]["annotations"].contains("gpu-run.decision"));
 }
 
 TEST_F(PodReviewTest, NumbersAsAManifestWritesThem) {

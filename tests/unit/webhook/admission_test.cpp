@@ -210,7 +210,7 @@ TEST_F(ReviewTest, SizeLimitIsTheCeilingTheGuardMayGrowTo) {
   out = patched(p, run(review_of(p)));
   EXPECT_EQ(out["spec"]["containers"][0]["resources"]["requests"]["memory"], "1041Mi");
   EXPECT_EQ(size_limit(out), "17Mi");
-  EXPECT_EQ(out["spec"]["containers"][0]["env"].size(), 6u);
+  EXPECT_EQ(out["spec"]["containers"][0]["env"].size(), 7u);
 }
 
 TEST_F(ReviewTest, BuiltInImagenetWithEightGpusMatchesCtlPlan) {
@@ -387,8 +387,11 @@ TEST_F(ReviewTest, ExistingGpuRunEnvIsReplacedNotDuplicated) {
   p["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_RUN_NUM_WORKERS"}, {"value", "9"}}});
   const json out = patched(p, run(review_of(p)));
   const json& env = out["spec"]["containers"][0]["env"];
-  EXPECT_EQ(env.size(), 6u);  // profile, GPUs, workers, batch size, shm size, its limit: each once
+  // Profile, GPUs, workers (under the request's name and its older one), batch size, shm size,
+  // its limit: each once.
+  EXPECT_EQ(env.size(), 7u);
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_GPUS"), "1");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_WORKERS"), "2");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "2");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "17m");
 }
