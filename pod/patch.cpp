@@ -19,7 +19,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string pointer(const ShmTarget& t) { return "/spec/" + t.list + "/" + std::to_string(t.index); }
+std::string pointer(const PodShmTarget& t) { return "/spec/" + t.list + "/" + std::to_string(t.index); }
 
 // Adds `value` to the array at `path` (creating the array when `existing` is not one).
 void append(json& ops, const std::string& path, const json* existing, json value) {
@@ -39,7 +39,7 @@ std::string volume_name(const json& spec) {
 
 // The container's environment: what gpu-run planned, the /dev/shm it shares (`volume`: the
 // emptyDir's planned size, whatever its share) and the most the node guard may grow it to.
-void add_env(json& ops, const ShmTarget& t, std::uint64_t volume, std::uint64_t size_limit) {
+void add_env(json& ops, const PodShmTarget& t, std::uint64_t volume, std::uint64_t size_limit) {
   const ShmDecision& d = t.decision;
   NameValues env;
   if (d.planned) {
@@ -68,12 +68,12 @@ void add_env(json& ops, const ShmTarget& t, std::uint64_t volume, std::uint64_t 
   if (!fresh.empty()) ops.push_back({{"op", "add"}, {"path", path}, {"value", fresh}});
 }
 
-std::string who(const ShmTarget& t) { return "container '" + k8s_shown(container_name(*t.container)) + "'"; }
+std::string who(const PodShmTarget& t) { return "container '" + k8s_shown(container_name(*t.container)) + "'"; }
 
 // The container's memory `section` ("limits" or "requests") as the patch leaves it: under
 // "raise", the old one plus this container's shm (and the limit at least to what the budget
 // needs); else as it is. Empty for a container without one.
-std::optional<std::uint64_t> patched_memory(const ShmTarget& t, const char* section, const WebhookConfig& config) {
+std::optional<std::uint64_t> patched_memory(const PodShmTarget& t, const char* section, const WebhookConfig& config) {
   try {
     const std::optional<std::uint64_t> old = container_memory(*t.container, section);
     if (!old || config.policy != WebhookPolicy::kRaise) return old;
@@ -90,7 +90,7 @@ std::optional<std::uint64_t> patched_memory(const ShmTarget& t, const char* sect
 // The memory limit and request, each raised by this container's shm (patched_memory). A
 // container without a limit keeps having none; one without a limit or a request is given a
 // request of its shm, so that the scheduler counts the pages of the emptyDir the kubelet mounts.
-void raise_memory(json& ops, const ShmTarget& t, const WebhookConfig& config) {
+void raise_memory(json& ops, const PodShmTarget& t, const WebhookConfig& config) {
   for (const char* section : {"limits", "requests"})
     if (const auto raised = patched_memory(t, section, config))
       ops.push_back({{"op", "replace"},
@@ -113,7 +113,7 @@ void raise_memory(json& ops, const ShmTarget& t, const WebhookConfig& config) {
 // max_shm, the budget of its memory limit as patched). Without a memory limit no budget bounds
 // it and the kubelet mounts the emptyDir at its sizeLimit from the start, so the ceiling is the
 // plan (the size its memory request covers), not max_shm (256Gi for the default profile).
-std::uint64_t share_ceiling(const ShmTarget& t, const WebhookConfig& config) {
+std::uint64_t share_ceiling(const PodShmTarget& t, const WebhookConfig& config) {
   const std::optional<std::uint64_t> limit = patched_memory(t, "limits", config);
   if (!limit) return t.decision.size;
   return empty_dir_size_limit(t.decision.size, t.decision.plan ? t.decision.plan->max_shm : 0, limit,
@@ -122,14 +122,14 @@ std::uint64_t share_ceiling(const ShmTarget& t, const WebhookConfig& config) {
 
 }  // namespace
 
-std::uint64_t pod_size_limit(const std::vector<ShmTarget>& targets, const WebhookConfig& config) {
+std::uint64_t pod_size_limit(const std::vector<PodShmTarget>& targets, const WebhookConfig& config) {
   try {
     // The kubelet mounts the emptyDir at its sizeLimit and evicts the pod when use passes it:
     // the sizeLimit is the ceiling the node guard may grow /dev/shm to. The tmpfs starts there and
     // the guard never lowers it (fail-static; docs/ARCHITECTURE.md, "A pod's memory-backed
     // emptyDir"), so a pod has the same /dev/shm with or without a guard.
     std::uint64_t size_limit = 0;
-    for (const ShmTarget& t : targets) {
+    for (const PodShmTarget& t : targets) {
       const std::uint64_t ceiling = share_ceiling(t, config);
       size_limit = size_limit + ceiling < size_limit ? UINT64_MAX : size_limit + ceiling;
     }
@@ -139,14 +139,14 @@ std::uint64_t pod_size_limit(const std::vector<ShmTarget>& targets, const Webhoo
   }
 }
 
-DecisionRecord pod_decision(const std::vector<ShmTarget>& targets, std::uint64_t total, std::uint64_t size_limit,
+DecisionRecord pod_decision(const std::vector<PodShmTarget>& targets, std::uint64_t total, std::uint64_t size_limit,
                             const std::string& door) {
   DecisionRecord pod;
   pod.door = door;
   pod.size = total;
   pod.ceiling = size_limit;
   std::set<std::string> profiles;
-  for (const ShmTarget& t : targets) {
+  for (const PodShmTarget& t : targets) {
     const DecisionRecord one = decision_record(t.decision, door);
     pod.need += one.need;
     pod.headroom += one.headroom;
@@ -174,7 +174,7 @@ json decision_annotation_op(const json& pod, const DecisionRecord& record) {
   return {{"op", "add"}, {"path", std::string("/metadata/annotations/") + kDecisionKey}, {"value", text}};
 }
 
-json shm_patch(const json& spec, const std::vector<ShmTarget>& targets, std::uint64_t total,
+json shm_patch(const json& spec, const std::vector<PodShmTarget>& targets, std::uint64_t total,
                const WebhookConfig& config) {
   try {
     const std::uint64_t size_limit = pod_size_limit(targets, config);
@@ -182,7 +182,7 @@ json shm_patch(const json& spec, const std::vector<ShmTarget>& targets, std::uin
     const std::string volume = volume_name(spec);
     append(ops, "/spec/volumes", member(spec, "volumes"),
            {{"name", volume}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", k8s_quantity(size_limit)}}}});
-    for (const ShmTarget& t : targets) {
+    for (const PodShmTarget& t : targets) {
       const json& c = *t.container;
       const std::string base = pointer(t);
       append(ops, base + "/volumeMounts", member(c, "volumeMounts"), {{"name", volume}, {"mountPath", kShmMountPath}});

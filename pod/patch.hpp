@@ -21,17 +21,17 @@ inline constexpr const char* kShmVolumeName = "gpu-run-shm";
 
 // The patch ops for the pod whose spec is `spec`: one volume of `total` bytes mounted in each
 // of `targets`. Throws CannotMeet when a target's memory cannot be raised (a bad quantity).
-nlohmann::json shm_patch(const nlohmann::json& spec, const std::vector<ShmTarget>& targets, std::uint64_t total,
+nlohmann::json shm_patch(const nlohmann::json& spec, const std::vector<PodShmTarget>& targets, std::uint64_t total,
                          const WebhookConfig& config);
 
 // The sizeLimit of the pod's emptyDir: the sum of each target's growth ceiling (the profile's
 // max_shm, the budget of its memory limit as patched). Throws CannotMeet for a bad quantity.
-std::uint64_t pod_size_limit(const std::vector<ShmTarget>& targets, const WebhookConfig& config);
+std::uint64_t pod_size_limit(const std::vector<PodShmTarget>& targets, const WebhookConfig& config);
 
 // The pod's decision record (decision_record.hpp): its one /dev/shm of `total` bytes, grown at
 // most to `size_limit`, and its targets' plans summed (need, headroom, workers, GPUs; their
 // profiles named, comma-separated). `door`: gpu-run-webhook or gpu-run-ctl k8s.
-DecisionRecord pod_decision(const std::vector<ShmTarget>& targets, std::uint64_t total, std::uint64_t size_limit,
+DecisionRecord pod_decision(const std::vector<PodShmTarget>& targets, std::uint64_t total, std::uint64_t size_limit,
                             const std::string& door);
 
 // The patch op that sets the pod's annotation kDecisionKey to `record`, replacing any it carried.

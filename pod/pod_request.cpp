@@ -66,7 +66,7 @@ std::string PodRequest::default_profile_used() const {
 
 std::string PodRequest::target_names() const {
   std::string out;
-  for (const ShmTarget& t : targets_) out += (out.empty() ? "" : ",") + container_name(*t.container);
+  for (const PodShmTarget& t : targets_) out += (out.empty() ? "" : ",") + container_name(*t.container);
   return out;
 }
 
@@ -89,7 +89,7 @@ void PodRequest::decide_all() {
         throw LeaveAlone{std::string("malformed pod: spec.") + list + " has an entry without a name", true};
   check_existing_mounts();
   choose_targets();
-  for (ShmTarget& t : targets_) decide_target(t);
+  for (PodShmTarget& t : targets_) decide_target(t);
 }
 
 void PodRequest::read_annotations() {
@@ -156,7 +156,7 @@ void PodRequest::choose_targets() {
     for (std::size_t i = 0; i < cs.size(); ++i) targets_.push_back({"containers", i, &cs[i], {}});
 }
 
-void PodRequest::decide_target(ShmTarget& t) {
+void PodRequest::decide_target(PodShmTarget& t) {
   const json& c = *t.container;
   const std::string who = "container '" + k8s_shown(container_name(c)) + "'";
   bool asked_size = false;

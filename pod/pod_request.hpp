@@ -29,7 +29,7 @@ struct CannotMeet {
 };
 
 // One container the webhook gives /dev/shm, with its decision.
-struct ShmTarget {
+struct PodShmTarget {
   std::string list;  // "containers" | "initContainers"
   std::size_t index = 0;
   const nlohmann::json* container = nullptr;  // in the pod
@@ -48,7 +48,7 @@ class PodRequest {
 
   // After decide(): the pod's spec, the containers that get /dev/shm, the sum of their sizes.
   const nlohmann::json& spec() const { return *spec_; }
-  const std::vector<ShmTarget>& targets() const { return targets_; }
+  const std::vector<PodShmTarget>& targets() const { return targets_; }
   std::uint64_t total() const { return total_; }
 
   // The pod asked nothing itself: only its namespace's default profile applies (known once
@@ -64,7 +64,7 @@ class PodRequest {
   void read_annotations();
   void check_existing_mounts() const;
   void choose_targets();
-  void decide_target(ShmTarget& t);
+  void decide_target(PodShmTarget& t);
   static std::string over_budget_words(const ShmDecision& decision, bool asked_size);
 
   const nlohmann::json& pod_;
@@ -74,7 +74,7 @@ class PodRequest {
   bool by_default_ = false;
   const nlohmann::json* spec_ = nullptr;
   std::map<std::string, std::string> annotations_;
-  std::vector<ShmTarget> targets_;
+  std::vector<PodShmTarget> targets_;
   std::uint64_t total_ = 0;
 };
 
