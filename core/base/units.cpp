@@ -110,6 +110,15 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
   return static_cast<std::uint64_t>(bytes);
 }
 
+std::string format_mib(std::uint64_t bytes) {
+  if (bytes < kMiB) return format_size(bytes);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / static_cast<double>(kMiB));
+  std::string out = buf;
+  if (out.size() > 2 && out.compare(out.size() - 2, 2, ".0") == 0) out.resize(out.size() - 2);
+  return out + "MiB";
+}
+
 std::string format_size(std::uint64_t bytes) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   if (bytes < kKiB) return std::to_string(bytes) + "B";

@@ -63,7 +63,7 @@ EngineTerm vllm_term(const VllmSpec& s, unsigned ranks, std::string& problem) {
     // ParallelConfig: a world of one runs the "uni" executor in the engine's process, no queue.
     t.bytes = kv;
     t.parts = {{"world_size", 1}, {"kv_offload_bytes", kv}};
-    t.formula = "0 message queues (one GPU: vLLM's uni executor starts none)" + kv_text + " = " + format_size(t.bytes);
+    t.formula = "0 message queues (one GPU: vLLM's uni executor starts none)" + kv_text + " = " + format_mib(t.bytes);
     return t;
   }
   const std::uint64_t pp = world / tp;
@@ -83,7 +83,7 @@ EngineTerm vllm_term(const VllmSpec& s, unsigned ranks, std::string& problem) {
       chunks + format_size(response) +
       (tp > 1 ? " + " + times(pp) + "TP group (4MiB + " + std::to_string(tp) + ") x 6 chunks " + format_size(group)
               : "") +
-      kv_text + " = " + format_size(t.bytes) + "; world " + std::to_string(world) + " = tensor parallel " +
+      kv_text + " = " + format_mib(t.bytes) + "; world " + std::to_string(world) + " = tensor parallel " +
       std::to_string(tp) + " x pipeline " + std::to_string(pp) + ", each ring page-rounded";
   return t;
 }
@@ -101,7 +101,7 @@ EngineTerm ray_term(const RaySpec& s, std::optional<std::uint64_t> memory_limit,
   if (s.object_store_memory) {
     t.bytes = round_up(*s.object_store_memory, kShmPage);
     t.parts = {{"object_store_memory", *s.object_store_memory}};
-    t.formula = "object_store_memory " + format_size(t.bytes) + ", the profile's engines.ray";
+    t.formula = "object_store_memory " + format_mib(t.bytes) + ", the profile's engines.ray";
     return t;
   }
   char fraction[32];
@@ -121,7 +121,7 @@ EngineTerm ray_term(const RaySpec& s, std::optional<std::uint64_t> memory_limit,
   t.bytes = round_up(store, kShmPage);
   t.parts = {{"object_store_memory", store}, {"memory_limit", *memory_limit}};
   t.formula = "min(" + std::string(fraction) + " x memory limit " + format_size(*memory_limit) + ", cap " +
-              format_size(s.object_store_cap) + ") = " + format_size(t.bytes) +
+              format_size(s.object_store_cap) + ") = " + format_mib(t.bytes) +
               ", Ray's default object store: a fraction of the memory it finds";
   return t;
 }
@@ -140,7 +140,7 @@ EngineTerm triton_term(const TritonPythonSpec& s) {
               (s.inflight_bytes ? " + growth for inflight " + format_size(s.inflight_bytes) + ": " + format_size(g) +
                                       " x " + std::to_string(s.inflight_bytes / g + 1) + " = " + format_size(growth)
                                 : "") +
-              ") = " + format_size(t.bytes);
+              ") = " + format_mib(t.bytes);
   return t;
 }
 
@@ -152,7 +152,7 @@ EngineTerm deepspeed_term(const DeepSpeedSpec& s, unsigned ranks) {
   t.bytes = sat_mul(n, deepspeed_workspace_bytes());
   t.parts = {{"ranks", n}, {"workspace_bytes", deepspeed_workspace_bytes()}};
   t.formula = "ranks " + times(n) + "allreduce workspace (2 x 1MiB + 2 x 32MiB + 8) " +
-              format_size(deepspeed_workspace_bytes()) + " = " + format_size(t.bytes);
+              format_size(deepspeed_workspace_bytes()) + " = " + format_mib(t.bytes);
   return t;
 }
 
@@ -193,8 +193,8 @@ void explain_engines(std::ostringstream& out, const EnginesPlan& plan) {
   if (plan.terms.size() > 1) {
     out << "  engines      =";
     for (std::size_t i = 0; i < plan.terms.size(); ++i)
-      out << (i ? " +" : "") << " " << plan.terms[i].engine << " " << format_size(plan.terms[i].bytes);
-    out << " = " << format_size(plan.bytes) << "\n";
+      out << (i ? " +" : "") << " " << plan.terms[i].engine << " " << format_mib(plan.terms[i].bytes);
+    out << " = " << format_mib(plan.bytes) << "\n";
   }
 }
 

@@ -379,26 +379,14 @@ void require_fits(const ShmPlan& plan) {
 
 namespace {
 
-// Every size of the breakdown in MiB (below 1 MiB in KiB or B), so that its terms, the need and
-// the size applied add up in one unit ("1.3GiB" per rank beside a need of "5531.3MiB" did not; a
-// GiB figure to one decimal would show 2,508.6 MiB and 2,509 MiB as 2.4GiB and 2.5GiB).
-std::string size_in_mib(std::uint64_t bytes) {
-  if (bytes < kMiB) return format_size(bytes);
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(bytes) / static_cast<double>(kMiB));
-  std::string out = buf;
-  if (out.size() > 2 && out.compare(out.size() - 2, 2, ".0") == 0) out.resize(out.size() - 2);
-  return out + "MiB";
-}
-
 void explain_batch(std::ostringstream& out, const LoaderPlan& l, const char* indent) {
   if (l.calibrated) {
-    out << indent << "batch_bytes  = " << size_in_mib(l.batch_bytes) << " (scaled from the profile's calibration)\n";
+    out << indent << "batch_bytes  = " << format_mib(l.batch_bytes) << " (scaled from the profile's calibration)\n";
     return;
   }
-  out << indent << "batch_bytes  = " << size_in_mib(l.batch_bytes) << " =";
+  out << indent << "batch_bytes  = " << format_mib(l.batch_bytes) << " =";
   for (std::size_t i = 0; i < l.fields.size(); ++i)
-    out << (i ? " +" : "") << " " << l.fields[i].name << " " << size_in_mib(l.fields[i].bytes);
+    out << (i ? " +" : "") << " " << l.fields[i].name << " " << format_mib(l.fields[i].bytes);
   out << " (page-rounded)\n";
 }
 
@@ -408,7 +396,7 @@ void explain_slots(std::ostringstream& out, const LoaderPlan& l, const char* ind
     return;
   }
   out << indent << label << " = (prefetch_factor " << l.prefetch_factor << " x workers " << l.workers << " + hold "
-      << l.hold << ") x batch_bytes + semaphores " << size_in_mib(l.sem_bytes) << " = " << size_in_mib(l.bytes) << "\n";
+      << l.hold << ") x batch_bytes + semaphores " << format_mib(l.sem_bytes) << " = " << format_mib(l.bytes) << "\n";
   out << indent << "hold " << l.hold << ": " << l.hold_why << "\n";
 }
 
@@ -416,14 +404,14 @@ void explain_nccl(std::ostringstream& out, const NcclPlan& n, unsigned ranks) {
   if (n.source == "single rank") {
     out << "  nccl         = 0 (single rank)\n";
   } else if (n.source == "nccl_reserve") {
-    out << "  nccl_reserve = " << size_in_mib(n.bytes) << " (the profile's flat nccl_reserve)\n";
+    out << "  nccl_reserve = " << format_mib(n.bytes) << " (the profile's flat nccl_reserve)\n";
   } else if (n.source == "measured") {
     if (n.measured_ranks)
-      out << "  nccl         = " << size_in_mib(n.bytes) << " (measured with " << n.measured_ranks
+      out << "  nccl         = " << format_mib(n.bytes) << " (measured with " << n.measured_ranks
           << " ranks, the profile's nccl.measured, scaled to " << ranks << " ranks by ranks x peers " << ranks << " x "
           << nccl_peers(ranks) << " / " << n.measured_ranks << " x " << nccl_peers(n.measured_ranks) << ")\n";
     else
-      out << "  nccl         = " << size_in_mib(n.bytes) << " (measured: the profile's nccl.measured)\n";
+      out << "  nccl         = " << format_mib(n.bytes) << " (measured: the profile's nccl.measured)\n";
   } else if (n.transport != "shm") {
     out << "  nccl         = 0 (transport " << n.transport
         << ": no NCCL segment per peer in /dev/shm; the profile's nccl section)\n";
@@ -433,7 +421,7 @@ void explain_nccl(std::ostringstream& out, const NcclPlan& n, unsigned ranks) {
            "12.2+; the profile's nccl section)\n";
   } else {
     out << "  nccl         = ranks " << ranks << " x channels " << n.channels << " x peers " << n.peers << " x (recv "
-        << size_in_mib(n.recv_segment) << " + send " << size_in_mib(n.send_segment) << ") = " << size_in_mib(n.bytes)
+        << format_mib(n.recv_segment) << " + send " << format_mib(n.send_segment) << ") = " << format_mib(n.bytes)
         << " (transport shm: NCCL's SHM segments, src/transport/shm.cc; the profile's nccl section)\n";
   }
 }
@@ -463,15 +451,15 @@ std::string explain(const ShmPlan& p) {
     }
     out << "  per_rank     =";
     for (std::size_t i = 0; i < p.loaders.size(); ++i)
-      out << (i ? " +" : "") << " " << p.loaders[i].name << " " << size_in_mib(p.loaders[i].bytes);
-    out << " = " << size_in_mib(p.per_rank) << " (every loader alive at once)\n";
+      out << (i ? " +" : "") << " " << p.loaders[i].name << " " << format_mib(p.loaders[i].bytes);
+    out << " = " << format_mib(p.per_rank) << " (every loader alive at once)\n";
   }
   explain_nccl(out, p.nccl_plan, p.ranks);
   explain_engines(out, p.engines);
   out << "  need         = headroom " << p.headroom << " x (" << p.ranks << " x per_rank + nccl"
-      << (p.engines.terms.empty() ? "" : " + engines") << ") = " << size_in_mib(p.need)
+      << (p.engines.terms.empty() ? "" : " + engines") << ") = " << format_mib(p.need)
       << (main.calibrated ? " (calibrated: headroom at least 1.25, a sampled peak is not a bound)" : "") << "\n";
-  out << "  shm          = " << size_in_mib(p.shm);
+  out << "  shm          = " << format_mib(p.shm);
   if (p.shm == p.min_shm && p.shm > p.need)
     out << " (raised to min_shm " << format_size(p.min_shm) << ")";
   else if (p.shm > p.need)

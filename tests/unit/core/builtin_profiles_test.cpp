@@ -159,7 +159,7 @@ const ServingExpected kServing[] = {
     // ray-worker with a 64 GiB limit: int(68,719,476,736 x 0.3) = 20,615,843,020 -> 20,615,843,840;
     //   1 GPU: x 1.05 -> 21,646,671,872 (20,643.9 MiB) -> 20644
     //   2 GPUs: + 38,567,936 = 20,654,411,776 x 1.05 -> 21,687,173,120 (20,682.5 MiB) -> 20683
-    {"ray-worker", 64 * GiB, 1, 20615843840, 20644, "min(0.3 x memory limit 64GiB, cap 186.3GiB) = 19.2GiB"},
+    {"ray-worker", 64 * GiB, 1, 20615843840, 20644, "min(0.3 x memory limit 64GiB, cap 186.3GiB) = 19660.8MiB"},
     {"ray-worker", 64 * GiB, 2, 20615843840, 20683, "Ray's default object store"},
     // triton-python: one instance's 1 MiB pool; 2 GPUs: (1,048,576 + 38,567,936) x 1.05 -> 39.7 MiB -> 256;
     //   8 GPUs: (1,048,576 + 308,543,488) x 1.05 -> 325,124,096 = 310.06 MiB -> 311

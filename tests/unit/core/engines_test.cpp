@@ -233,8 +233,8 @@ TEST(EnginesInThePlan, EveryEngineAtOnceAddsUp) {
   EXPECT_EQ(plan.engines.bytes, 1909481472u);
   EXPECT_EQ(plan.need, 1909522432u);
   const std::string e = explain(plan);
-  EXPECT_CONTAINS(e, "  engines      = vllm 664MiB + ray 1GiB + triton_python 1MiB + deepspeed 132MiB = 1.8GiB");
-  EXPECT_CONTAINS(e, "  ray          = object_store_memory 1GiB, the profile's engines.ray (not measured here)");
+  EXPECT_CONTAINS(e, "  engines      = vllm 664MiB + ray 1024MiB + triton_python 1MiB + deepspeed 132MiB = 1821MiB");
+  EXPECT_CONTAINS(e, "  ray          = object_store_memory 1024MiB, the profile's engines.ray (not measured here)");
   EXPECT_CONTAINS(e, "  triton_python = instances 1 x (shm-default-byte-size 1MiB) = 1MiB");
   EXPECT_CONTAINS(e, "  deepspeed    = ranks 2 x allreduce workspace");
   EXPECT_CONTAINS(e, "python_backend r26.07");
