@@ -3,8 +3,9 @@
 // A child in its own mount namespace gets a tmpfs of --size MiB on /dev/shm (as a container's
 // runtime mounts it). Each round fills it from the host (through /proc/PID/root) past the
 // guard's threshold, takes the sample that crosses it (statvfs, as the guard does) and times
-// ShmGuard::on_sample: the policy, the fork of the sandboxed child, setns and the remount,
-// until the result is back. Then it empties /dev/shm and shrinks it back for the next round.
+// ShmGuard::on_sample: the policy, the start of the remount helper (gpu-run-hook --remount,
+// posix_spawn'ed), its sandbox, setns and the remount, and the samples after it until the growth
+// is seen (the guard polls the helper without blocking). Then it empties /dev/shm and shrinks it back for the next round.
 // Prints one line per percentile; --json for the run script.
 //
 //   reaction [--rounds 200] [--size 64]     (needs root)
