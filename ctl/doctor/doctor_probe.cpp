@@ -18,6 +18,7 @@
 #include "container.hpp"
 #include "contract.hpp"
 #include "decision_record.hpp"
+#include "engine_layout.hpp"
 #include "error.hpp"
 #include "fd.hpp"
 #include "host.hpp"
@@ -225,6 +226,8 @@ InspectedContainer inspect_for_doctor(const std::string& engine, const std::stri
   out.engine = engine;
   out.name = name;
   out.info = parse_inspect(r.out, engine);
+  // gpu-run-runtime's record is an annotation of the spec, not a label: read where the guard reads it.
+  for (auto& [key, value] : engine_spec_annotations(out.info)) out.info.annotations[key] = std::move(value);
   nlohmann::json doc = nlohmann::json::parse(r.out, nullptr, false);
   if (doc.is_array() && !doc.empty()) doc = doc[0];
   out.host_config = doc.is_object() && doc.contains("HostConfig") && doc["HostConfig"].is_object()

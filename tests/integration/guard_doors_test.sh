@@ -108,6 +108,12 @@ assert_contains "$note" "recorded by gpu-run-runtime in its annotation: profile 
 assert_contains "$note" "grows up to 128MiB" "runtimed: up to the recorded ceiling"
 assert_eq "" "$(docker inspect -f '{{index .Config.Labels "gpu-run.decision"}}' runtimed)" \
   "runtimed: no label: the record is in the spec only"
+# Doctor reads the same record, through the same read_recorded, from the task's bundle.
+doctored=$("$CTL" doctor runtimed 2>&1) || true
+assert_contains "$doctored" "gpu-run-runtime recorded (its annotation)" \
+  "runtimed: doctor shows the runtime's record from the spec"
+assert_contains "$doctored" "profile doorjob, 2 workers x a batch of 8, the guard may grow it to 128MiB" \
+  "runtimed: doctor shows the record's request and ceiling"
 note=$(note_of old)
 assert_contains "$note" "keeps 16MiB free (profile doorjob, 2 workers x a batch of 8)" \
   "old: sized before the record: planned from GPU_RUN_* as before"
