@@ -80,26 +80,24 @@ std::uint64_t size_asked(const ResizeOptions& o, const Config& config) {
 }  // namespace
 
 ContainerInfo shm_owner(const ContainerInfo& info, const std::function<ContainerInfo(const std::string&)>& inspect) {
-  const IpcMode ipc = parse_ipc_mode(info.ipc_mode);
-  if (ipc.kind != IpcKind::kJoined) return info;
-  ContainerInfo owner = inspect(ipc.joined);
+  if (info.ipc.kind != IpcKind::kJoined) return info;
+  ContainerInfo owner = inspect(info.ipc.owner);
   if (!owner.running || owner.pid <= 0)
     throw usage_error("container " + display_name(info) + " uses the /dev/shm of container " + display_name(owner) +
-                      " (--ipc=container:" + ipc.joined.substr(0, 12) + "), which is not running");
+                      " (--ipc=container:" + info.ipc.owner.substr(0, 12) + "), which is not running");
   return owner;
 }
 
 std::string resize_report(const ContainerInfo& info, const ContainerInfo& owner, const ShmFacts& before,
                           std::uint64_t after, bool over_budget) {
   const bool joined = owner.id != info.id;
-  const IpcKind kind = parse_ipc_mode(owner.ipc_mode).kind;
   std::string out = "container " + display_name(info) + " (" + short_id(info) + ", " + info.engine + "): /dev/shm " +
                     format_size(before.size) + " -> " + format_size(after) + " (" + format_size(before.used) +
                     " used, files kept)" + (over_budget ? ", over the memory budget (--force)" : "") + "\n";
   if (joined)
     out += "  it uses the IPC namespace of container " + display_name(owner) + " (" + short_id(owner) +
            ", --ipc=container:...): resized that one's /dev/shm\n";
-  if (kind == IpcKind::kShareable || joined)
+  if (owner.ipc.kind == IpcKind::kShareable || joined)
     out += "  shared: the engine's tmpfs, bound in; every container that joined the IPC namespace of " +
            display_name(owner) + " (ipc=container:..., a pod) sees the new size\n";
   out += "  `" + info.engine +
@@ -126,8 +124,7 @@ void run_resize(const ResizeOptions& o) {
     info = now;
     owner = shm_owner(info, inspect);
   }
-  const IpcMode own_ipc = parse_ipc_mode(info.ipc_mode);
-  const IpcMode ipc = own_ipc.kind == IpcKind::kJoined ? parse_ipc_mode(owner.ipc_mode) : own_ipc;
+  const IpcMode& ipc = info.ipc.kind == IpcKind::kJoined ? owner.ipc : info.ipc;
 
   const auto host_dev = host_shm_device();
   ResizeAsk ask;
@@ -148,7 +145,7 @@ void run_resize(const ResizeOptions& o) {
   Logger log(config.log_file.string(), parse_log_level(config.log_level), "gpu-run-ctl");
   const std::string who = "container=" + log_quote(owner.id.substr(0, 64)) +
                           (owner.id != info.id ? " via=" + log_quote(info.id.substr(0, 64)) : "") +
-                          " ipc=" + log_quote(owner.ipc_mode.substr(0, 80));
+                          " ipc=" + log_quote(ipc_mode_name(owner.ipc).substr(0, 80));
   ShmResult r;
   try {
     r = remount_shm(RemountRequest{owner.pid, plan.size, plan.allow_shrink, host_dev},

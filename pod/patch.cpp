@@ -38,8 +38,10 @@ std::string volume_name(const json& spec) {
 }
 
 // The container's environment: what gpu-run planned, the /dev/shm it shares (`volume`: the
-// emptyDir's planned size, whatever its share) and the most the node guard may grow it to.
-void add_env(json& ops, const PodShmTarget& t, std::uint64_t volume, std::uint64_t size_limit) {
+// emptyDir's planned size, whatever its share), the most the node guard may grow it to, and the
+// pod's decision record (`record`, where the guard finds it on any node).
+void add_env(json& ops, const PodShmTarget& t, std::uint64_t volume, std::uint64_t size_limit,
+             const std::string& record) {
   const ShmDecision& d = t.decision;
   NameValues env;
   if (d.planned) {
@@ -49,6 +51,7 @@ void add_env(json& ops, const PodShmTarget& t, std::uint64_t volume, std::uint64
       if (nv.first == kEnvShmSize) env.push_back(nv);
   }
   env.emplace_back(kEnvShmLimit, engine_size(size_limit));
+  env.emplace_back(kEnvDecision, record);
   const json* existing = member(*t.container, "env");
   const std::string path = pointer(t) + "/env";
   json fresh = json::array();
@@ -175,7 +178,7 @@ json decision_annotation_op(const json& pod, const DecisionRecord& record) {
 }
 
 json shm_patch(const json& spec, const std::vector<PodShmTarget>& targets, std::uint64_t total,
-               const WebhookConfig& config) {
+               const WebhookConfig& config, const DecisionRecord& record) {
   try {
     const std::uint64_t size_limit = pod_size_limit(targets, config);
     json ops = json::array();
@@ -186,7 +189,7 @@ json shm_patch(const json& spec, const std::vector<PodShmTarget>& targets, std::
       const json& c = *t.container;
       const std::string base = pointer(t);
       append(ops, base + "/volumeMounts", member(c, "volumeMounts"), {{"name", volume}, {"mountPath", kShmMountPath}});
-      add_env(ops, t, total, size_limit);
+      add_env(ops, t, total, size_limit, decision_text(record));
       if (config.policy == WebhookPolicy::kRaise) raise_memory(ops, t, config);
     }
     return ops;

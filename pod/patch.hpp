@@ -20,9 +20,10 @@ inline constexpr const char* kShmMountPath = "/dev/shm";
 inline constexpr const char* kShmVolumeName = "gpu-run-shm";
 
 // The patch ops for the pod whose spec is `spec`: one volume of `total` bytes mounted in each
-// of `targets`. Throws CannotMeet when a target's memory cannot be raised (a bad quantity).
+// of `targets`, and `record` (pod_decision) in each one's kEnvDecision. Throws CannotMeet when a
+// target's memory cannot be raised (a bad quantity).
 nlohmann::json shm_patch(const nlohmann::json& spec, const std::vector<PodShmTarget>& targets, std::uint64_t total,
-                         const WebhookConfig& config);
+                         const WebhookConfig& config, const DecisionRecord& record);
 
 // The sizeLimit of the pod's emptyDir: the sum of each target's growth ceiling (the profile's
 // max_shm, the budget of its memory limit as patched). Throws CannotMeet for a bad quantity.

@@ -11,10 +11,11 @@ PodReview review_pod(const nlohmann::json& pod, const WebhookConfig& config, con
   PodReview r;
   try {
     request.decide();
-    r.patch = shm_patch(request.spec(), request.targets(), request.total(), config);
-    // What it decided, once, on the pod (decision_record.hpp).
-    r.patch.push_back(decision_annotation_op(
-        pod, pod_decision(request.targets(), request.total(), pod_size_limit(request.targets(), config), door)));
+    // What it decided, once, on the pod (decision_record.hpp), and in its containers' environment.
+    const DecisionRecord record =
+        pod_decision(request.targets(), request.total(), pod_size_limit(request.targets(), config), door);
+    r.patch = shm_patch(request.spec(), request.targets(), request.total(), config, record);
+    r.patch.push_back(decision_annotation_op(pod, record));
     r.outcome = "patched";
     r.size = request.total();
     r.containers = request.target_names();

@@ -93,6 +93,10 @@ inline constexpr const char* kLabelOverBudget = "gpu-run.over-budget";
 // annotation, the webhook's and `gpu-run-ctl k8s`'s pod annotation, all of this name; the
 // hook, which cannot change the spec, writes it to <kDecisionDir>/<container id>.json.
 inline constexpr const char* kDecisionKey = "gpu-run.decision";
+// The same record in a container's environment, from the webhook: containerd copies a pod's
+// annotations into the spec only for a runtime handler that lists them (pod_annotations), while
+// the environment reaches the guard on any node (plain runc).
+inline constexpr const char* kEnvDecision = "GPU_RUN_DECISION";
 inline constexpr const char* kDecisionDir = "/run/gpu-run/decisions";
 // The node label of a node whose containerd has gpu-run's runtime handler, its value the
 // handler's name: the RuntimeClass's scheduling.nodeSelector (gpu-run-ctl k8s runtimeclass), put

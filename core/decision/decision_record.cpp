@@ -185,6 +185,8 @@ Recorded read_recorded(const RecordPlaces& places) {
     if (const std::string* v = lookup(places.annotations, kDecisionKey)) found = take(*v, "annotation");
   if (!found)
     if (const std::string* v = lookup(places.labels, kDecisionKey)) found = take(*v, "label");
+  if (!found)
+    if (const std::string* v = lookup(places.env, kEnvDecision)) found = take(*v, "environment");
   if (found) return out;
   static const std::map<std::string, std::string> kNone;
   out.legacy = recorded_request(places.env ? *places.env : kNone, places.labels ? *places.labels : kNone);

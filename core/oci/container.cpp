@@ -17,6 +17,58 @@ std::string short_id(const ContainerInfo& c) { return c.id.substr(0, 12); }
 
 std::string display_name(const ContainerInfo& c) { return c.name.empty() ? short_id(c) : c.name; }
 
+IpcMode parse_ipc_mode(const std::string& mode) {
+  IpcMode m;
+  m.text = mode;
+  static const std::string kJoined = "container:";
+  if (mode.empty() || mode == "private")
+    m.kind = IpcKind::kPrivate;
+  else if (mode == "shareable")
+    m.kind = IpcKind::kShareable;
+  else if (mode == "none")
+    m.kind = IpcKind::kNone;
+  else if (mode == "host")
+    m.kind = IpcKind::kHost;
+  else if (mode.compare(0, kJoined.size(), kJoined) == 0 && mode.size() > kJoined.size()) {
+    m.kind = IpcKind::kJoined;
+    m.owner = mode.substr(kJoined.size());
+  } else {
+    m.kind = IpcKind::kOther;
+  }
+  return m;
+}
+
+IpcMode ipc_mode_of_spec(const SpecFacts& spec) {
+  IpcMode m;
+  const std::string source = spec.shm_source.value_or("");
+  if (spec.shm_type == std::string("bind") && is_kubelet_empty_dir(source))
+    m.kind = IpcKind::kShareable;
+  else if (uses_host_shm(spec))
+    m.kind = IpcKind::kHost;
+  else if (spec.shm_type == std::string("bind"))
+    m.kind = IpcKind::kShareable;  // an engine's shm: the pod sandbox's, shared by its containers
+  return m;
+}
+
+std::string ipc_mode_name(const IpcMode& ipc) {
+  if (!ipc.text.empty()) return ipc.text;
+  switch (ipc.kind) {
+    case IpcKind::kPrivate:
+      return "private";
+    case IpcKind::kShareable:
+      return "shareable";
+    case IpcKind::kJoined:
+      return "container:" + ipc.owner;
+    case IpcKind::kNone:
+      return "none";
+    case IpcKind::kHost:
+      return "host";
+    case IpcKind::kOther:
+      break;
+  }
+  return "other";
+}
+
 ContainerInfo parse_inspect(const std::string& text, const std::string& engine) {
   nlohmann::json doc;
   try {
@@ -55,7 +107,7 @@ ContainerInfo parse_inspect(const std::string& text, const std::string& engine) 
       if (eq != std::string::npos) c.env[s.substr(0, eq)] = s.substr(eq + 1);
     }
   const auto host = doc.value("HostConfig", nlohmann::json::object());
-  c.ipc_mode = host.value("IpcMode", std::string());
+  c.ipc = parse_ipc_mode(host.value("IpcMode", std::string()));
   if (host.contains("Memory") && host["Memory"].is_number_integer() && host["Memory"].get<std::int64_t>() > 0)
     c.memory_limit = host["Memory"].get<std::uint64_t>();
   if (host.contains("ShmSize") && host["ShmSize"].is_number_integer() && host["ShmSize"].get<std::int64_t>() > 0)

@@ -7,10 +7,41 @@
 #include <string>
 
 #include "fd.hpp"
+#include "oci.hpp"
 
 namespace gpurun {
 
 namespace fs = std::filesystem;
+
+// How a container got its IPC namespace, and so its /dev/shm.
+enum class IpcKind {
+  kPrivate,    // its own tmpfs, mounted by the runtime in its mount namespace
+  kShareable,  // a tmpfs on the host bound in, which others may share: docker's "shareable", a pod's
+  kJoined,     // another container's ("container:X")
+  kNone,       // no /dev/shm at all ("none")
+  kHost,       // the host's: its IPC namespace, or a bind of the host's /dev/shm or a host path
+  kOther,      // anything else an engine may say
+};
+
+// A container's IPC mode as each engine's discovery found it: the kind, the owner of a joined
+// namespace, and the engine's own words (inspect's IpcMode; empty for containerd's spec), kept
+// for messages only.
+struct IpcMode {
+  IpcKind kind = IpcKind::kPrivate;
+  std::string owner;  // X of "container:X"
+  std::string text;
+};
+
+// Parses `docker|podman inspect`'s HostConfig.IpcMode ("" is the engine's default: private).
+IpcMode parse_ipc_mode(const std::string& mode);
+
+// The IPC mode an OCI spec gives (containerd's tasks): no ipc namespace of its own, or a bind of
+// anything but an engine's shm or a kubelet emptyDir at /dev/shm, is the host's; a bind of those
+// is shareable (the pod's); else private.
+IpcMode ipc_mode_of_spec(const SpecFacts& spec);
+
+// How a message names the mode: the engine's words, else the kind's ("host", "container:X", ...).
+std::string ipc_mode_name(const IpcMode& ipc);
 
 // A container as the ctl commands see it: what `docker|podman inspect` says, or for containerd's
 // own tasks what their OCI spec says, read once; and the spec's annotations where the engine
@@ -25,7 +56,7 @@ struct ContainerInfo {
   std::string status;                              // State.Status: created, running, exited, dead, ...
   std::optional<int> exit_code;                    // State.ExitCode once it has exited
   bool oom_killed = false;                         // State.OOMKilled
-  std::string ipc_mode;                            // private, shareable, host, none, container:X, ...
+  IpcMode ipc;                                     // from inspect's HostConfig.IpcMode, or the spec
   std::optional<std::uint64_t> memory_limit;       // HostConfig.Memory, when set
   std::optional<std::uint64_t> shm_size;           // HostConfig.ShmSize, when set
   std::map<std::string, std::string> labels;       // the engine's labels

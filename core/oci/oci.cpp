@@ -185,6 +185,10 @@ bool is_engine_shm_source(const std::string& source) {
   return dir.filename() == "mounts" && up.parent_path().filename() == "containers";  // docker
 }
 
+bool is_kubelet_empty_dir(const std::string& source) {
+  return source.find("/volumes/kubernetes.io~empty-dir/") != std::string::npos;
+}
+
 bool uses_host_shm(const SpecFacts& spec) {
   if (!spec.has_ipc_namespace) return true;
   return spec.shm_type == std::string("bind") && (!spec.shm_source || !is_engine_shm_source(*spec.shm_source));

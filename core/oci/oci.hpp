@@ -74,6 +74,9 @@ struct SpecFacts {
 // podman's and CRI-O's (.../userdata/shm).
 bool is_engine_shm_source(const std::string& source);
 
+// True for a kubelet emptyDir's path (<kubelet root>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>).
+bool is_kubelet_empty_dir(const std::string& source);
+
 // True when the container's /dev/shm is the host's: no ipc namespace of its own (--ipc=host), or
 // a bind from anything but an engine's own shm: the host's /dev/shm (containerd's app containers
 // of a hostIPC pod), a hostPath volume, `-v /run:/dev/shm`. Such a tmpfs is never resized.

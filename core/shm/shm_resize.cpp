@@ -5,24 +5,6 @@
 
 namespace gpurun {
 
-IpcMode parse_ipc_mode(const std::string& mode) {
-  IpcMode m;
-  static const std::string kJoined = "container:";
-  if (mode.empty() || mode == "private")
-    m.kind = IpcKind::kPrivate;
-  else if (mode == "shareable")
-    m.kind = IpcKind::kShareable;
-  else if (mode == "none")
-    m.kind = IpcKind::kNone;
-  else if (mode == "host")
-    m.kind = IpcKind::kHost;
-  else if (mode.compare(0, kJoined.size(), kJoined) == 0 && mode.size() > kJoined.size()) {
-    m.kind = IpcKind::kJoined;
-    m.joined = mode.substr(kJoined.size());
-  }
-  return m;
-}
-
 ResizePlan plan_resize(const std::string& name, const IpcMode& ipc, const ShmFacts& shm, const ResizeAsk& ask) {
   ResizePlan plan;
   plan.size = ask.size;
@@ -40,7 +22,7 @@ ResizePlan plan_resize(const std::string& name, const IpcMode& ipc, const ShmFac
     return plan;
   }
   if (ipc.kind == IpcKind::kJoined) {
-    plan.refusal = who + " joined the IPC namespace of container " + ipc.joined +
+    plan.refusal = who + " joined the IPC namespace of container " + ipc.owner +
                    ", which itself joined another: resize the one that owns it";
     return plan;
   }

@@ -9,25 +9,9 @@
 #include <optional>
 #include <string>
 
+#include "container.hpp"
+
 namespace gpurun {
-
-// How a container got its IPC namespace, and so its /dev/shm.
-enum class IpcKind {
-  kPrivate,    // its own tmpfs, mounted by the runtime in its mount namespace ("private", "")
-  kShareable,  // the engine's tmpfs on the host, bound in; others may join it ("shareable")
-  kJoined,     // another container's ("container:X")
-  kNone,       // no /dev/shm at all ("none")
-  kHost,       // the host's ("host")
-  kOther,      // anything else an engine may say
-};
-
-struct IpcMode {
-  IpcKind kind = IpcKind::kOther;
-  std::string joined;  // X of "container:X"
-};
-
-// Parses inspect's HostConfig.IpcMode.
-IpcMode parse_ipc_mode(const std::string& mode);
 
 // What the container's /dev/shm is now, measured from the host (resolved in its root
 // without following symlinks).

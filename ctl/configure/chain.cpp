@@ -1,5 +1,6 @@
 #include "chain.hpp"
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <iostream>
 
@@ -10,6 +11,18 @@
 #include "runtime_chain.hpp"
 
 namespace gpurun {
+
+CLI::Option* add_entry_options(CLI::App& cmd, std::optional<std::string>& config,
+                               std::optional<std::string>& runtime_path, const std::string& runtime_help, bool& undo,
+                               const std::string& undo_help) {
+  CLI::Option* config_option =
+      cmd.add_option(
+             "--config", config,
+             "The gpu-run config the runtime should read (default: $GPU_RUN_CONFIG, else /etc/gpu-run/config.json)")
+          ->type_name("PATH");
+  CLI::Option* runtime_option = cmd.add_option("--runtime-path", runtime_path, runtime_help)->type_name("PATH");
+  return cmd.add_flag("--undo", undo, undo_help)->excludes(config_option)->excludes(runtime_option);
+}
 namespace {
 
 constexpr std::size_t kMaxChainFileRead = 4096;

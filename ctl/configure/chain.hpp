@@ -5,9 +5,21 @@
 #include <string>
 #include <vector>
 
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
+
 namespace gpurun {
 
 namespace fs = std::filesystem;
+
+// The options every engine's `configure` takes for gpu-run-runtime's entry: --config (the gpu-run
+// config the runtime reads), --runtime-path (`runtime_help`) and --undo (`undo_help`), which
+// excludes both. Returns --undo, for the engine's own exclusions.
+CLI::Option* add_entry_options(CLI::App& cmd, std::optional<std::string>& config,
+                               std::optional<std::string>& runtime_path, const std::string& runtime_help, bool& undo,
+                               const std::string& undo_help);
 
 // The runtime an engine runs its containers under by default, as its config file names it:
 // what gpu-run's entry chains (docs/ARCHITECTURE.md, "The runtime chain").

@@ -9,6 +9,7 @@
 #include <toml.hpp>
 #include <vector>
 
+#include "chain.hpp"
 #include "contract.hpp"
 #include "error.hpp"
 #include "k8s_quantity.hpp"
@@ -602,18 +603,9 @@ void add_configure_containerd_command(CLI::App& configure) {
       ->type_name("PATH")
       ->capture_default_str();
   cmd->add_flag("--dry-run,--print", o->dry_run, "Print the resulting config.toml and write nothing");
-  CLI::Option* config =
-      cmd->add_option(
-             "--config", o->config,
-             "The gpu-run config the runtime should read (default: $GPU_RUN_CONFIG, else /etc/gpu-run/config.json)")
-          ->type_name("PATH");
-  CLI::Option* runtime_path =
-      cmd->add_option("--runtime-path", o->runtime_path,
-                      "gpu-run-runtime to run (default: next to gpu-run-ctl, else /usr/bin/gpu-run-runtime)")
-          ->type_name("PATH");
-  cmd->add_flag("--undo", o->undo, "Take the handler out again: restore config.toml from its backup, as it was before")
-      ->excludes(config)
-      ->excludes(runtime_path);
+  add_entry_options(*cmd, o->config, o->runtime_path,
+                    "gpu-run-runtime to run (default: next to gpu-run-ctl, else /usr/bin/gpu-run-runtime)", o->undo,
+                    "Take the handler out again: restore config.toml from its backup, as it was before");
   cmd->add_option("--handler", o->handler, "Name of the runtime handler (the RuntimeClass's handler)")
       ->type_name("NAME")
       ->capture_default_str();

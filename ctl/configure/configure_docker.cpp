@@ -5,6 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "chain.hpp"
 #include "config.hpp"
 #include "ctl_common.hpp"
 #include "error.hpp"
@@ -288,19 +289,9 @@ void add_configure_docker_command(CLI::App& configure) {
       cmd->add_flag("--set-default", o->set_default, "Also make gpu-run the default runtime (\"default-runtime\")");
   cmd->add_flag("--dry-run,--print", o->dry_run, "Print the resulting daemon.json and write nothing");
   cmd->add_option("--daemon-json", o->daemon_json, "The daemon.json to edit")->type_name("PATH")->capture_default_str();
-  CLI::Option* config =
-      cmd->add_option(
-             "--config", o->config,
-             "The gpu-run config the runtime should read (default: $GPU_RUN_CONFIG, else /etc/gpu-run/config.json)")
-          ->type_name("PATH");
-  CLI::Option* runtime_path =
-      cmd->add_option("--runtime-path", o->runtime_path, "gpu-run-runtime to register (default: next to gpu-run-ctl)")
-          ->type_name("PATH");
-  cmd->add_flag("--undo", o->undo,
-                "Take gpu-run's entry out again: restore daemon.json from its backup, as it was before")
-      ->excludes(set_default)
-      ->excludes(config)
-      ->excludes(runtime_path);
+  add_entry_options(*cmd, o->config, o->runtime_path, "gpu-run-runtime to register (default: next to gpu-run-ctl)",
+                    o->undo, "Take gpu-run's entry out again: restore daemon.json from its backup, as it was before")
+      ->excludes(set_default);
   cmd->footer(
       "Adds runtimes.\"gpu-run\".path and keeps every other key. gpu-run-runtime then execs the runtime\n"
       "containers run under now: dockerd's default-runtime (NVIDIA's, when nvidia-ctk made it the default),\n"

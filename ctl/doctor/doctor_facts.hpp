@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "container.hpp"
 #include "decision_record.hpp"
 #include "shm_mount.hpp"
 
@@ -42,7 +43,7 @@ struct DoctorFacts {
   std::uint64_t shm_size = 0;  // bytes, when shm_mount is not kMissing
   std::uint64_t shm_used = 0;
   std::optional<bool> shm_is_host;                 // same device as the host's /dev/shm (from the host only)
-  std::string ipc_mode;                            // inspect's IpcMode; inside: "host" or "" (own namespace)
+  std::optional<IpcMode> ipc;                      // the engine's (host: by the namespace); inside: host or unknown
   std::optional<std::uint64_t> memory_limit;       // the container's memory limit
   std::optional<unsigned> cpus;                    // CPUs the container may use
   std::string cpus_source;                         // how `cpus` was found, for the message

@@ -18,6 +18,7 @@
 #include "container.hpp"
 #include "contract.hpp"
 #include "decision_record.hpp"
+#include "engine_layout.hpp"
 #include "error.hpp"
 #include "fd.hpp"
 #include "host.hpp"
@@ -141,7 +142,7 @@ void gather_inside(DoctorFacts& f) {
   UniqueFd root(::open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) throw system_error("open /", errno);
   measure_shm(root.get(), "", f);
-  if (host_ipc) f.ipc_mode = "host";
+  if (host_ipc) f.ipc = IpcMode{IpcKind::kHost, "", ""};
   // probe_host reads the limits at the cgroup mount's root when /proc/self/cgroup names a
   // path the container cannot see (cgroup v1 without a cgroup namespace).
   const HostInfo h = probe_host();
@@ -225,6 +226,8 @@ InspectedContainer inspect_for_doctor(const std::string& engine, const std::stri
   out.engine = engine;
   out.name = name;
   out.info = parse_inspect(r.out, engine);
+  // gpu-run-runtime's record is an annotation of the spec, not a label: read where the guard reads it.
+  for (auto& [key, value] : engine_spec_annotations(out.info)) out.info.annotations[key] = std::move(value);
   nlohmann::json doc = nlohmann::json::parse(r.out, nullptr, false);
   if (doc.is_array() && !doc.empty()) doc = doc[0];
   out.host_config = doc.is_object() && doc.contains("HostConfig") && doc["HostConfig"].is_object()
@@ -303,11 +306,12 @@ void gather_from_host(const InspectedContainer& container, DoctorFacts& f) {
     throw usage_error("container '" + name +
                       "' is not running: doctor reads its /dev/shm through its process (start "
                       "it, or run gpu-run-ctl doctor inside it)");
-  f.ipc_mode = c.ipc_mode;
+  f.ipc = c.ipc;
   if (host.is_object() && host.contains("Runtime") && host["Runtime"].is_string()) f.runtime = host["Runtime"];
   // The IPC namespace itself settles --ipc=host (podman 4 reports it as "shareable").
   try {
-    if (in_host_ipc_namespace(std::to_string(c.pid), "container '" + name + "'")) f.ipc_mode = "host";
+    if (in_host_ipc_namespace(std::to_string(c.pid), "container '" + name + "'"))
+      f.ipc = IpcMode{IpcKind::kHost, "", ""};
   } catch (const Error&) {
     // Not readable (not root, another PID namespace): the engine's ipc mode stands.
   }
@@ -336,7 +340,7 @@ void gather_from_host(const InspectedContainer& container, DoctorFacts& f) {
 
   // kernel.shm* are per IPC namespace: --sysctl for the container's own, the host's with
   // --ipc=host.
-  if (f.ipc_mode == "host") {
+  if (f.ipc && f.ipc->kind == IpcKind::kHost) {
     local_sysctls(f);
   } else if (host.contains("Sysctls") && host["Sysctls"].is_object()) {
     for (const auto& [key, value] : host["Sysctls"].items())

@@ -51,7 +51,7 @@ nlohmann::json doctor_json(const DoctorFacts& f, const std::vector<Finding>& fin
   facts["shm_size_bytes"] = f.shm_size;
   facts["shm_used_bytes"] = f.shm_used;
   facts["shm_is_host"] = f.shm_is_host ? nlohmann::json(*f.shm_is_host) : nlohmann::json(nullptr);
-  facts["ipc_mode"] = f.ipc_mode.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.ipc_mode);
+  facts["ipc_mode"] = f.ipc ? nlohmann::json(ipc_mode_name(*f.ipc)) : nlohmann::json(nullptr);
   facts["memory_limit_bytes"] = f.memory_limit ? nlohmann::json(*f.memory_limit) : nlohmann::json(nullptr);
   facts["memory_fraction_max"] = f.memory_fraction_max;
   facts["cpus"] = f.cpus ? nlohmann::json(*f.cpus) : nlohmann::json(nullptr);

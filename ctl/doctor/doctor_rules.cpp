@@ -39,7 +39,9 @@ std::optional<std::string> env_of(const DoctorFacts& f, const std::string& name)
 // "GPU_RUN_SHM_SIZE=2g"
 std::string assignment(const char* name, const std::string& value) { return std::string(name) + "=" + value; }
 
-bool host_shm(const DoctorFacts& f) { return f.ipc_mode == "host" || f.shm_is_host.value_or(false); }
+bool ipc_is(const DoctorFacts& f, IpcKind kind) { return f.ipc && f.ipc->kind == kind; }
+
+bool host_shm(const DoctorFacts& f) { return ipc_is(f, IpcKind::kHost) || f.shm_is_host.value_or(false); }
 
 bool has_shm(const DoctorFacts& f) { return f.shm_mount == ShmMount::kTmpfs || f.shm_mount == ShmMount::kNotTmpfs; }
 
@@ -65,7 +67,7 @@ void add(std::vector<Finding>& out, Level level, const char* check, std::string 
 }
 
 void check_mount(const DoctorFacts& f, std::vector<Finding>& out) {
-  const std::string why = f.ipc_mode == "none" ? " (ipc mode none)" : "";
+  const std::string why = ipc_is(f, IpcKind::kNone) ? " (ipc mode none)" : "";
   const std::string fix =
       "restart it without --ipc=none, sized for the job: gpu-run --profile NAME IMAGE ... (or "
       "--shm-size SIZE)";
@@ -93,8 +95,7 @@ void check_mount(const DoctorFacts& f, std::vector<Finding>& out) {
 }
 
 void check_ipc(const DoctorFacts& f, std::vector<Finding>& out) {
-  const std::string& mode = f.ipc_mode;
-  if (mode == "host") {
+  if (ipc_is(f, IpcKind::kHost)) {
     add(out, Level::kWarn, "ipc",
         std::string(f.from_host ? "ipc mode host"
                                 : "this process is in the host's IPC namespace (--ipc=host, or not "
@@ -116,17 +117,17 @@ void check_ipc(const DoctorFacts& f, std::vector<Finding>& out) {
         "IMAGE ...");
     return;
   }
-  if (mode == "none") return;  // check_mount reports the missing /dev/shm
-  if (mode.rfind("container:", 0) == 0) {
+  if (ipc_is(f, IpcKind::kNone)) return;  // check_mount reports the missing /dev/shm
+  if (ipc_is(f, IpcKind::kJoined)) {
     add(out, Level::kOk, "ipc",
-        "shares " + mode.substr(10) + "'s IPC namespace and /dev/shm: that container's size is what counts");
-  } else if (mode.empty()) {
+        "shares " + f.ipc->owner + "'s IPC namespace and /dev/shm: that container's size is what counts");
+  } else if (!f.ipc) {
     add(out, Level::kOk, "ipc",
         f.from_host ? "ipc mode not reported by " + f.engine + "; /dev/shm is not the host's"
                     : "own IPC namespace (private, shareable or another container's): /dev/shm is "
                       "not the host's");
   } else {
-    add(out, Level::kOk, "ipc", "ipc mode " + mode + ": a /dev/shm of its own, not the host's");
+    add(out, Level::kOk, "ipc", "ipc mode " + ipc_mode_name(*f.ipc) + ": a /dev/shm of its own, not the host's");
   }
 }
 

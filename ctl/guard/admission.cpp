@@ -79,10 +79,8 @@ std::string guard_skip_reason(const ContainerInfo& c, bool all, const Recorded& 
   if (!all && !recorded.sized())
     return std::string("gpu-run did not size it (no ") + kDecisionKey + ", no " + kLabelProfile + " or " +
            kLabelShmSize + " label or annotation, no " + kEnvProfile + " or " + kEnvShmSize + "; --all guards it)";
-  if (c.shm_empty_dir) return "";
-  const IpcKind ipc = parse_ipc_mode(c.ipc_mode).kind;
-  if (ipc != IpcKind::kPrivate && ipc != IpcKind::kShareable)
-    return "--ipc " + c.ipc_mode.substr(0, 80) + ": no /dev/shm of its own to grow";
+  if (c.ipc.kind != IpcKind::kPrivate && c.ipc.kind != IpcKind::kShareable)
+    return "--ipc " + ipc_mode_name(c.ipc).substr(0, 80) + ": no /dev/shm of its own to grow";
   return "";
 }
 

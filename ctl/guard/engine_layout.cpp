@@ -4,6 +4,7 @@
 #include <sstream>
 #include <toml.hpp>
 
+#include "env.hpp"
 #include "error.hpp"
 #include "file_io.hpp"
 #include "process.hpp"
@@ -220,6 +221,23 @@ std::optional<TaskLayout> podman_layout(std::string& why) {
     why = std::string("podman info: ") + e.what();
     return std::nullopt;
   }
+}
+
+std::map<std::string, std::string> engine_spec_annotations(const ContainerInfo& c) {
+  if (!c.running || c.id.empty()) return {};
+  std::string why;
+  std::optional<TaskLayout> layout;
+  try {
+    if (c.engine == "docker")
+      layout = docker_layout(process_env("DOCKER_HOST").value_or(""), why);
+    else if (c.engine == "podman")
+      layout = podman_layout(why);
+  } catch (const Error&) {
+    return {};
+  }
+  if (!layout) return {};
+  const std::string ns = layout->namespaced && !layout->namespaces.empty() ? *layout->namespaces.begin() : "";
+  return bundle_annotations(task_bundle(*layout, TaskEvent{true, ns, c.id, c.pid}));
 }
 
 }  // namespace gpurun

@@ -6,10 +6,12 @@
 // then polls the engine's CLI.
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "container.hpp"
 #include "task_watch.hpp"
 
 namespace gpurun {
@@ -31,6 +33,12 @@ std::optional<TaskLayout> docker_layout(const std::string& docker_host, std::str
 // created it, and is gone when that process exits (podman keeps the directory until it is removed).
 std::optional<TaskLayout> podman_layout(std::string& why);
 TaskLayout podman_layout_at(const fs::path& run_root, const std::string& driver);
+
+// The annotations of a running Docker or podman container's OCI spec (gpu-run-runtime's decision
+// record, guard_annotations' keys), read from its task's bundle where docker_layout (for
+// DOCKER_HOST) or podman_layout finds it: what the guard reads, for doctor. None when the bundle
+// cannot be found or read.
+std::map<std::string, std::string> engine_spec_annotations(const ContainerInfo& c);
 
 // The value of flag `name` in a Go program's argv ("--name value", "--name=value", one dash or
 // two; the last one given wins), nullopt when absent.

@@ -28,6 +28,21 @@ void from_json(const nlohmann::json& j, GuardLimits& l) {
   if (!budget.is_null()) l.budget_bytes = budget.get<std::uint64_t>();
 }
 
+NLOHMANN_JSON_SERIALIZE_ENUM(IpcKind, {{IpcKind::kOther, "other"},
+                                       {IpcKind::kPrivate, "private"},
+                                       {IpcKind::kShareable, "shareable"},
+                                       {IpcKind::kJoined, "joined"},
+                                       {IpcKind::kNone, "none"},
+                                       {IpcKind::kHost, "host"}})
+
+void to_json(nlohmann::json& j, const IpcMode& m) { j = {{"kind", m.kind}, {"owner", m.owner}, {"text", m.text}}; }
+
+void from_json(const nlohmann::json& j, IpcMode& m) {
+  m.kind = j.at("kind").get<IpcKind>();
+  m.owner = j.at("owner").get<std::string>();
+  m.text = j.at("text").get<std::string>();
+}
+
 void to_json(nlohmann::json& j, const GuardStateEntry& e) {
   j = {{"id", e.info.id},
        {"name", e.info.name},
@@ -39,6 +54,7 @@ void to_json(nlohmann::json& j, const GuardStateEntry& e) {
        {"labels", e.info.labels},
        {"annotations", e.info.annotations},
        {"shm_empty_dir", e.info.shm_empty_dir},
+       {"ipc", e.info.ipc},
        {"limits", e.limits}};
 }
 
@@ -51,6 +67,7 @@ void from_json(const nlohmann::json& j, GuardStateEntry& e) {
   e.info.labels = j.at("labels").get<std::map<std::string, std::string>>();
   e.info.annotations = j.value("annotations", std::map<std::string, std::string>{});
   e.info.shm_empty_dir = j.value("shm_empty_dir", false);
+  if (j.contains("ipc")) e.info.ipc = j.at("ipc").get<IpcMode>();  // a state written before it: private
   e.start_time = j.at("start_time").get<std::uint64_t>();
   e.profile = j.at("profile").get<std::string>();
   e.note = j.at("note").get<std::string>();

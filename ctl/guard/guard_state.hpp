@@ -14,9 +14,9 @@
 
 namespace gpurun {
 
-// One guarded container as the state keeps it: its id, name, engine, pid, labels, annotations
-// and whether its /dev/shm is an emptyDir; its process's start time; its metrics' profile, the
-// note of its guarding line and its limits.
+// One guarded container as the state keeps it: its id, name, engine, pid, labels, annotations,
+// IPC mode and whether its /dev/shm is an emptyDir; its process's start time; its metrics'
+// profile, the note of its guarding line and its limits.
 struct GuardStateEntry {
   ContainerInfo info;
   std::uint64_t start_time = 0;
@@ -31,7 +31,8 @@ std::string guard_state_text(const std::vector<GuardStateEntry>& entries);
 // The entries of a state's text. A text that is not JSON, or not an array, has none; an entry
 // with a field missing or of the wrong type, an empty id, a pid or start time of 0 is skipped
 // (the first look at the engine finds that container). Fields a later version added are ignored,
-// and those an older one lacked (annotations, size_limit, recorded_ceiling) read as empty.
+// and those an older one lacked (annotations, size_limit, recorded_ceiling) read as empty; a
+// missing ipc reads as private, as that guard read the empty mode it restored.
 std::vector<GuardStateEntry> parse_guard_state(const std::string& text);
 
 // Field 22 of /proc/<pid>/stat, the process's start time in clock ticks after boot; 0 when unread.

@@ -229,10 +229,6 @@ std::map<std::string, std::string> bundle_annotations(const fs::path& bundle) {
   }
 }
 
-bool is_kubelet_empty_dir(const std::string& source) {
-  return source.find("/volumes/kubernetes.io~empty-dir/") != std::string::npos;
-}
-
 std::optional<ContainerInfo> task_container(const fs::path& root, const TaskEvent& task, std::string& why) {
   const fs::path dir = root / task.ns / task.id;
   ContainerInfo c;
@@ -251,7 +247,7 @@ std::optional<ContainerInfo> task_container(const fs::path& root, const TaskEven
     // A memory-backed emptyDir bound at /dev/shm (the webhook's route) is the pod's own, not the
     // host's, though its source is no engine's shm.
     c.shm_empty_dir = is_kubelet_empty_dir(spec.shm_source.value_or(""));
-    c.ipc_mode = uses_host_shm(spec) && !c.shm_empty_dir ? "host" : "private";
+    c.ipc = ipc_mode_of_spec(spec);
     c.annotations = guard_annotations(spec.annotations);
     auto name = spec.annotations.find(kCriContainerName);
     c.name = name != spec.annotations.end() ? name->second.substr(0, 128) : "";

@@ -125,9 +125,6 @@ fs::path task_bundle(const TaskLayout& layout, const TaskEvent& task);
 // guard_annotations of the spec in `bundle`; none when it cannot be read.
 std::map<std::string, std::string> bundle_annotations(const fs::path& bundle);
 
-// True for a kubelet emptyDir's path (<kubelet root>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>).
-bool is_kubelet_empty_dir(const std::string& source);
-
 // The CRI annotations of a pod's container, as containerd writes them into its spec.
 inline constexpr const char* kCriContainerType = "io.kubernetes.cri.container-type";
 inline constexpr const char* kCriContainerName = "io.kubernetes.cri.container-name";

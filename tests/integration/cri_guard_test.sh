@@ -161,6 +161,8 @@ for _ in $(seq 100); do grep -q "guarding container c0 (${e:0:12})" "$D/guard.er
 assert_contains "$(grep "(${e:0:12})" "$D/guard.err")" \
   "a memory-backed emptyDir (the plan 64MiB), never made smaller, grown up to its sizeLimit 544MiB, never past" \
   "the emptyDir pod is guarded up to its sizeLimit, never made smaller"
+assert_contains "$(grep "(${e:0:12})" "$D/guard.err")" "recorded by gpu-run-webhook in its environment" \
+  "...read from the record the webhook put in GPU_RUN_DECISION (no pod annotation reaches a plain runc's spec)"
 sleep 0.5 # about 50 samples of it
 assert_eq $((544 * 1024)) "$(it_cri exec "$e" df -k /dev/shm | awk 'NR == 2 { print $2 }')" \
   "df in the container with the guard running: 544 MiB, its sizeLimit (not lowered to the 64 MiB plan)"

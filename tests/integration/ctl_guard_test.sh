@@ -40,37 +40,7 @@ it_docker_image "$IMAGE"
 FILL='sleep 3; i=0; while [ $i -lt 12 ]; do head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1;
   i=$((i+1)); sleep 0.3; done; sleep 2; ls /dev/shm | wc -l; df -k /dev/shm'
 
-guard_pid=
-# shellcheck disable=SC2317  # called through it_on_exit
-stop_guard_at_exit() { [[ -n $guard_pid ]] && kill -KILL "$guard_pid" 2>/dev/null; true; }
-it_on_exit stop_guard_at_exit
-# Starts gpu-run-ctl guard ARGS... in the background, its stderr in $work/guard.err.
-start_guard() {
-  rm -f "$work/guard.err"
-  "$CTL" guard "$@" >"$work/guard.out" 2>"$work/guard.err" &
-  guard_pid=$!
-  wait_for "gpu-run-ctl: guard: guarding " "guard started"
-}
-# Waits (up to 15 s) until the guard's stderr holds TEXT.
-wait_for() {
-  local i
-  for ((i = 0; i < 150; i++)); do
-    grep -qF -- "$1" "$work/guard.err" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  it_fail "$2: no '$1' in the guard's stderr:"$'\n'"$(cat "$work/guard.err")"
-  return 1
-}
-# Sends SIGTERM and checks the guard exits 0.
-stop_guard() {
-  kill -TERM "$guard_pid"
-  local rc=0
-  wait "$guard_pid" || rc=$?
-  guard_pid=
-  assert_eq 0 "$rc" "$1: SIGTERM ends the guard with exit 0"
-  assert_contains "$(cat "$work/guard.err")" "gpu-run-ctl: guard: stopped" "$1: says it stopped"
-  it_log "$1: the guard's stderr:"$'\n'"$(cat "$work/guard.err")"
-}
+it_guard_setup "$CTL" "$work"
 run_fill() { docker run -d --shm-size 64m "$@" "$IMAGE" sh -c "$FILL" >/dev/null || it_die "docker run $* failed"; }
 # NAME: the container's /dev/shm size in KiB as its last df said.
 df_kb() { docker logs "$1" 2>/dev/null | awk '$NF == "/dev/shm" { print $2 }'; }
@@ -84,11 +54,11 @@ assert_exit 2 "$CTL" guard --interval 0
 assert_contains "$IT_ERR" "--interval 0" "--interval 0 refused"
 
 # ------------------------------------------------------------ labelled only
-start_guard
+it_guard_start
 # One node guard a host: a second one refuses (two would each count only their own growths).
 assert_exit 1 "$CTL" guard
 assert_contains "$IT_ERR" "another gpu-run-ctl guard runs on this host" "a second guard refuses to run"
-wait_for "watching docker's containers as they start (" "docker: dockerd's container directories watched"
+it_guard_wait_for "watching docker's containers as they start (" "docker: dockerd's container directories watched"
 assert_contains "$(cat "$work/guard.err")" "$d/exec/containerd/daemon/io.containerd.runtime.v2.task, containerd namespace moby" \
   "docker: the task directory of the containerd dockerd started under its --exec-root"
 run_fill --name labelled --label gpu-run.shm-size=64m
@@ -96,10 +66,10 @@ run_fill --name plain
 # A container of 1 s, gone before a 2 s poll would have listed it most of the time.
 docker run -d --name brief --shm-size 64m --label gpu-run.shm-size=64m "$IMAGE" sleep 1 >/dev/null ||
   it_die "docker run brief"
-wait_for "guarding container brief (" "brief: a 1 s container guarded"
-wait_for "stopped guarding container brief (" "brief: and no longer once it exited"
+it_guard_wait_for "guarding container brief (" "brief: a 1 s container guarded"
+it_guard_wait_for "stopped guarding container brief (" "brief: and no longer once it exited"
 docker rm -f brief >/dev/null
-wait_for "guarding container labelled" "labelled: picked up"
+it_guard_wait_for "guarding container labelled" "labelled: picked up"
 assert_eq 0 "$(docker wait labelled)" "labelled: wrote 96 MiB into a 64 MiB /dev/shm (exit 0)"
 assert_eq 12 "$(files labelled)" "labelled: all 12 files are there"
 kb=$(df_kb labelled)
@@ -109,7 +79,7 @@ assert_eq 1 "$(docker wait plain)" "plain: not guarded without --all, ran out of
 assert_contains "$(grep -F "container plain (" "$work/guard.err")" "not guarding container plain (" \
   "plain: passed over, and said so (the one admission rule for every engine)"
 assert_not_contains "$(cat "$work/guard.err")" "guard: guarding container plain (" "plain: never guarded"
-wait_for "stopped guarding container labelled" "labelled: guarding stops when it exits"
+it_guard_wait_for "stopped guarding container labelled" "labelled: guarding stops when it exits"
 grew=$(grep -c 'action=resized by=guard' "$hostlog" || true)
 [[ $grew -ge 1 ]] && it_pass "labelled: $grew growth line(s) in the host log" || it_fail "no growth in $hostlog"
 assert_eq "$grew" "$(growths_of labelled)" "labelled: one stderr line per logged growth"
@@ -117,22 +87,22 @@ assert_contains "$(head -n 1 "$hostlog")" "before=64m" "labelled: the first grow
 assert_contains "$(cat "$hostlog")" "container=$(docker inspect -f '{{.Id}}' labelled) action=resized" \
   "labelled: the host log names the container"
 it_log "host log:"$'\n'"$(cat "$hostlog")"
-stop_guard "labelled only"
+it_guard_stop "labelled only"
 
 # ------------------------------------------------------------ --all
 : >"$hostlog"
-start_guard --all --interval 5
+it_guard_start --all --interval 5
 assert_contains "$(cat "$work/guard.err")" "guarding every running docker container" "--all: says what it guards"
 run_fill --name plain2
 # Planned from its environment: imagenet, 2 workers x 96 images (55 MiB a batch).
 docker run -d --name planned --shm-size 64m --label gpu-run.profile=imagenet -e GPU_RUN_PROFILE=imagenet \
   -e GPU_RUN_NUM_WORKERS=2 -e GPU_RUN_BATCH_SIZE=96 "$IMAGE" sleep 300 >/dev/null || it_die "docker run planned"
 docker run -d --name victim --shm-size 64m "$IMAGE" sleep 300 >/dev/null || it_die "docker run victim"
-wait_for "guarding container planned" "planned: picked up"
+it_guard_wait_for "guarding container planned" "planned: picked up"
 assert_contains "$(cat "$work/guard.err")" "keeps 110.3MiB free (profile imagenet, 2 workers x a batch of 96)" \
   "planned: the plan's headroom, one batch per worker"
-wait_for "gpu-run-ctl: guard: container planned: /dev/shm 64MiB -> " "planned: grown at once (64 MiB < 110 MiB free)"
-wait_for "guarding container victim" "victim: picked up"
+it_guard_wait_for "gpu-run-ctl: guard: container planned: /dev/shm 64MiB -> " "planned: grown at once (64 MiB < 110 MiB free)"
+it_guard_wait_for "guarding container victim" "victim: picked up"
 docker rm -f victim >/dev/null
 assert_eq 0 "$(docker wait plain2)" "--all: the unlabelled container wrote its 96 MiB (exit 0)"
 assert_eq 12 "$(files plain2)" "--all: all 12 files are there"
@@ -141,11 +111,11 @@ kb=$(df_kb plain2)
   it_fail "--all: df shows [$kb] KiB"
 [[ $(growths_of plain2) -ge 1 ]] && it_pass "--all: $(growths_of plain2) growth line(s) for plain2" ||
   it_fail "--all: no growth for plain2"
-wait_for "stopped guarding container victim" "victim: removed mid-sample, guarding stops"
-kill -0 "$guard_pid" 2>/dev/null && it_pass "the guard survives a container removed under it" ||
+it_guard_wait_for "stopped guarding container victim" "victim: removed mid-sample, guarding stops"
+kill -0 "$IT_GUARD_PID" 2>/dev/null && it_pass "the guard survives a container removed under it" ||
   it_fail "the guard died"
 assert_not_contains "$(cat "$work/guard.err")" "terminate" "no crash in the guard's stderr"
-stop_guard "--all"
+it_guard_stop "--all"
 docker rm -f planned >/dev/null
 
 # ------------------------------------------------------------ --metrics
@@ -170,7 +140,7 @@ assert_contains "$IT_ERR" "gpu-run-metrics package" "--metrics without the modul
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port=$(free_port)
 : >"$hostlog"
-start_guard --metrics "127.0.0.1:$port"
+it_guard_start --metrics "127.0.0.1:$port"
 assert_contains "$(cat "$work/guard.err")" "metrics at http://127.0.0.1:$port/metrics" "--metrics: says where"
 # Ten clients that connect, and never send or read, held for 10 s (the server's threads wait 2 s each).
 python3 - "$port" 10 >"$work/idle.out" 2>&1 <<'PY' &
@@ -192,12 +162,12 @@ mkdir -p /run/gpu-run/resize
 exec {held}>"/run/gpu-run/resize/$id.lock"
 flock "$held"
 docker start scraped >/dev/null || it_die "docker start scraped"
-wait_for "guarding container scraped" "scraped: picked up"
+it_guard_wait_for "guarding container scraped" "scraped: picked up"
 sleep 1
 assert_not_contains "$(cat "$work/guard.err")" "container scraped: /dev/shm 64MiB" \
   "scraped: no growth while a resize holds the container's lock"
 exec {held}>&-
-wait_for "gpu-run-ctl: guard: container scraped: /dev/shm 64MiB -> 96MiB" "scraped: grown once the lock is free"
+it_guard_wait_for "gpu-run-ctl: guard: container scraped: /dev/shm 64MiB -> 96MiB" "scraped: grown once the lock is free"
 kill -0 "$idle_pid" 2>/dev/null && it_pass "--metrics: the growth came while the idle clients were connected" ||
   it_fail "--metrics: the idle clients were gone before the growth"
 # The growth comes as the use crosses 48 MiB, while the container still writes: the numbers are
@@ -239,27 +209,27 @@ for _ in $(seq 1 30); do
   sleep 1
 done
 assert_eq 0 "$orphaned" "--metrics: orphaned_bytes counted within 30 s, 0 (no engine's segment without a holder)"
-kill -KILL "$guard_pid"
-wait "$guard_pid" 2>/dev/null
-guard_pid=
+kill -KILL "$IT_GUARD_PID"
+wait "$IT_GUARD_PID" 2>/dev/null
+IT_GUARD_PID=
 
 # A unix socket: a killed guard's stale socket is replaced, SIGTERM removes it.
 sock=$work/metrics.sock
 for round in 1 2; do
-  start_guard --metrics "unix:$sock"
-  wait_for "guarding container scraped" "unix round $round: picked up"
+  it_guard_start --metrics "unix:$sock"
+  it_guard_wait_for "guarding container scraped" "unix round $round: picked up"
   [[ -S $sock ]] && it_pass "unix round $round: the socket is there" || it_fail "unix round $round: no socket $sock"
   metrics=$(curl -sS --max-time 10 --unix-socket "$sock" http://localhost/metrics)
   read -r size_kb used_kb < <(docker exec scraped df -k /dev/shm | awk '$NF == "/dev/shm" { print $2, $3 }')
   assert_eq $((size_kb * 1024)) "$(metric gpu_run_shm_size_bytes)" "unix round $round: size_bytes is df's"
   assert_eq $((used_kb * 1024)) "$(metric gpu_run_shm_used_bytes)" "unix round $round: used_bytes is df's"
   if [[ $round == 1 ]]; then
-    kill -KILL "$guard_pid"
-    wait "$guard_pid" 2>/dev/null
-    guard_pid=
+    kill -KILL "$IT_GUARD_PID"
+    wait "$IT_GUARD_PID" 2>/dev/null
+    IT_GUARD_PID=
   fi
 done
-stop_guard "unix socket"
+it_guard_stop "unix socket"
 [[ ! -e $sock ]] && it_pass "SIGTERM removes the socket" || it_fail "$sock left behind"
 
 # ------------------------------------------------------------ the CLI poll, when dockerd cannot be found
@@ -293,25 +263,25 @@ proxy_pid=$!
 stop_proxy() { kill "$proxy_pid" 2>/dev/null; true; }
 it_on_exit stop_proxy
 for _ in $(seq 50); do [[ -S $work/proxy.sock ]] && break; sleep 0.1; done
-DOCKER_HOST=unix://$work/proxy.sock start_guard
-wait_for "cannot watch docker's containers as they start (no dockerd process serves $work/proxy.sock)" \
+DOCKER_HOST=unix://$work/proxy.sock it_guard_start
+it_guard_wait_for "cannot watch docker's containers as they start (no dockerd process serves $work/proxy.sock)" \
   "through a proxy: says why it cannot watch"
 assert_contains "$(cat "$work/guard.err")" "polling \`docker ps\` every 2 s" "through a proxy: says it polls instead"
 docker run -d --name polled --shm-size 64m --label gpu-run.shm-size=64m "$IMAGE" sleep 300 >/dev/null ||
   it_die "docker run polled"
-wait_for "guarding container polled (" "through a proxy: a new container is found by polling"
-stop_guard "through a proxy"
+it_guard_wait_for "guarding container polled (" "through a proxy: a new container is found by polling"
+it_guard_stop "through a proxy"
 docker rm -f polled >/dev/null
 stop_proxy
 
 # IPv6 loopback, when the host has it.
 if python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0))' 2>/dev/null; then
   port=$(free_port)
-  start_guard --metrics "[::1]:$port"
-  wait_for "guarding container scraped" "[::1]: picked up"
+  it_guard_start --metrics "[::1]:$port"
+  it_guard_wait_for "guarding container scraped" "[::1]: picked up"
   metrics=$(curl -sS -g --max-time 10 "http://[::1]:$port/metrics")
   assert_contains "$metrics" "gpu_run_shm_size_bytes{$labels} $((size_kb * 1024))" "[::1]: scraped over IPv6"
-  stop_guard "[::1]"
+  it_guard_stop "[::1]"
 else
   it_log "no IPv6 loopback on this host: [::1] not tried"
 fi
@@ -324,22 +294,22 @@ it_podman_env "$p"
 it_podman_image "$IMAGE"
 : >"$hostlog"
 port=$(free_port)
-start_guard --engine podman --metrics "127.0.0.1:$port"
-wait_for "watching podman's containers as they start ($p/run/overlay-containers)" "podman: its run root watched"
+it_guard_start --engine podman --metrics "127.0.0.1:$port"
+it_guard_wait_for "watching podman's containers as they start ($p/run/overlay-containers)" "podman: its run root watched"
 podman run -d --name pfill --shm-size 64m --label gpu-run.shm-size=64m "$IMAGE" sh -c "$FILL" >/dev/null ||
   it_die "podman run pfill failed"
 podman run -d --name pbrief --shm-size 64m --label gpu-run.shm-size=64m "$IMAGE" sleep 1 >/dev/null ||
   it_die "podman run pbrief failed"
-wait_for "guarding container pbrief (" "podman: a 1 s container guarded"
-wait_for "stopped guarding container pbrief (" "podman: and no longer once it exited"
+it_guard_wait_for "guarding container pbrief (" "podman: a 1 s container guarded"
+it_guard_wait_for "stopped guarding container pbrief (" "podman: and no longer once it exited"
 podman rm -f pbrief >/dev/null 2>&1
-wait_for "guarding container pfill" "podman: picked up"
+it_guard_wait_for "guarding container pfill" "podman: picked up"
 assert_eq 0 "$(podman wait pfill)" "podman: wrote 96 MiB into a 64 MiB /dev/shm (exit 0)"
 pkb=$(podman logs pfill 2>/dev/null | awk '$NF == "/dev/shm" { print $2 }')
 [[ ${pkb:-0} -gt 98304 ]] && it_pass "podman: df inside shows /dev/shm grown to $pkb KiB" ||
   it_fail "podman: df shows [$pkb] KiB"
 [[ $(growths_of pfill) -ge 1 ]] && it_pass "podman: $(growths_of pfill) growth line(s)" || it_fail "podman: no growth"
-stop_guard "podman"
+it_guard_stop "podman"
 podman rm -f pfill >/dev/null 2>&1
 
 it_done

@@ -48,32 +48,7 @@ it_docker_image "$IMAGE"
 FILL='sleep 3; i=0; while [ $i -lt 14 ]; do head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1;
   i=$((i+1)); sleep 0.3; done; sleep 1; ls /dev/shm | wc -l; df -k /dev/shm'
 
-guard_pid=
-# shellcheck disable=SC2317  # called through it_on_exit
-stop_guard_at_exit() { [[ -n $guard_pid ]] && kill -KILL "$guard_pid" 2>/dev/null; true; }
-it_on_exit stop_guard_at_exit
-start_guard() {
-  "$CTL" guard "$@" >"$work/guard.out" 2>"$work/guard.err" &
-  guard_pid=$!
-  wait_for "gpu-run-ctl: guard: guarding the" "guard started"
-}
-wait_for() {
-  local i
-  for ((i = 0; i < 150; i++)); do
-    grep -qF -- "$1" "$work/guard.err" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  it_fail "$2: no '$1' in the guard's stderr:"$'\n'"$(cat "$work/guard.err")"
-  return 1
-}
-stop_guard() {
-  kill -TERM "$guard_pid"
-  local rc=0
-  wait "$guard_pid" || rc=$?
-  guard_pid=
-  assert_eq 0 "$rc" "$1: SIGTERM ends the guard with exit 0"
-  it_log "$1: the guard's stderr:"$'\n'"$(cat "$work/guard.err")"
-}
+it_guard_setup "$CTL" "$work"
 note_of() { grep -F "guard: guarding container $1 (" "$work/guard.err" | head -n 1; }
 # ENGINE NAME CEILING: the job's exit code, its file count and its last df (KiB) checked.
 check_job() {
@@ -85,8 +60,8 @@ check_job() {
 }
 
 # ------------------------------------------------------------ docker: wrapper, runtime, old keys
-start_guard --engine docker
-wait_for "watching docker's containers as they start (" "docker: dockerd's container directories watched"
+it_guard_start --engine docker
+it_guard_wait_for "watching docker's containers as they start (" "docker: dockerd's container directories watched"
 "$GPU_RUN" --engine docker --gpu-request none --profile-dir "$work/user" --profile userjob -d --name wrapped \
   "$IMAGE" sh -c "$FILL" >/dev/null || it_die "gpu-run -d wrapped failed"
 docker run -d --name runtimed --runtime gpu-run -e GPU_RUN_PROFILE=doorjob -e GPU_RUN_WORKERS=2 \
@@ -94,8 +69,8 @@ docker run -d --name runtimed --runtime gpu-run -e GPU_RUN_PROFILE=doorjob -e GP
 docker run -d --name old --shm-size 64m --label gpu-run.profile=doorjob -e GPU_RUN_PROFILE=doorjob \
   -e GPU_RUN_NUM_WORKERS=2 -e GPU_RUN_BATCH_SIZE=8 "$IMAGE" sh -c "$FILL" >/dev/null || it_die "docker run old failed"
 docker run -d --name plain --shm-size 64m "$IMAGE" sleep 30 >/dev/null || it_die "docker run plain failed"
-for name in wrapped runtimed old; do wait_for "guard: guarding container $name (" "$name: picked up"; done
-wait_for "not guarding container plain (" "plain: said"
+for name in wrapped runtimed old; do it_guard_wait_for "guard: guarding container $name (" "$name: picked up"; done
+it_guard_wait_for "not guarding container plain (" "plain: said"
 
 note=$(note_of wrapped)
 assert_contains "$note" "recorded by gpu-run in its label: profile userjob, 2 workers x a batch of 8" \
@@ -108,6 +83,12 @@ assert_contains "$note" "recorded by gpu-run-runtime in its annotation: profile 
 assert_contains "$note" "grows up to 128MiB" "runtimed: up to the recorded ceiling"
 assert_eq "" "$(docker inspect -f '{{index .Config.Labels "gpu-run.decision"}}' runtimed)" \
   "runtimed: no label: the record is in the spec only"
+# Doctor reads the same record, through the same read_recorded, from the task's bundle.
+doctored=$("$CTL" doctor runtimed 2>&1) || true
+assert_contains "$doctored" "gpu-run-runtime recorded (its annotation)" \
+  "runtimed: doctor shows the runtime's record from the spec"
+assert_contains "$doctored" "profile doorjob, 2 workers x a batch of 8, the guard may grow it to 128MiB" \
+  "runtimed: doctor shows the record's request and ceiling"
 note=$(note_of old)
 assert_contains "$note" "keeps 16MiB free (profile doorjob, 2 workers x a batch of 8)" \
   "old: sized before the record: planned from GPU_RUN_* as before"
@@ -118,7 +99,7 @@ check_job docker runtimed "the recorded ceiling"
 check_job docker old "its profile's max_shm, re-planned from its old keys"
 assert_contains "$(cat "$work/guard.err")" "the ceiling recorded when it was sized 128MiB" \
   "a growth capped by the recorded ceiling says so"
-stop_guard "docker"
+it_guard_stop "docker"
 docker rm -f wrapped runtimed old plain >/dev/null 2>&1
 
 # ------------------------------------------------------------ podman: the hook's state file
@@ -129,21 +110,21 @@ p=$(it_tmpdir)
 it_on_exit it_podman_cleanup "$p"
 it_podman_env "$p"
 it_podman_image "$IMAGE"
-start_guard --engine podman
-wait_for "watching podman's containers as they start (" "podman: its run root watched"
+it_guard_start --engine podman
+it_guard_wait_for "watching podman's containers as they start (" "podman: its run root watched"
 podman --hooks-dir "$hooks" run -d --name hooked --annotation gpu-run.profile=doorjob --annotation gpu-run.workers=2 \
   --annotation gpu-run.batch-size=8 "$IMAGE" sh -c "$FILL" >/dev/null || it_die "podman run hooked failed"
 id=$(podman inspect -f '{{.Id}}' hooked)
 assert_eq "gpu-run-hook" "$(jq -r .door "/run/gpu-run/decisions/$id.json")" "hooked: the hook's state file, keyed by its id"
-wait_for "guard: guarding container hooked (" "hooked: picked up"
+it_guard_wait_for "guard: guarding container hooked (" "hooked: picked up"
 note=$(note_of hooked)
 assert_contains "$note" "recorded by gpu-run-hook in its hook state file: profile doorjob, 2 workers x a batch of 8" \
   "hooked: the guard reads the hook's record"
 assert_contains "$note" "grows up to 128MiB" "hooked: up to the recorded ceiling"
 check_job podman hooked "the recorded ceiling"
-wait_for "stopped guarding container hooked (" "hooked: no longer guarded once it exited"
+it_guard_wait_for "stopped guarding container hooked (" "hooked: no longer guarded once it exited"
 [[ ! -e /run/gpu-run/decisions/$id.json ]] && it_pass "hooked: its state file removed once it exited" ||
   it_fail "hooked: /run/gpu-run/decisions/$id.json left behind"
-stop_guard "podman"
+it_guard_stop "podman"
 podman rm -f hooked >/dev/null 2>&1
 it_done

@@ -196,6 +196,15 @@ for before, after in zip(src, json_out["items"]):
                 check(record["door"] == door, "%s %s: the record names its door, %s" % (what, before["metadata"]["name"], door))
                 record["door"] = "a door"
                 pod["metadata"]["annotations"]["gpu-run.decision"] = json.dumps(record)
+            # ...and again in each sized container's GPU_RUN_DECISION, the same record.
+            for c in pod.get("spec", {}).get("containers", []) + pod.get("spec", {}).get("initContainers", []):
+                for e in c.get("env", []):
+                    if e.get("name") == "GPU_RUN_DECISION":
+                        in_env = json.loads(e["value"])
+                        check(in_env["door"] == door and record is not None and
+                              dict(in_env, door="a door") == record,
+                              "%s %s: GPU_RUN_DECISION is the pod's record" % (what, before["metadata"]["name"]))
+                        e["value"] = json.dumps(dict(in_env, door="a door"))
         name = "%s %s" % (what, before["metadata"]["name"])
         check(got == expected, name + ": k8s -f's template is the webhook's patch of the same pod" +
               ("" if got == expected else ": %s != %s" % (json.dumps(got)[:400], json.dumps(expected)[:400])))

@@ -212,6 +212,51 @@ it_done() {
 }
 
 # ---------------------------------------------------------------------------------------
+# A gpu-run-ctl guard in the background
+
+# it_guard_setup CTL WORK: the guard the it_guard_* functions start and stop: `CTL guard`, its
+# stdout and stderr in WORK/guard.out and WORK/guard.err, its pid in IT_GUARD_PID (empty when
+# none runs), killed at exit if it still runs.
+it_guard_setup() {
+  IT_GUARD_CTL=$1 IT_GUARD_WORK=$2 IT_GUARD_PID=
+  it_on_exit it__guard_kill
+}
+# shellcheck disable=SC2317  # called through it_on_exit
+it__guard_kill() { [[ -n $IT_GUARD_PID ]] && kill -KILL "$IT_GUARD_PID" 2>/dev/null; true; }
+
+# it_guard_start ARG...: starts `CTL guard ARG...` in the background (a fresh guard.err) and waits
+# until it says it guards.
+it_guard_start() {
+  rm -f "$IT_GUARD_WORK/guard.err"
+  "$IT_GUARD_CTL" guard "$@" >"$IT_GUARD_WORK/guard.out" 2>"$IT_GUARD_WORK/guard.err" &
+  IT_GUARD_PID=$!
+  it_guard_wait_for "gpu-run-ctl: guard: guarding " "guard started"
+}
+
+# it_guard_wait_for TEXT MSG: waits (up to 15 s) until the guard's stderr holds TEXT; fails MSG,
+# with that stderr, when it never does.
+it_guard_wait_for() {
+  local i
+  for ((i = 0; i < 150; i++)); do
+    grep -qF -- "$1" "$IT_GUARD_WORK/guard.err" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  it_fail "$2: no '$1' in the guard's stderr:"$'\n'"$(cat "$IT_GUARD_WORK/guard.err")"
+  return 1
+}
+
+# it_guard_stop MSG: sends SIGTERM, checks the guard exits 0 saying it stopped, logs its stderr.
+it_guard_stop() {
+  kill -TERM "$IT_GUARD_PID"
+  local rc=0
+  wait "$IT_GUARD_PID" || rc=$?
+  IT_GUARD_PID=
+  assert_eq 0 "$rc" "$1: SIGTERM ends the guard with exit 0"
+  assert_contains "$(cat "$IT_GUARD_WORK/guard.err")" "gpu-run-ctl: guard: stopped" "$1: says it stopped"
+  it_log "$1: the guard's stderr:"$'\n'"$(cat "$IT_GUARD_WORK/guard.err")"
+}
+
+# ---------------------------------------------------------------------------------------
 # Test images
 
 IT_APPLETS=(sh ash df cat dd sleep mount umount ls echo printf grep head tail wc true false

@@ -167,6 +167,9 @@ if phase == "main":
           and env.get("GPU_RUN_SHM_LIMIT") == "1024m"
           and env.get("GPU_RUN_NUM_WORKERS") == "2" and env.get("GPU_RUN_PROFILE") == "webtest",
           "GPU_RUN_* env added (the plan 193m: 8 * (16 MiB + 72 KiB) + 64 MiB), the pod's env kept")
+    check(env.get("GPU_RUN_DECISION") == (pod.metadata.annotations or {}).get("gpu-run.decision")
+          and json.loads(env.get("GPU_RUN_DECISION") or "{}").get("door") == "gpu-run-webhook",
+          "the pod's gpu-run.decision also in GPU_RUN_DECISION, where the guard reads it on any node")
     check(main.resources.limits["memory"] == "65729Mi" and main.resources.requests["memory"] == "32961Mi",
           "memory limit and request raised by 193Mi: " + str(main.resources.limits["memory"]))
 

@@ -16,6 +16,10 @@ class TempDir : public gpurun::TempDir {
 
   // Writes `text` to `rel` (creating parent directories) and returns the full path.
   fs::path write(const std::string& rel, const std::string& text) const;
+
+  // Writes an executable shell script of `body` to `rel` and returns its path: a stand-in for a
+  // helper the code under test runs (gpu-run-hook --remount, a runtime).
+  fs::path write_script(const std::string& rel, const std::string& body) const;
 };
 
 // A whole file's bytes ("" when it cannot be read).

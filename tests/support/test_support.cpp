@@ -18,6 +18,13 @@ fs::path TempDir::write(const std::string& rel, const std::string& text) const {
   return p;
 }
 
+fs::path TempDir::write_script(const std::string& rel, const std::string& body) const {
+  const fs::path p = write(rel, "#!/bin/sh\n" + body + "\n");
+  fs::permissions(p, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                         fs::perms::others_exec);
+  return p;
+}
+
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

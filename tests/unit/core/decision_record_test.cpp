@@ -168,6 +168,17 @@ TEST(DecisionRecord, TheNearestDoorWinsThenTheOldKeys) {
   const Recorded by_label = read_recorded({&labels, nullptr, &env, "c2", d.path()});
   EXPECT_EQ(by_label.record->door, "gpu-run");
   EXPECT_EQ(by_label.where, "label");
+  // The webhook's record in the environment (a node whose runtime handler lets no pod annotation
+  // into the spec): after the annotation and the label, before the old keys.
+  DecisionRecord webhook = planned();
+  webhook.door = "gpu-run-webhook";
+  std::map<std::string, std::string> env_record = env;
+  env_record[kEnvDecision] = decision_text(webhook);
+  const Recorded by_env = read_recorded({nullptr, nullptr, &env_record, "c2", d.path()});
+  EXPECT_EQ(by_env.record->door, "gpu-run-webhook");
+  EXPECT_EQ(by_env.where, "environment");
+  EXPECT_EQ(read_recorded({&labels, &annotations, &env_record, "c2", d.path()}).record->door, "gpu-run-runtime");
+  EXPECT_EQ(read_recorded({&labels, nullptr, &env_record, "c2", d.path()}).record->door, "gpu-run");
   // Without a record: the old keys, as before it existed.
   const Recorded old = read_recorded({nullptr, nullptr, &env, "c2", d.path()});
   EXPECT_FALSE(old.record);

@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <chrono>
 #include <thread>
@@ -16,13 +15,6 @@ namespace {
 
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
-
-// A stand-in for gpu-run-hook --remount: a shell script in a temp dir.
-fs::path fake_helper(const test::TempDir& dir, const std::string& name, const std::string& body) {
-  const fs::path p = dir.write(name, "#!/bin/sh\n" + body + "\n");
-  ::chmod(p.c_str(), 0755);
-  return p;
-}
 
 TEST(RemountArgsTest, RoundTripAndClearErrors) {
   const RemountRequest r{42, 512ull << 20, true, dev_t{77}};
@@ -62,8 +54,8 @@ TEST(RemountReportTest, AResultAndAnErrorComeBackAsTheHelperWroteThem) {
 TEST(RemountJobTest, CollectsTheHelpersReportAndPassesItTheRequest) {
   test::TempDir dir;
   const fs::path args = dir.path() / "args";
-  const fs::path helper = fake_helper(
-      dir, "helper", "echo \"$@\" > " + args.string() + "\necho '{\"outcome\":\"resized\",\"before\":1,\"after\":2}'");
+  const fs::path helper = dir.write_script(
+      "helper", "echo \"$@\" > " + args.string() + "\necho '{\"outcome\":\"resized\",\"before\":1,\"after\":2}'");
   RemountJob job(helper, RemountRequest{7, 4096, false, std::nullopt}, milliseconds(5000));
   const RemountOutcome o = job.wait();
   ASSERT_TRUE(o.result) << o.error;
@@ -75,7 +67,7 @@ TEST(RemountJobTest, CollectsTheHelpersReportAndPassesItTheRequest) {
 TEST(RemountJobTest, AnErrorReportKeepsItsExitCodeAndErrno) {
   test::TempDir dir;
   const fs::path helper =
-      fake_helper(dir, "helper", R"(echo '{"error":"setns: EPERM","errno":1,"exit_code":1}'; exit 1)");
+      dir.write_script("helper", R"(echo '{"error":"setns: EPERM","errno":1,"exit_code":1}'; exit 1)");
   const Error e = expect_error([&] {
     remount_shm(RemountRequest{7, 4096, false, std::nullopt}, helper, milliseconds(5000));
   });
@@ -95,7 +87,7 @@ TEST(RemountJobTest, AMissingHelperIsAClearError) {
 TEST(RemountJobTest, AHangingHelperNeverBlocksAPollAndIsKilledAtItsDeadline) {
   test::TempDir dir;
   const fs::path pid_file = dir.path() / "pid";
-  const fs::path helper = fake_helper(dir, "helper", "echo $$ > " + pid_file.string() + "\nexec sleep 600");
+  const fs::path helper = dir.write_script("helper", "echo $$ > " + pid_file.string() + "\nexec sleep 600");
   const auto start = Clock::now();
   RemountJob job(helper, RemountRequest{7, 4096, false, std::nullopt}, milliseconds(300));
   std::optional<RemountOutcome> done;
@@ -122,7 +114,7 @@ TEST(RemountJobTest, AHangingHelperNeverBlocksAPollAndIsKilledAtItsDeadline) {
 
 TEST(RemountJobTest, WaitEndsAtTheDeadlineToo) {
   test::TempDir dir;
-  const fs::path helper = fake_helper(dir, "helper", "exec sleep 600");
+  const fs::path helper = dir.write_script("helper", "exec sleep 600");
   const auto start = Clock::now();
   const Error e = expect_error([&] {
     remount_shm(RemountRequest{7, 4096, false, std::nullopt}, helper, milliseconds(200));

@@ -22,8 +22,8 @@ ResizeAsk ask(std::uint64_t size) {
   return a;
 }
 
-const IpcMode kPrivate{IpcKind::kPrivate, ""};
-const IpcMode kShareable{IpcKind::kShareable, ""};
+const IpcMode kPrivate{IpcKind::kPrivate, "", ""};
+const IpcMode kShareable{IpcKind::kShareable, "", ""};
 
 TEST(ShmResizeTest, ParsesIpcModes) {
   EXPECT_EQ(parse_ipc_mode("private").kind, IpcKind::kPrivate);
@@ -33,9 +33,31 @@ TEST(ShmResizeTest, ParsesIpcModes) {
   EXPECT_EQ(parse_ipc_mode("host").kind, IpcKind::kHost);
   const IpcMode joined = parse_ipc_mode("container:3f2a9c");
   EXPECT_EQ(joined.kind, IpcKind::kJoined);
-  EXPECT_EQ(joined.joined, "3f2a9c");
+  EXPECT_EQ(joined.owner, "3f2a9c");
   EXPECT_EQ(parse_ipc_mode("container:").kind, IpcKind::kOther);
   EXPECT_EQ(parse_ipc_mode("ns:/proc/1/ns/ipc").kind, IpcKind::kOther);
+  // Messages name the engine's words, else the kind.
+  EXPECT_EQ(ipc_mode_name(parse_ipc_mode("ns:/proc/1/ns/ipc")), "ns:/proc/1/ns/ipc");
+  EXPECT_EQ(ipc_mode_name(IpcMode{IpcKind::kJoined, "3f2a", ""}), "container:3f2a");
+  EXPECT_EQ(ipc_mode_name(IpcMode{IpcKind::kHost, "", ""}), "host");
+}
+
+// containerd's tasks: the mode from the spec's namespaces and /dev/shm mount, no engine's words.
+TEST(ShmResizeTest, TheIpcModeOfASpec) {
+  SpecFacts s;
+  EXPECT_EQ(ipc_mode_of_spec(s).kind, IpcKind::kHost);  // no ipc namespace
+  s.has_ipc_namespace = true;
+  EXPECT_EQ(ipc_mode_of_spec(s).kind, IpcKind::kPrivate);  // the runtime's own tmpfs, or none mounted
+  s.shm_type = "tmpfs";
+  EXPECT_EQ(ipc_mode_of_spec(s).kind, IpcKind::kPrivate);
+  s.shm_type = "bind";
+  s.shm_source = "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/abc/shm";
+  EXPECT_EQ(ipc_mode_of_spec(s).kind, IpcKind::kShareable);
+  s.shm_source = "/var/lib/kubelet/pods/u/volumes/kubernetes.io~empty-dir/dshm";
+  EXPECT_EQ(ipc_mode_of_spec(s).kind, IpcKind::kShareable);
+  s.shm_source = "/dev/shm";
+  EXPECT_EQ(ipc_mode_of_spec(s).kind, IpcKind::kHost);
+  EXPECT_EQ(ipc_mode_of_spec(s).text, "");
 }
 
 TEST(ShmResizeTest, GrowsAndShrinksDownToUsed) {
@@ -80,9 +102,9 @@ TEST(ShmResizeTest, MemoryBudgetUnlessForced) {
 }
 
 TEST(ShmResizeTest, RefusesWhatHasNoOwnShm) {
-  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kNone, ""}, ShmFacts{}, ask(kGiB)).refusal,
+  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kNone, "", ""}, ShmFacts{}, ask(kGiB)).refusal,
                   "container c has --ipc=none: it has no /dev/shm to resize");
-  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kHost, ""}, ShmFacts{}, ask(kGiB)).refusal,
+  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kHost, "", ""}, ShmFacts{}, ask(kGiB)).refusal,
                   "(--ipc=host): the host's /dev/shm is never resized");
   ShmFacts host_ipc = tmpfs(8 * kGiB, 0);
   host_ipc.host_ipc = true;
@@ -92,9 +114,9 @@ TEST(ShmResizeTest, RefusesWhatHasNoOwnShm) {
   bound.host_shm = true;
   EXPECT_CONTAINS(plan_resize("c", kPrivate, bound, ask(kGiB)).refusal,
                   "(-v /dev/shm:/dev/shm): the host's /dev/shm is never resized");
-  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kJoined, "x"}, tmpfs(kGiB, 0), ask(kGiB)).refusal,
+  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kJoined, "x", ""}, tmpfs(kGiB, 0), ask(kGiB)).refusal,
                   "resize the one that owns it");
-  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kOther, ""}, tmpfs(kGiB, 0), ask(kGiB)).refusal,
+  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kOther, "", ""}, tmpfs(kGiB, 0), ask(kGiB)).refusal,
                   "unknown IPC mode");
   ShmFacts dir;
   EXPECT_CONTAINS(plan_resize("c", kPrivate, dir, ask(kGiB)).refusal, "not a tmpfs mount of its own");
@@ -104,7 +126,7 @@ TEST(ShmResizeTest, RefusalsComeBeforeTheBudget) {
   // A refusal that nothing can override wins over one --force could.
   ResizeAsk a = ask(3 * kGiB);
   a.memory_limit = kGiB;
-  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kHost, ""}, ShmFacts{}, a).refusal, "never resized");
+  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kHost, "", ""}, ShmFacts{}, a).refusal, "never resized");
   a.force = true;
   EXPECT_CONTAINS(plan_resize("c", kPrivate, tmpfs(4 * kGiB, 3500 * kMiB), a).refusal, "holds now");
 }

@@ -22,7 +22,7 @@ DoctorFacts sized() {
   f.shm_size = 1464 * kMiB;
   f.shm_used = 10 * kMiB;
   f.shm_is_host = false;
-  f.ipc_mode = "private";
+  f.ipc = parse_ipc_mode("private");
   f.cpus = 8;
   f.cpus_source = "affinity 8";
   f.env = {{"GPU_RUN_PROFILE", "imagenet"},
@@ -117,7 +117,7 @@ TEST(Doctor, JustAboveTheDefaultIsOk) {
 
 TEST(Doctor, NoShmAtAllFails) {
   DoctorFacts f = plain();
-  f.ipc_mode = "none";
+  f.ipc = parse_ipc_mode("none");
   f.shm_mount = ShmMount::kMissing;
   f.shm_size = 0;
   const auto findings = diagnose(f);
@@ -136,7 +136,7 @@ TEST(Doctor, NoShmAtAllFails) {
 TEST(Doctor, ShmThatIsOnlyADirectoryOfDevFails) {
   DoctorFacts f = plain();
   f.shm_mount = ShmMount::kNotMount;
-  f.ipc_mode = "none";
+  f.ipc = parse_ipc_mode("none");
   const Finding x = finding(f, "shm-mount");
   EXPECT_EQ(x.level, Level::kFail);
   EXPECT_CONTAINS(x.message, "plain directory of /dev");
@@ -154,14 +154,14 @@ TEST(Doctor, ShmThatIsNotATmpfsWarns) {
 TEST(Doctor, IpcModes) {
   DoctorFacts f = sized();
   for (const char* mode : {"private", "shareable"}) {
-    f.ipc_mode = mode;
+    f.ipc = parse_ipc_mode(mode);
     EXPECT_EQ(level_of(f, "ipc"), Level::kOk) << mode;
     EXPECT_CONTAINS(finding(f, "ipc").message, mode);
   }
-  f.ipc_mode = "container:trainer";
+  f.ipc = parse_ipc_mode("container:trainer");
   EXPECT_EQ(level_of(f, "ipc"), Level::kOk);
   EXPECT_CONTAINS(finding(f, "ipc").message, "shares trainer's");
-  f.ipc_mode = "";
+  f.ipc.reset();
   EXPECT_EQ(level_of(f, "ipc"), Level::kOk);
   EXPECT_CONTAINS(finding(f, "ipc").message, "not reported by docker");
   f.from_host = false;
@@ -170,7 +170,7 @@ TEST(Doctor, IpcModes) {
 
 TEST(Doctor, IpcHostWarnsThatSizingDoesNotApply) {
   DoctorFacts f = plain();
-  f.ipc_mode = "host";
+  f.ipc = parse_ipc_mode("host");
   f.shm_size = 24 * kGiB;
   f.shm_is_host = true;
   const Finding x = finding(f, "ipc");
@@ -193,7 +193,7 @@ TEST(Doctor, OnTheHostItSaysWhereItLookedAndWhatToRunInstead) {
   f.from_host = false;
   f.on_host = true;
   f.target = "this machine (not in a container: the host's PID and IPC namespaces)";
-  f.ipc_mode = "host";
+  f.ipc = parse_ipc_mode("host");
   f.shm_size = 24 * kGiB;
   f.shm_used = 1 * kGiB;
   f.shm_is_host.reset();
@@ -341,7 +341,7 @@ TEST(Doctor, ShmSizeRequestThatIsNotASizeWarns) {
 
 TEST(Doctor, ShmSizeRequestWithHostShm) {
   DoctorFacts f = sized();
-  f.ipc_mode = "host";
+  f.ipc = parse_ipc_mode("host");
   f.shm_size = 24 * kGiB;
   EXPECT_EQ(level_of(f, "sizing"), Level::kOk);
   EXPECT_CONTAINS(finding(f, "sizing").message, "never resizes it");

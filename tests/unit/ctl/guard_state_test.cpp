@@ -17,6 +17,7 @@ GuardStateEntry entry() {
   e.info.labels = {{"gpu-run.profile", "imagenet"}};
   e.info.annotations = {{"io.kubernetes.cri.sandbox-name", "ddp-0"}};
   e.info.shm_empty_dir = true;
+  e.info.ipc = IpcMode{IpcKind::kJoined, "3f2a", "container:3f2a"};
   e.start_time = 987654;
   e.profile = "imagenet";
   e.note = "keeps 16MiB free";
@@ -45,6 +46,9 @@ TEST(GuardState, RoundTripsEveryField) {
   EXPECT_EQ(e.info.labels, entry().info.labels);
   EXPECT_EQ(e.info.annotations, entry().info.annotations);
   EXPECT_TRUE(e.info.shm_empty_dir);
+  EXPECT_EQ(e.info.ipc.kind, IpcKind::kJoined);
+  EXPECT_EQ(e.info.ipc.owner, "3f2a");
+  EXPECT_EQ(e.info.ipc.text, "container:3f2a");
   EXPECT_EQ(e.start_time, 987654u);
   EXPECT_EQ(e.profile, "imagenet");
   EXPECT_EQ(e.note, "keeps 16MiB free");
@@ -67,6 +71,23 @@ TEST(GuardState, AnOlderStateReadsAndBadEntriesAreSkipped) {
   EXPECT_TRUE(read[0].info.annotations.empty());
   EXPECT_EQ(read[0].limits.size_limit, 0u);
   EXPECT_EQ(read[0].limits.recorded_ceiling, 0u);
+  EXPECT_EQ(read[0].info.ipc.kind, IpcKind::kPrivate);
+  // As main wrote it before the IPC mode was kept: read as private, what that guard had admitted.
+  const std::string before_ipc = R"([{"id": "c", "name": "n", "engine": "containerd", "pid": 7, "start_time": 9,
+    "profile": "p", "note": "x", "labels": {}, "annotations": {"gpu-run.decision": "{}"}, "shm_empty_dir": true,
+    "limits": {"headroom": 1, "bound": 0, "batch": 0, "max_shm": 0, "size_limit": 5, "recorded_ceiling": 6,
+    "budget_bytes": null}}])";
+  const auto main_read = parse_guard_state(before_ipc);
+  ASSERT_EQ(main_read.size(), 1u);
+  EXPECT_EQ(main_read[0].info.ipc.kind, IpcKind::kPrivate);
+  EXPECT_TRUE(main_read[0].info.shm_empty_dir);
+  EXPECT_EQ(main_read[0].limits.recorded_ceiling, 6u);
+  // A kind a later version names reads as other (not guarded as private).
+  std::string later = guard_state_text({entry()});
+  later.replace(later.find("\"joined\""), 8, "\"future\"");
+  const auto later_read = parse_guard_state(later);
+  ASSERT_EQ(later_read.size(), 1u);
+  EXPECT_EQ(later_read[0].info.ipc.kind, IpcKind::kOther);
   for (const char* bad : {"", "not json", "{}", "[1]", R"([{"id": "a"}])"})
     EXPECT_TRUE(parse_guard_state(bad).empty()) << bad;
   GuardStateEntry no_id = entry(), no_pid = entry(), no_start = entry();

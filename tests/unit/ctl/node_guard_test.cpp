@@ -18,7 +18,7 @@ ContainerInfo running(std::map<std::string, std::string> labels, std::map<std::s
   c.name = "job";
   c.running = true;
   c.pid = 42;
-  c.ipc_mode = "private";
+  c.ipc = parse_ipc_mode("private");
   c.labels = std::move(labels);
   c.env = std::move(env);
   return c;
@@ -51,11 +51,11 @@ TEST(NodeGuardTest, GuardsLabelledContainersOrAnyWithAll) {
 TEST(NodeGuardTest, SkipsContainersWithoutAShmOfTheirOwnOrNotRunning) {
   for (const char* ipc : {"host", "none", "container:abc"}) {
     ContainerInfo c = running({{"gpu-run.profile", "imagenet"}});
-    c.ipc_mode = ipc;
+    c.ipc = parse_ipc_mode(ipc);
     EXPECT_CONTAINS(guard_skip_reason(c, true), "no /dev/shm of its own") << ipc;
   }
   ContainerInfo shareable = running({}, {});
-  shareable.ipc_mode = "shareable";
+  shareable.ipc = parse_ipc_mode("shareable");
   EXPECT_EQ(guard_skip_reason(shareable, true), "");
   ContainerInfo stopped = running({{"gpu-run.profile", "imagenet"}});
   stopped.running = false;

@@ -14,7 +14,7 @@ ContainerInfo container(const std::string& name, const std::string& id, const st
   c.engine = "docker";
   c.name = name;
   c.id = id;
-  c.ipc_mode = ipc;
+  c.ipc = parse_ipc_mode(ipc);
   c.running = true;
   c.pid = 42;
   return c;

@@ -212,7 +212,8 @@ TEST(TaskContainer, APodsContainerWithItsCriNamesAndGpuRunsRequest) {
   EXPECT_EQ(c->pid, 4242);
   EXPECT_EQ(c->name, "trainer");
   EXPECT_EQ(c->engine, "containerd");
-  EXPECT_EQ(c->ipc_mode, "private");  // the pod's own shm, bound from its sandbox
+  EXPECT_EQ(c->ipc.kind, IpcKind::kShareable);  // the pod's own shm, bound from its sandbox
+  EXPECT_EQ(c->ipc.text, "");                   // containerd says no words of its own
   EXPECT_EQ(c->memory_limit, std::optional<std::uint64_t>(1u << 30));
   EXPECT_EQ(c->annotations.at(kCriSandboxNamespace), "ml");
   EXPECT_EQ(c->annotations.at(kCriSandboxName), "ddp-0");
@@ -252,7 +253,7 @@ TEST(TaskContainer, AKubeletEmptyDirAtDevShmIsThePodsOwn) {
   std::string why;
   auto c = task_container(d.path(), TaskEvent{true, "k8s.io", "e1"}, why);
   ASSERT_TRUE(c) << why;
-  EXPECT_EQ(c->ipc_mode, "private");
+  EXPECT_EQ(c->ipc.kind, IpcKind::kShareable);
   EXPECT_TRUE(c->shm_empty_dir);
   // A hostPath at /dev/shm stays the host's.
   spec.replace(spec.find("/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~empty-dir/dshm"), 62, "/dev/shm");
@@ -260,7 +261,7 @@ TEST(TaskContainer, AKubeletEmptyDirAtDevShmIsThePodsOwn) {
   d.write("k8s.io/e2/config.json", spec);
   c = task_container(d.path(), TaskEvent{true, "k8s.io", "e2"}, why);
   ASSERT_TRUE(c) << why;
-  EXPECT_EQ(c->ipc_mode, "host");
+  EXPECT_EQ(c->ipc.kind, IpcKind::kHost);
   EXPECT_FALSE(c->shm_empty_dir);
 }
 

@@ -1,7 +1,6 @@
 #include "guard.hpp"
 
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -63,13 +62,6 @@ TEST(ShmGuardTest, AnEmptyDirAtItsSizeLimitIsLeftThereNeverLowered) {
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-// A stand-in for the remount helper (gpu-run-hook --remount): a shell script.
-fs::path fake_helper(const test::TempDir& dir, const std::string& name, const std::string& body) {
-  const fs::path p = dir.write(name, "#!/bin/sh\n" + body + "\n");
-  ::chmod(p.c_str(), 0755);
-  return p;
-}
-
 Config config_with_helper(const fs::path& helper) {
   Config config;
   config.log_file = "";
@@ -82,9 +74,9 @@ Config config_with_helper(const fs::path& helper) {
 // waits for it; at its deadline the hung helper is killed and counted as a failed growth.
 TEST(ShmGuardTest, AHangingRemountHoldsUpItsOwnContainerAndNoOther) {
   test::TempDir dir;
-  const Config hangs = config_with_helper(fake_helper(dir, "hangs", "exec sleep 600"));
+  const Config hangs = config_with_helper(dir.write_script("hangs", "exec sleep 600"));
   const Config grows = config_with_helper(
-      fake_helper(dir, "grows", R"(echo '{"outcome":"resized","before":67108864,"after":134217728}')"));
+      dir.write_script("grows", R"(echo '{"outcome":"resized","before":67108864,"after":134217728}')"));
   const milliseconds deadline(1500);
   ShmGuard stuck(GuardPolicy{}, GuardLimits{}, hangs, "test: stuck", deadline);
   ShmGuard other(GuardPolicy{}, GuardLimits{}, grows, "test: other", deadline);

@@ -65,6 +65,13 @@ TEST_F(PodReviewTest, PatchedRaisesTheLimitItFinds) {
   EXPECT_EQ(d.profile, "webtest");
   EXPECT_EQ(d.gpus, 2u);
   EXPECT_EQ(d.ceiling, parse_k8s_quantity(patched["spec"]["volumes"][0]["emptyDir"]["sizeLimit"], "sizeLimit"));
+  // The same record in the sized container's environment, where the guard finds it on any node
+  // (GPU_RUN_SHM_LIMIT kept for the guards that read only it).
+  std::map<std::string, std::string> env;
+  for (const json& e : patched["spec"]["containers"][0]["env"]) env[e["name"]] = e["value"];
+  EXPECT_EQ(env.at("GPU_RUN_DECISION"), patched["metadata"]["annotations"]["gpu-run.decision"]);
+  EXPECT_EQ(parse_size(env.at("GPU_RUN_SHM_LIMIT"), "limit"), d.ceiling);
+  EXPECT_FALSE(patched["spec"]["containers"][1].contains("env")) << "the sidecar is left alone";
   // A record the pod carried (forged) is replaced; a pod without annotations gets them.
   json forged = pod;
   forged["metadata"]["annotations"]["gpu-run.decision"] = R"({"version":1,"ceiling":1})";

@@ -210,7 +210,7 @@ TEST_F(ReviewTest, SizeLimitIsTheCeilingTheGuardMayGrowTo) {
   out = patched(p, run(review_of(p)));
   EXPECT_EQ(out["spec"]["containers"][0]["resources"]["requests"]["memory"], "1041Mi");
   EXPECT_EQ(size_limit(out), "17Mi");
-  EXPECT_EQ(out["spec"]["containers"][0]["env"].size(), 7u);
+  EXPECT_EQ(out["spec"]["containers"][0]["env"].size(), 8u);
 }
 
 TEST_F(ReviewTest, BuiltInImagenetWithEightGpusMatchesCtlPlan) {
@@ -384,12 +384,15 @@ TEST_F(ReviewTest, CollidingVolumeNameIsAvoided) {
 
 TEST_F(ReviewTest, ExistingGpuRunEnvIsReplacedNotDuplicated) {
   json p = pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "1"}})});
-  p["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_RUN_NUM_WORKERS"}, {"value", "9"}}});
+  p["spec"]["containers"][0]["env"] =
+      json::array({{{"name", "GPU_RUN_NUM_WORKERS"}, {"value", "9"}}, {{"name", "GPU_RUN_DECISION"}, {"value", "{}"}}});
   const json out = patched(p, run(review_of(p)));
   const json& env = out["spec"]["containers"][0]["env"];
   // Profile, GPUs, workers (under the request's name and its older one), batch size, shm size,
-  // its limit: each once.
-  EXPECT_EQ(env.size(), 7u);
+  // its limit, the decision record: each once (a record the pod carried is the webhook's now).
+  EXPECT_EQ(env.size(), 8u);
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_DECISION"),
+            out["metadata"]["annotations"]["gpu-run.decision"].get<std::string>());
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_GPUS"), "1");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_WORKERS"), "2");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "2");
@@ -402,8 +405,8 @@ TEST_F(ReviewTest, ContainerEnvIsARequestAsTheContractSays) {
   p["spec"]["containers"][0]["env"] = json::array({{{"name", "GPU_RUN_SHM_SIZE"}, {"value", "2g"}}});
   const json out = patched(p, run(review_of(p)));
   EXPECT_EQ(shm_volume_size(out), "2Gi");
-  EXPECT_EQ(size_limit(out), "2Gi");  // above max_shm, asked for: no room to grow
-  EXPECT_EQ(out["spec"]["containers"][0]["env"].size(), 2u);
+  EXPECT_EQ(size_limit(out), "2Gi");                          // above max_shm, asked for: no room to grow
+  EXPECT_EQ(out["spec"]["containers"][0]["env"].size(), 3u);  // the size, its limit, the record
 }
 
 TEST_F(ReviewTest, GpusAnnotationAndExplicitShmSize) {
