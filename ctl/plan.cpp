@@ -28,19 +28,19 @@ ShmPlan make_plan(const PlanOptions& o, const Config& config, HostInfo host, con
 }
 
 std::string plan_text(const ShmPlan& plan) {
-  std::string out = explain(plan) + "=> /dev/shm " + format_size(plan.shm);
-  if (plan.problem.empty()) return out + " (gpu-run passes --shm-size " + engine_size(plan.shm) + ")\n";
+  std::string out = explain(plan, kFlagWords) + "=> /dev/shm " + format_size(plan.shm);
+  if (plan.fits()) return out + " (gpu-run passes --shm-size " + engine_size(plan.shm) + ")\n";
   return out + " does not fit: gpu-run starts nothing with these flags (the problem above says what to change)\n";
 }
 
 void run_plan(const PlanOptions& o) {
   const ShmPlan plan = make_plan(o, load_ctl_config(), probe_host());
   if (o.json)
-    std::cout << plan_to_json(plan).dump(2) << "\n";
+    std::cout << plan_to_json(plan, kFlagWords).dump(2) << "\n";
   else
     std::cout << plan_text(plan);
   std::cout.flush();
-  require_fits(plan);
+  require_fits(plan, kFlagWords);
 }
 
 void add_plan_command(CLI::App& app) {

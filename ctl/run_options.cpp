@@ -24,6 +24,10 @@ SizingFlagOptions add_sizing_flags(CLI::App& cmd, SizingFlags& f, bool with_work
   o.prefetch_factor =
       cmd.add_option("--prefetch-factor", f.prefetch_factor, "DataLoader prefetch_factor (default: the profile's)")
           ->type_name("N");
+  o.gpu_request =
+      cmd.add_option("--gpu-request", f.gpu_request,
+                     "How --gpus reaches the engine: docker, cdi or none (default: the config's, else by engine)")
+          ->type_name("MODE");
   o.profile_dir = cmd.add_option("--profile-dir", f.profile_dirs, "Look for profiles in DIR first (repeatable)")
                       ->type_name("DIR")
                       ->allow_extra_args(false);
@@ -33,8 +37,6 @@ SizingFlagOptions add_sizing_flags(CLI::App& cmd, SizingFlags& f, bool with_work
 void add_run_options(CLI::App& cmd, RunOptions& o, bool with_workers) {
   add_sizing_flags(cmd, o.sizing, with_workers);
   cmd.add_option("--engine", o.engine, "docker or podman (default: the config's engine)")->type_name("ENGINE");
-  cmd.add_option("--gpu-request", o.gpu_request, "How --gpus reaches the engine: docker, cdi or none")
-      ->type_name("MODE");
   cmd.add_option("ARGS", o.args, "After --: [docker run options] IMAGE COMMAND...")->type_name("");
 }
 
@@ -57,7 +59,7 @@ WrapperOptions wrapper_options_for(const RunOptions& o, const std::string& comma
   merge(w.sizing.batch_size, o.sizing.batch_size, "--batch-size");
   merge(w.sizing.prefetch_factor, o.sizing.prefetch_factor, "--prefetch-factor");
   merge(w.engine, o.engine, "--engine");
-  merge(w.gpu_request, o.gpu_request, "--gpu-request");
+  merge(w.sizing.gpu_request, o.sizing.gpu_request, "--gpu-request");
   w.sizing.profile_dirs.insert(w.sizing.profile_dirs.begin(), o.sizing.profile_dirs.begin(),
                                o.sizing.profile_dirs.end());
   bool keep = false;

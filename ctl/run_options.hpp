@@ -22,7 +22,6 @@ namespace fs = std::filesystem;
 struct RunOptions {
   SizingFlags sizing;
   std::optional<std::string> engine;
-  std::optional<std::string> gpu_request;
   std::vector<std::string> args;  // after `--`
 };
 
@@ -34,11 +33,13 @@ struct SizingFlagOptions {
   CLI::Option* workers = nullptr;
   CLI::Option* batch_size = nullptr;
   CLI::Option* prefetch_factor = nullptr;
+  CLI::Option* gpu_request = nullptr;
   CLI::Option* profile_dir = nullptr;
 };
 
 // Registers gpu-run's sizing flags on `cmd`, filling `flags`: --profile, --gpus, --workers
-// (unless `with_workers` is false), --batch-size, --prefetch-factor and --profile-dir, each
+// (unless `with_workers` is false), --batch-size, --prefetch-factor, --gpu-request and
+// --profile-dir, each
 // with its one help text.
 SizingFlagOptions add_sizing_flags(CLI::App& cmd, SizingFlags& flags, bool with_workers = true);
 

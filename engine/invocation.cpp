@@ -52,9 +52,7 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
   inv.engine = o.engine.value_or(config.engine);
   if (inv.engine != "docker" && inv.engine != "podman")
     throw usage_error("--engine '" + inv.engine.substr(0, 40) + "': expected docker or podman");
-  std::string gpu_mode = o.gpu_request.value_or(effective_gpu_request(config, inv.engine));
-  if (gpu_mode != "docker" && gpu_mode != "cdi" && gpu_mode != "none")
-    throw usage_error("--gpu-request '" + gpu_mode.substr(0, 40) + "': expected docker, cdi or none");
+  const std::string gpu_mode = gpu_request_mode(o.sizing, config, inv.engine);
 
   // The door reads its flags and the engine options; core's one decision sizes.
   const EngineOptionFacts facts = scan_engine_options(o.engine_options);
@@ -66,25 +64,14 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
         "(gpu-run's own plan always fits the budget or is refused)");
   request.over_budget_chosen = o.over_budget;
   SpecFacts spec = engine_option_spec(facts);
-  if (gpu_mode == "none") {
-    // gpu-run hands no GPU to the engine: a pinned loader is planned as PyTorch runs it there.
-    spec.gpu_reach = GpuReach::none;
-    spec.gpu_reach_why = "--gpu-request none";
-  } else if (o.sizing.gpus) {
-    spec.gpu_reach = GpuReach::some;
-    spec.gpu_reach_why = "--gpu-request " + gpu_mode + " hands the GPUs to " + inv.engine;
-  }
+  add_gpu_reach(spec, o.sizing, gpu_mode, inv.engine);
   const ProfileStore store = sizing_store(o.sizing, config, env);
   const HostFacts host_facts = command_host_facts(host);
   const ShmDecision d = decide_shm(request, spec, config, store, host_facts);
   const std::string ipc = facts.ipc.value_or("");
   // --ipc=container:... and none: the engine gives this container no /dev/shm to size.
   const bool own_shm = ipc.compare(0, 10, "container:") != 0 && ipc != "none";
-  if (!d.error.empty() && own_shm) {
-    // A plan over the budget, in a person's words: the plan's problem names --memory and the flags.
-    if (d.over_budget && !request.shm_size && d.plan && !d.plan->problem.empty()) throw usage_error(d.plan->problem);
-    throw usage_error(d.error);
-  }
+  if (!d.error.empty() && own_shm) throw usage_error(d.error);
   // A plan to record and show even beside --shm-size or --ipc=host; its error is the flags'.
   inv.plan = d.plan ? *d.plan : plan_request(request, spec, config, store, host_facts);
   inv.applied_shm = d.act ? d.size : inv.plan.shm;
@@ -127,8 +114,9 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
                            ": DataLoader workers may die with a bus error; your " +
                            (facts.tmpfs_shm ? "tmpfs" : "--shm-size") + " wins");
   }
-  if (inv.sized && d.budget_waived && d.over_budget) {
-    inv.warnings.push_back(inv.users_size.substr(0, 200) + " (" + format_size(d.size) + ") " + d.over_budget->over +
+  if (inv.sized && d.budget_waived && d.refusal) {
+    const MemoryBudget budget{d.refusal->memory_limit, d.refusal->memory_fraction_max};
+    inv.warnings.push_back(inv.users_size.substr(0, 200) + " (" + format_size(d.size) + ") " + budget.over() +
                            ": kept, as --over-budget says you chose it; a full /dev/shm can get the container "
                            "OOM-killed (recorded as the label " +
                            kLabelOverBudget + ")");
@@ -176,7 +164,7 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
     a.push_back(name + "=" + value);
   }
   NameValues labels = container_labels(inv.plan.profile, inv.plan.gpus, recorded_shm);
-  if (inv.sized && d.budget_waived && d.over_budget) labels.emplace_back(kLabelOverBudget, "chosen");
+  if (inv.sized && d.budget_waived) labels.emplace_back(kLabelOverBudget, "chosen");
   for (const auto& [name, value] : labels) {
     a.push_back("--label");
     a.push_back(name + "=" + value);

@@ -35,11 +35,10 @@ constexpr std::pair<const char*, std::optional<std::string> SizingFlags::*> kSiz
     {"--gpus", &SizingFlags::gpus},
     {"--workers", &SizingFlags::workers},
     {"--batch-size", &SizingFlags::batch_size},
-    {"--prefetch-factor", &SizingFlags::prefetch_factor}};
+    {"--prefetch-factor", &SizingFlags::prefetch_factor},
+    {"--gpu-request", &SizingFlags::gpu_request}};
 constexpr std::pair<const char*, std::optional<std::string> WrapperOptions::*> kValueFields[] = {
-    {"--engine", &WrapperOptions::engine},
-    {"--gpu-request", &WrapperOptions::gpu_request},
-    {"--timeline", &WrapperOptions::timeline}};
+    {"--engine", &WrapperOptions::engine}, {"--timeline", &WrapperOptions::timeline}};
 
 // Long options of `docker run` and `podman run` that take no value. Every other long
 // option takes one (as `--opt value` or `--opt=value`).

@@ -11,9 +11,8 @@ namespace gpurun {
 
 // `gpu-run [gpu-run options] [engine run options] IMAGE [COMMAND [ARG...]]`, split.
 struct WrapperOptions {
-  SizingFlags sizing;                      // --profile, --gpus, --workers, ... --profile-dir
-  std::optional<std::string> engine;       // docker | podman
-  std::optional<std::string> gpu_request;  // docker | cdi | none
+  SizingFlags sizing;                 // --profile, --gpus, --workers, ... --gpu-request, --profile-dir
+  std::optional<std::string> engine;  // docker | podman
   bool dry_run = false;
   bool explain = false;
   bool json = false;

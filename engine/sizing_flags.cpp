@@ -10,9 +10,22 @@
 #include "units.hpp"
 
 namespace gpurun {
+
+const RequestWords kFlagWords = {
+    "--gpus",
+    "--workers",
+    "--batch-size",
+    "--shm-size",
+    "--memory",
+    "--memory",
+    "plan with the container's limit (--memory)",
+    engine_size,
+};
+
 ContainerRequest flags_request(const SizingFlags& o) {
   ContainerRequest r;
   r.origin = RequestOrigin::kFlags;
+  r.words = &kFlagWords;
   r.profile = o.profile;
   r.gpus = o.gpus;
   r.workers = o.workers;
@@ -44,8 +57,25 @@ SpecFacts engine_option_spec(const EngineOptionFacts& facts) {
   // --ipc=host: no ipc namespace of its own; a bind onto /dev/shm: the host's (uses_host_shm).
   spec.has_ipc_namespace = facts.ipc.value_or("") != "host";
   // A bind onto /dev/shm from the command line is never an engine's own shm (no source to check).
-  if (facts.host_shm_mount) spec.shm_type = "bind";
+  if (facts.host_shm_mount) spec.shm_type = SpecShmType::kBind;
   return spec;
+}
+
+std::string gpu_request_mode(const SizingFlags& flags, const Config& config, const std::string& engine) {
+  std::string mode = flags.gpu_request.value_or(effective_gpu_request(config, engine));
+  if (mode != "docker" && mode != "cdi" && mode != "none")
+    throw usage_error("--gpu-request '" + mode.substr(0, 40) + "': expected docker, cdi or none");
+  return mode;
+}
+
+void add_gpu_reach(SpecFacts& spec, const SizingFlags& flags, const std::string& mode, const std::string& engine) {
+  if (mode == "none") {
+    spec.gpu_reach = GpuReach::none;
+    spec.gpu_reach_why = "--gpu-request none";
+  } else if (flags.gpus) {
+    spec.gpu_reach = GpuReach::some;
+    spec.gpu_reach_why = "--gpu-request " + mode + " hands the GPUs to " + engine;
+  }
 }
 
 HostFacts command_host_facts(const HostInfo& host) {
@@ -67,7 +97,9 @@ Profile load_sizing_profile(const SizingFlags& flags, const Config& config, cons
 
 ShmPlan plan_from_flags(const SizingFlags& flags, const EngineOptionFacts& facts, const Config& config,
                         const HostFacts& host, const EnvLookup& env) {
-  return plan_request(flags_request(flags), engine_option_spec(facts), config, sizing_store(flags, config, env), host);
+  SpecFacts spec = engine_option_spec(facts);
+  add_gpu_reach(spec, flags, gpu_request_mode(flags, config, config.engine), config.engine);
+  return plan_request(flags_request(flags), spec, config, sizing_store(flags, config, env), host);
 }
 
 }  // namespace gpurun

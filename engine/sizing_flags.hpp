@@ -24,8 +24,12 @@ struct SizingFlags {
   std::optional<std::string> workers;  // DataLoader workers per GPU
   std::optional<std::string> batch_size;
   std::optional<std::string> prefetch_factor;
-  std::vector<std::string> profile_dirs;  // searched first, in order
+  std::optional<std::string> gpu_request;  // docker | cdi | none: how --gpus reaches the engine
+  std::vector<std::string> profile_dirs;   // searched first, in order
 };
+
+// How a person's command line names what to change when core refuses a size (refusal.hpp).
+extern const RequestWords kFlagWords;
 
 // The flags as a request for core's one decision (origin kFlags: a profile may be a path,
 // --gpus takes Docker's syntax, messages name the flags).
@@ -35,6 +39,14 @@ ContainerRequest flags_request(const SizingFlags& flags);
 // facts core's decision reads: --memory, --cpus, --cpuset-cpus, --ipc=host, a bind onto
 // /dev/shm. Throws Error (exit 2) naming the option when one is malformed.
 SpecFacts engine_option_spec(const EngineOptionFacts& facts);
+
+// How --gpus reaches the container: --gpu-request, else the config's for `engine`. Throws Error
+// (exit 2) for a value other than docker, cdi or none.
+std::string gpu_request_mode(const SizingFlags& flags, const Config& config, const std::string& engine);
+
+// What that mode says to core about the GPUs' reach: none hands no GPU to the engine (a pinned
+// loader is planned as PyTorch runs it there); docker and cdi hand it the --gpus.
+void add_gpu_reach(SpecFacts& spec, const SizingFlags& flags, const std::string& mode, const std::string& engine);
 
 // The host as the decision sees it from a person's command line on it.
 HostFacts command_host_facts(const HostInfo& host);
@@ -50,8 +62,9 @@ ProfileStore sizing_store(const SizingFlags& flags, const Config& config, const 
 // Throws Error.
 Profile load_sizing_profile(const SizingFlags& flags, const Config& config, const EnvLookup& env = process_env);
 
-// The plan for `flags` and the engine options' facts on `host`, through core's plan_request:
-// what gpu-run-ctl plan, resize and calibrate show. Throws Error naming the flag.
+// The plan for `flags` and the engine options' facts on `host`, through core's plan_request, the
+// GPUs' reach as gpu-run gives it with the config's engine: what gpu-run-ctl plan, resize and
+// calibrate show. Throws Error naming the flag.
 ShmPlan plan_from_flags(const SizingFlags& flags, const EngineOptionFacts& facts, const Config& config,
                         const HostFacts& host, const EnvLookup& env = process_env);
 

@@ -71,23 +71,17 @@ void add_env(json& ops, const PodShmTarget& t, std::uint64_t volume, std::uint64
   if (!fresh.empty()) ops.push_back({{"op", "add"}, {"path", path}, {"value", fresh}});
 }
 
-std::string who(const PodShmTarget& t) { return "container '" + k8s_shown(container_name(*t.container)) + "'"; }
-
 // The container's memory `section` ("limits" or "requests") as the patch leaves it: under
 // "raise", the old one plus this container's shm (and the limit at least to what the budget
 // needs); else as it is. Empty for a container without one.
 std::optional<std::uint64_t> patched_memory(const PodShmTarget& t, const char* section, const WebhookConfig& config) {
-  try {
-    const std::optional<std::uint64_t> old = container_memory(*t.container, section);
-    if (!old || config.policy != WebhookPolicy::kRaise) return old;
-    const std::uint64_t shm = t.decision.size;
-    std::uint64_t raised = *old + shm;
-    const MemoryBudget budget{raised, config.memory_fraction_max};
-    if (std::string(section) == "limits" && !budget.holds(shm)) raised = budget.limit_for(shm);
-    return raised;
-  } catch (const Error& e) {
-    throw CannotMeet{who(t) + ": " + e.what()};
-  }
+  const std::optional<std::uint64_t> old = container_memory(*t.container, section);  // names the container
+  if (!old || config.policy != WebhookPolicy::kRaise) return old;
+  const std::uint64_t shm = t.decision.size;
+  std::uint64_t raised = *old + shm;
+  const MemoryBudget budget{raised, config.memory_fraction_max};
+  if (std::string(section) == "limits" && !budget.holds(shm)) raised = budget.limit_for(shm);
+  return raised;
 }
 
 // The memory limit and request, each raised by this container's shm (patched_memory). A
@@ -126,20 +120,16 @@ std::uint64_t share_ceiling(const PodShmTarget& t, const WebhookConfig& config) 
 }  // namespace
 
 std::uint64_t pod_size_limit(const std::vector<PodShmTarget>& targets, const WebhookConfig& config) {
-  try {
-    // The kubelet mounts the emptyDir at its sizeLimit and evicts the pod when use passes it:
-    // the sizeLimit is the ceiling the node guard may grow /dev/shm to. The tmpfs starts there and
-    // the guard never lowers it (fail-static; docs/ARCHITECTURE.md, "A pod's memory-backed
-    // emptyDir"), so a pod has the same /dev/shm with or without a guard.
-    std::uint64_t size_limit = 0;
-    for (const PodShmTarget& t : targets) {
-      const std::uint64_t ceiling = share_ceiling(t, config);
-      size_limit = size_limit + ceiling < size_limit ? UINT64_MAX : size_limit + ceiling;
-    }
-    return size_limit;
-  } catch (const Error& e) {
-    throw CannotMeet{e.what()};
+  // The kubelet mounts the emptyDir at its sizeLimit and evicts the pod when use passes it:
+  // the sizeLimit is the ceiling the node guard may grow /dev/shm to. The tmpfs starts there and
+  // the guard never lowers it (fail-static; docs/ARCHITECTURE.md, "A pod's memory-backed
+  // emptyDir"), so a pod has the same /dev/shm with or without a guard.
+  std::uint64_t size_limit = 0;
+  for (const PodShmTarget& t : targets) {
+    const std::uint64_t ceiling = share_ceiling(t, config);
+    size_limit = size_limit + ceiling < size_limit ? UINT64_MAX : size_limit + ceiling;
   }
+  return size_limit;
 }
 
 DecisionRecord pod_decision(const std::vector<PodShmTarget>& targets, std::uint64_t total, std::uint64_t size_limit,
@@ -179,27 +169,27 @@ json decision_annotation_op(const json& pod, const DecisionRecord& record) {
 
 json shm_patch(const json& spec, const std::vector<PodShmTarget>& targets, std::uint64_t total,
                const WebhookConfig& config, const DecisionRecord& record) {
-  try {
-    const std::uint64_t size_limit = pod_size_limit(targets, config);
-    json ops = json::array();
-    const std::string volume = volume_name(spec);
-    append(ops, "/spec/volumes", member(spec, "volumes"),
-           {{"name", volume}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", k8s_quantity(size_limit)}}}});
-    for (const PodShmTarget& t : targets) {
-      const json& c = *t.container;
-      const std::string base = pointer(t);
-      append(ops, base + "/volumeMounts", member(c, "volumeMounts"), {{"name", volume}, {"mountPath", kShmMountPath}});
-      add_env(ops, t, total, size_limit, decision_text(record));
-      if (config.policy == WebhookPolicy::kRaise) raise_memory(ops, t, config);
-    }
-    return ops;
-  } catch (const Error& e) {
-    throw CannotMeet{e.what()};
+  const std::uint64_t size_limit = pod_size_limit(targets, config);
+  json ops = json::array();
+  const std::string volume = volume_name(spec);
+  append(ops, "/spec/volumes", member(spec, "volumes"),
+         {{"name", volume}, {"emptyDir", {{"medium", "Memory"}, {"sizeLimit", k8s_quantity(size_limit)}}}});
+  for (const PodShmTarget& t : targets) {
+    const json& c = *t.container;
+    const std::string base = pointer(t);
+    append(ops, base + "/volumeMounts", member(c, "volumeMounts"), {{"name", volume}, {"mountPath", kShmMountPath}});
+    add_env(ops, t, total, size_limit, decision_text(record));
+    if (config.policy == WebhookPolicy::kRaise) raise_memory(ops, t, config);
   }
+  return ops;
 }
 
-bool is_shm_volume_of_ours(const json& spec, const std::string& volume) {
-  if (volume.rfind(kShmVolumeName, 0) != 0) return false;
+bool is_shm_volume_of_ours(const json& spec, const json& container, const std::string& volume) {
+  bool ours = volume.rfind(kShmVolumeName, 0) == 0;
+  if (volume == kOldShmVolumeName)
+    for (const json& e : array_at(container, "env"))
+      if (string_at(e, "name") == kEnvShmLimit) ours = true;
+  if (!ours) return false;
   for (const json& v : array_at(spec, "volumes"))
     if (string_at(v, "name") == volume) {
       const json* e = member(v, "emptyDir");

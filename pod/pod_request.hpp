@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,15 +18,16 @@
 
 namespace gpurun {
 
-// Thrown for a pod the webhook leaves alone: allowed, no patch, maybe a warning.
-struct LeaveAlone {
-  std::string reason;
+// Why a pod gets no /dev/shm: an expected answer, returned (docs/ARCHITECTURE.md, "Errors and
+// exit codes").
+struct PodRefusal {
+  enum class Kind {
+    kLeaveAlone,  // nothing to do: allowed, no patch, a warning when `warn`
+    kCannotMeet,  // the request cannot be met: the policy decides (deny or warn)
+  };
+  Kind kind = Kind::kCannotMeet;
+  std::string reason;  // one line
   bool warn = false;
-};
-
-// Thrown for a pod whose request cannot be met: the policy decides.
-struct CannotMeet {
-  std::string reason;
 };
 
 // One container the webhook gives /dev/shm, with its decision.
@@ -43,8 +45,8 @@ class PodRequest {
   PodRequest(const nlohmann::json& pod, const WebhookConfig& config, const ProfileStore& store,
              const std::string* namespace_profile);
 
-  // Reads the request and decides each target; throws LeaveAlone or CannotMeet.
-  void decide();
+  // Reads the request and decides each target; the refusal when the pod gets no /dev/shm.
+  std::optional<PodRefusal> decide();
 
   // After decide(): the pod's spec, the containers that get /dev/shm, the sum of their sizes.
   const nlohmann::json& spec() const { return *spec_; }
@@ -60,12 +62,11 @@ class PodRequest {
   std::string target_names() const;
 
  private:
-  void decide_all();
-  void read_annotations();
-  void check_existing_mounts() const;
-  void choose_targets();
-  void decide_target(PodShmTarget& t);
-  static std::string over_budget_words(const ShmDecision& decision, bool asked_size);
+  std::optional<PodRefusal> decide_all();
+  std::optional<PodRefusal> read_annotations();
+  std::optional<PodRefusal> check_existing_mounts() const;
+  std::optional<PodRefusal> choose_targets();
+  std::optional<PodRefusal> decide_target(PodShmTarget& t);
 
   const nlohmann::json& pod_;
   const WebhookConfig& config_;

@@ -5,35 +5,56 @@
 
 namespace gpurun {
 
+const char* review_outcome_name(ReviewOutcome outcome) {
+  switch (outcome) {
+    case ReviewOutcome::kPatched:
+      return "patched";
+    case ReviewOutcome::kAllowed:
+      return "allowed";
+    case ReviewOutcome::kWarned:
+      return "warned";
+    case ReviewOutcome::kDenied:
+      return "denied";
+    case ReviewOutcome::kError:
+      return "error";
+  }
+  return "error";
+}
+
 PodReview review_pod(const nlohmann::json& pod, const WebhookConfig& config, const ProfileStore& store,
                      const std::string* default_profile, const std::string& door) {
   PodRequest request(pod, config, store, default_profile);
   PodReview r;
-  try {
-    request.decide();
-    // What it decided, once, on the pod (decision_record.hpp), and in its containers' environment.
-    const DecisionRecord record =
-        pod_decision(request.targets(), request.total(), pod_size_limit(request.targets(), config), door);
-    r.patch = shm_patch(request.spec(), request.targets(), request.total(), config, record);
-    r.patch.push_back(decision_annotation_op(pod, record));
-    r.outcome = "patched";
-    r.size = request.total();
-    r.containers = request.target_names();
-    r.default_profile_used = request.default_profile_used();
-  } catch (const LeaveAlone& leave) {
-    r.outcome = leave.warn ? "warned" : "allowed";
-    r.reason = leave.reason;
-    if (leave.warn) r.warning = leave.reason;
-  } catch (const CannotMeet& cannot) {
-    r.reason = cannot.reason;
-    // A pod that asked nothing is never denied for a default profile (as a host's
-    // default_profile is skipped with a warning, never failed, by default).
-    if (config.policy == WebhookPolicy::kWarn || request.by_namespace_default()) {
-      r.outcome = "warned";
-      r.warning = cannot.reason + "; the pod was admitted without a /dev/shm change";
-    } else {
-      r.outcome = "denied";
+  std::optional<PodRefusal> refused = request.decide();
+  if (!refused) {
+    try {
+      // What it decided, once, on the pod (decision_record.hpp), and in its containers' environment.
+      const DecisionRecord record =
+          pod_decision(request.targets(), request.total(), pod_size_limit(request.targets(), config), door);
+      r.patch = shm_patch(request.spec(), request.targets(), request.total(), config, record);
+      r.patch.push_back(decision_annotation_op(pod, record));
+      r.outcome = ReviewOutcome::kPatched;
+      r.size = request.total();
+      r.containers = request.target_names();
+      r.default_profile_used = request.default_profile_used();
+      return r;
+    } catch (const Error& e) {
+      refused = PodRefusal{PodRefusal::Kind::kCannotMeet, e.what(), false};
     }
+  }
+  r.reason = refused->reason;
+  if (refused->kind == PodRefusal::Kind::kLeaveAlone) {
+    r.outcome = refused->warn ? ReviewOutcome::kWarned : ReviewOutcome::kAllowed;
+    if (refused->warn) r.warning = refused->reason;
+    return r;
+  }
+  // A pod that asked nothing is never denied for a default profile (as a host's
+  // default_profile is skipped with a warning, never failed, by default).
+  if (config.policy == WebhookPolicy::kWarn || request.by_namespace_default()) {
+    r.outcome = ReviewOutcome::kWarned;
+    r.warning = refused->reason + "; the pod was admitted without a /dev/shm change";
+  } else {
+    r.outcome = ReviewOutcome::kDenied;
   }
   return r;
 }

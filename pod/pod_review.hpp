@@ -13,8 +13,14 @@
 
 namespace gpurun {
 
+// What became of a pod at admission; "error" only from the webhook's envelope (a malformed review).
+enum class ReviewOutcome { kPatched, kAllowed, kWarned, kDenied, kError };
+
+// "patched", "allowed", "warned", "denied", "error": the log's outcome= and the metrics' names.
+const char* review_outcome_name(ReviewOutcome outcome);
+
 struct PodReview {
-  std::string outcome;               // patched | allowed | warned | denied
+  ReviewOutcome outcome = ReviewOutcome::kAllowed;
   nlohmann::json patch;              // patched: the JSONPatch (RFC 6902) ops, paths from the pod's root
   std::string reason;                // why it was not patched, in one line ("" when patched)
   std::string warning;               // warned: the warning for the person who created the pod

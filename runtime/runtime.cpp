@@ -118,7 +118,7 @@ std::string chained_runtime(const std::string& chain_file) {
 SpecEdit edit_spec(nlohmann::json& spec, const SpecFacts& facts, const ShmDecision& d, const std::string& hook_path,
                    const std::string& config_file) {
   const int idx = find_shm_mount(spec);
-  if (idx >= 0 && facts.shm_type == std::string("tmpfs")) {
+  if (idx >= 0 && facts.shm_type == SpecShmType::kTmpfs) {
     if (facts.shm_size && *facts.shm_size >= d.size && !d.size_explicit)
       return {SpecEdit::kUnchanged, " before=" + engine_size(*facts.shm_size)};
     set_tmpfs_size(spec["mounts"][static_cast<std::size_t>(idx)], d.size);
@@ -166,7 +166,7 @@ namespace {
 std::optional<bool> resize_on_host(const Bundle& b, const ShmDecision& d, const DecisionContext& ctx,
                                    const std::string& who) {
   const SpecFacts& facts = b.facts;
-  if (facts.shm_type != std::string("bind") || !facts.shm_source || !is_engine_shm_source(*facts.shm_source))
+  if (facts.shm_type != SpecShmType::kBind || !facts.shm_source || !is_engine_shm_source(*facts.shm_source))
     return std::nullopt;
   // As the hook does: a failure fails the start only when asked for (dispose_failure).
   auto failure = [&](const std::string& message) {

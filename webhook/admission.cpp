@@ -31,12 +31,13 @@ ReviewResult review_admission(const std::string& body, const WebhookConfig& conf
   std::string where;  // namespace/pod for the log
   json response = {{"allowed", true}};
   ReviewResult r;
-  auto finish = [&](const std::string& outcome, const std::string& reason) {
+  auto finish = [&](ReviewOutcome outcome, const std::string& reason) {
     response["uid"] = uid;
     r.review = {{"apiVersion", api_version}, {"kind", "AdmissionReview"}, {"response", response}};
     r.outcome = outcome;
-    r.fields = "uid=" + log_quote(uid) + (where.empty() ? "" : " pod=" + log_quote(where)) + " outcome=" + outcome +
-               r.fields + (reason.empty() ? "" : " reason=" + log_quote(reason));
+    r.fields = "uid=" + log_quote(uid) + (where.empty() ? "" : " pod=" + log_quote(where)) +
+               " outcome=" + review_outcome_name(outcome) + r.fields +
+               (reason.empty() ? "" : " reason=" + log_quote(reason));
     return r;
   };
   auto warn = [&](const std::string& message) { response["warnings"] = json::array({"gpu-run: " + message}); };
@@ -44,44 +45,45 @@ ReviewResult review_admission(const std::string& body, const WebhookConfig& conf
     const json in = json::parse(body, nullptr, false);
     if (in.is_discarded()) {
       warn("malformed AdmissionReview: not JSON");
-      return finish("error", "malformed JSON");
+      return finish(ReviewOutcome::kError, "malformed JSON");
     }
     const json* request = member(in, "request");
     if (!request || !request->is_object()) {
       warn("malformed AdmissionReview: no request");
-      return finish("error", "no request");
+      return finish(ReviewOutcome::kError, "no request");
     }
     if (string_at(in, "apiVersion") == "admission.k8s.io/v1beta1") api_version = "admission.k8s.io/v1beta1";
     uid = string_at(*request, "uid");
     if (uid.size() > kMaxUidBytes) {
       uid.clear();
       warn("malformed AdmissionReview: request.uid is too long");
-      return finish("error", "uid too long");
+      return finish(ReviewOutcome::kError, "uid too long");
     }
     where = string_at(*request, "namespace");
     const json* kind = member(*request, "kind");
     if (!kind || string_at(*kind, "kind") != "Pod" || !string_at(*kind, "group").empty())
-      return finish("allowed", "not a Pod");
+      return finish(ReviewOutcome::kAllowed, "not a Pod");
     if (const json* op = member(*request, "operation"); op && op->is_string() && *op != "CREATE")
-      return finish("allowed", "operation " + k8s_shown(op->get<std::string>()) + ": only CREATE is changed");
-    if (!string_at(*request, "subResource").empty()) return finish("allowed", "a subresource");
+      return finish(ReviewOutcome::kAllowed,
+                    "operation " + k8s_shown(op->get<std::string>()) + ": only CREATE is changed");
+    if (!string_at(*request, "subResource").empty()) return finish(ReviewOutcome::kAllowed, "a subresource");
     const json* pod = member(*request, "object");
     if (!pod || !pod->is_object()) {
       warn("malformed AdmissionReview: request.object is not a Pod");
-      return finish("error", "no object");
+      return finish(ReviewOutcome::kError, "no object");
     }
     const auto ns_default = config.namespace_profiles.find(where);
     where += "/" + pod_label(*pod);
     const PodReview pod_review =
         review_pod(*pod, config, store, ns_default == config.namespace_profiles.end() ? nullptr : &ns_default->second);
     if (!pod_review.warning.empty()) warn(pod_review.warning);
-    if (pod_review.outcome == "patched") {
+    if (pod_review.outcome == ReviewOutcome::kPatched) {
       response["patchType"] = "JSONPatch";
       response["patch"] = base64_encode(pod_review.patch.dump());
       r.fields = " size=" + k8s_quantity(pod_review.size) + " containers=" + log_quote(pod_review.containers);
       if (!pod_review.default_profile_used.empty())
         r.fields += " namespace_profile=" + log_quote(pod_review.default_profile_used);
-    } else if (pod_review.outcome == "denied") {
+    } else if (pod_review.outcome == ReviewOutcome::kDenied) {
       response["allowed"] = false;
       response["status"] = {{"code", 403}, {"reason", "Forbidden"}, {"message", "gpu-run: " + pod_review.reason}};
     }
@@ -90,7 +92,7 @@ ReviewResult review_admission(const std::string& body, const WebhookConfig& conf
     response = {{"allowed", true}};
     warn(std::string("could not review the pod: ") + e.what());
     r.fields.clear();
-    return finish("error", e.what());
+    return finish(ReviewOutcome::kError, e.what());
   }
 }
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "pod_review.hpp"
 #include "profile_store.hpp"
 #include "webhook_config.hpp"
 
@@ -16,12 +17,12 @@ namespace gpurun {
 
 struct ReviewResult {
   nlohmann::json review;  // the AdmissionReview to send back
-  std::string outcome;    // patched | allowed | warned | denied | error
-  std::string fields;     // key=value for the log line: uid, namespace, pod, outcome, size, reason
+  ReviewOutcome outcome = ReviewOutcome::kAllowed;
+  std::string fields;  // key=value for the log line: uid, namespace, pod, outcome, size, reason
 };
 
 // Reviews one AdmissionReview request body. Never throws: malformed input is an allowed
-// response without a patch (outcome "error") or a denial with a reason.
+// response without a patch (outcome kError) or a denial with a reason.
 ReviewResult review_admission(const std::string& body, const WebhookConfig& config, const ProfileStore& store);
 
 }  // namespace gpurun

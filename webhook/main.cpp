@@ -143,9 +143,10 @@ int serve(const Options& o) {
     res.set_content(r.review.dump(), "application/json");
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     metrics.record(r.outcome, seconds);
-    const LogLevel level = r.outcome == "error"                               ? LogLevel::kError
-                           : (r.outcome == "denied" || r.outcome == "warned") ? LogLevel::kWarn
-                                                                              : LogLevel::kInfo;
+    const LogLevel level = r.outcome == ReviewOutcome::kError ? LogLevel::kError
+                           : (r.outcome == ReviewOutcome::kDenied || r.outcome == ReviewOutcome::kWarned)
+                               ? LogLevel::kWarn
+                               : LogLevel::kInfo;
     char took[32];
     std::snprintf(took, sizeof took, "%.6f", seconds);
     log_line(level, "event=review " + r.fields + " seconds=" + took);

@@ -4,12 +4,12 @@
 
 namespace gpurun {
 
-void WebhookMetrics::record(const std::string& outcome, double seconds) {
+void WebhookMetrics::record(ReviewOutcome outcome, double seconds) {
   ++reviews_;
-  if (outcome == "patched") ++patches_;
-  if (outcome == "denied") ++denials_;
-  if (outcome == "warned") ++warnings_;
-  if (outcome == "error") ++errors_;
+  if (outcome == ReviewOutcome::kPatched) ++patches_;
+  if (outcome == ReviewOutcome::kDenied) ++denials_;
+  if (outcome == ReviewOutcome::kWarned) ++warnings_;
+  if (outcome == ReviewOutcome::kError) ++errors_;
   std::lock_guard<std::mutex> lock(mutex_);
   for (std::size_t i = 0; i < kBuckets.size(); ++i)
     if (seconds <= kBuckets[i]) ++buckets_[i];

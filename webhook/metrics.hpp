@@ -8,6 +8,8 @@
 #include <mutex>
 #include <string>
 
+#include "pod_review.hpp"
+
 namespace gpurun {
 
 class WebhookMetrics {
@@ -15,8 +17,8 @@ class WebhookMetrics {
   // Upper bounds of the latency buckets, in seconds.
   static constexpr std::array<double, 10> kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0};
 
-  // Counts one review with its outcome (patched | allowed | warned | denied | error).
-  void record(const std::string& outcome, double seconds);
+  // Counts one review with its outcome.
+  void record(ReviewOutcome outcome, double seconds);
 
   // The exposition text (version 0.0.4).
   std::string render() const;

@@ -15,7 +15,7 @@ namespace gpurun {
 
 std::string invocation_json(const EngineInvocation& inv) {
   nlohmann::json j;
-  j["plan"] = plan_to_json(inv.plan);
+  j["plan"] = plan_to_json(inv.plan, kFlagWords);
   j["engine"] = inv.engine;
   j["argv"] = inv.argv;
   j["applied_shm_bytes"] = inv.applied_shm;
@@ -82,7 +82,7 @@ int run_wrapper(const WrapperOptions& o) {
   HostInfo host = probe_host();
   EngineInvocation inv = prepare_run(o, config, host);
   for (const auto& w : inv.warnings) print_warning("gpu-run", w);
-  if (o.explain) std::cerr << explain(inv.plan) << explain_outcome(inv);
+  if (o.explain) std::cerr << explain(inv.plan, kFlagWords) << explain_outcome(inv);
   if (o.json) {
     std::cout << invocation_json(inv) << "\n";
     return kExitOk;

@@ -108,7 +108,7 @@ Config parse_config(const std::string& text, const std::string& source) {
     } else if (key == "log_level") {
       c.log_level = one_of(source, key, v, {"error", "warn", "info", "debug"});
     } else if (key == "on_error") {
-      c.on_error = one_of(source, key, v, {"fail", "warn"});
+      c.on_error = one_of(source, key, v, {"fail", "warn"}) == "fail" ? OnError::kFail : OnError::kWarn;
     } else if (key == "memory_fraction_max") {
       c.memory_fraction_max = fraction(source, key, v);
     } else if (key == "guard") {

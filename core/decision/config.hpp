@@ -13,6 +13,10 @@ namespace fs = std::filesystem;
 
 constexpr const char* kDefaultConfigPath = "/etc/gpu-run/config.json";
 
+// What a door does when a host default (default_profile) cannot size a container: the config's
+// on_error, "warn" (start it unsized, with a warning) or "fail" (fail its start).
+enum class OnError { kWarn, kFail };
+
 // Host configuration (/etc/gpu-run/config.json); defaults when the file is missing.
 struct Config {
   std::optional<std::string> default_profile;  // null: containers that name nothing are left alone
@@ -22,12 +26,12 @@ struct Config {
   std::vector<std::string> runtimes = {"runc"};
   fs::path hook_path;  // empty: gpu-run-hook next to the binary
   fs::path log_file = "/var/log/gpu-run.log";
-  std::string log_level = "info";    // error | warn | info | debug
-  std::string on_error = "warn";     // fail | warn, for host-default sizing
-  double memory_fraction_max = 0.5;  // shm may take at most this share of a memory limit
-  fs::path perf_log;                 // empty: $XDG_STATE_HOME/gpu-run/perf.jsonl
-  GuardPolicy guard;                 // gpu-run --guard: {"min_free_fraction", "step_fraction"}
-  fs::path source;                   // the file read, empty when defaults
+  std::string log_level = "info";     // error | warn | info | debug
+  OnError on_error = OnError::kWarn;  // for host-default sizing
+  double memory_fraction_max = 0.5;   // shm may take at most this share of a memory limit
+  fs::path perf_log;                  // empty: $XDG_STATE_HOME/gpu-run/perf.jsonl
+  GuardPolicy guard;                  // gpu-run --guard: {"min_free_fraction", "step_fraction"}
+  fs::path source;                    // the file read, empty when defaults
 };
 
 // The config path: `explicit_path` if given, else $GPU_RUN_CONFIG, else the default.

@@ -28,7 +28,7 @@ namespace {
 // Fail or skip, by the one policy; `fields` follow the action on the log line.
 Disposition fail_or_skip(const std::string& message, bool explicit_request, const Config& config,
                          const std::string& fields) {
-  const bool must_fail = explicit_request || config.on_error == "fail";
+  const bool must_fail = explicit_request || config.on_error == OnError::kFail;
   Disposition out;
   out.action = must_fail ? Action::kFail : Action::kSkip;
   out.level = must_fail ? LogLevel::kError : LogLevel::kWarn;

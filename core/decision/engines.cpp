@@ -43,7 +43,7 @@ const char* const kDeepSpeedSource =
 
 std::string times(std::uint64_t n) { return std::to_string(n) + " x "; }
 
-EngineTerm vllm_term(const VllmSpec& s, unsigned ranks, std::string& problem) {
+EngineTerm vllm_term(const VllmSpec& s, unsigned ranks, std::optional<Refusal>& refusal) {
   EngineTerm t;
   t.engine = "vllm";
   t.source = kVllmSource;
@@ -52,11 +52,12 @@ EngineTerm vllm_term(const VllmSpec& s, unsigned ranks, std::string& problem) {
   const std::uint64_t kv = round_up(s.kv_offloading_size, kShmPage);
   std::string kv_text = kv ? " + kv_offloading_size " + format_size(kv) : "";
   if (world % tp != 0) {
-    problem = "vLLM's engines.vllm.tensor_parallel_size " + std::to_string(tp) + " does not divide the " +
-              std::to_string(world) +
-              " GPU(s) of the plan (vLLM's world is tensor x pipeline parallel): request a multiple of it with "
-              "--gpus, or change tensor_parallel_size in the profile";
-    t.formula = "not sized: " + problem;
+    refusal = Refusal{};
+    refusal->kind = RefusalKind::kVllmTensorParallel;
+    refusal->ranks = static_cast<unsigned>(world);
+    refusal->tensor_parallel = tp;
+    t.formula = "not sized: tensor_parallel_size " + std::to_string(tp) + " does not divide the " +
+                std::to_string(world) + " GPU(s) of the plan";
     return t;
   }
   if (world == 1) {
@@ -90,7 +91,7 @@ EngineTerm vllm_term(const VllmSpec& s, unsigned ranks, std::string& problem) {
 
 bool on_dev_shm(const std::string& dir) { return dir == "/dev/shm" || dir.rfind("/dev/shm/", 0) == 0; }
 
-EngineTerm ray_term(const RaySpec& s, std::optional<std::uint64_t> memory_limit, std::string& problem) {
+EngineTerm ray_term(const RaySpec& s, std::optional<std::uint64_t> memory_limit, std::optional<Refusal>& refusal) {
   EngineTerm t;
   t.engine = "ray";
   t.source = kRaySource;
@@ -107,12 +108,11 @@ EngineTerm ray_term(const RaySpec& s, std::optional<std::uint64_t> memory_limit,
   char fraction[32];
   std::snprintf(fraction, sizeof fraction, "%g", s.object_store_fraction);
   if (!memory_limit) {
-    problem = "Ray's object store defaults to " + std::string(fraction) +
-              " of the container's memory (engines.ray.object_store_fraction) and the plan has no memory limit to "
-              "take it from: plan with the container's limit (--memory to gpu-run and gpu-run-ctl plan; the webhook "
-              "passes the pod's under its deny and warn policies, not under raise, which raises the limit Ray reads), "
-              "or set engines.ray.object_store_memory in the profile";
-    t.formula = "not sized: " + problem;
+    refusal = Refusal{};
+    refusal->kind = RefusalKind::kRayNoMemoryLimit;
+    refusal->object_store_fraction = s.object_store_fraction;
+    t.formula = "not sized: the object store defaults to " + std::string(fraction) +
+                " of the container's memory and the plan has no memory limit";
     return t;
   }
   // int(avail_memory * proportion), avail_memory at most the limit (Ray reads the cgroup's).
@@ -171,15 +171,15 @@ std::uint64_t deepspeed_workspace_bytes() {
 EnginesPlan plan_engines(const Profile& profile, unsigned ranks, std::optional<std::uint64_t> memory_limit) {
   EnginesPlan plan;
   const Engines& e = profile.engines;
-  std::string vllm_problem;
-  std::string ray_problem;
-  if (e.vllm) plan.terms.push_back(vllm_term(*e.vllm, ranks, vllm_problem));
-  if (e.ray) plan.terms.push_back(ray_term(*e.ray, memory_limit, ray_problem));
+  std::optional<Refusal> vllm_refusal;
+  std::optional<Refusal> ray_refusal;
+  if (e.vllm) plan.terms.push_back(vllm_term(*e.vllm, ranks, vllm_refusal));
+  if (e.ray) plan.terms.push_back(ray_term(*e.ray, memory_limit, ray_refusal));
   if (e.triton_python) plan.terms.push_back(triton_term(*e.triton_python));
   if (e.deepspeed) plan.terms.push_back(deepspeed_term(*e.deepspeed, ranks));
   for (const EngineTerm& t : plan.terms) plan.bytes = sat_add(plan.bytes, t.bytes);
-  const std::string& problem = vllm_problem.empty() ? ray_problem : vllm_problem;
-  if (!problem.empty()) plan.problem = "profile " + profile.name + ": " + problem;
+  plan.refusal = vllm_refusal ? vllm_refusal : ray_refusal;
+  if (plan.refusal) plan.refusal->profile = profile.name;
   return plan;
 }
 

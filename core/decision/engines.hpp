@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "profile.hpp"
+#include "refusal.hpp"
 
 namespace gpurun {
 
@@ -25,8 +26,8 @@ struct EngineTerm {
 struct EnginesPlan {
   std::vector<EngineTerm> terms;  // in the order vllm, ray, triton_python, deepspeed
   std::uint64_t bytes = 0;        // their sum
-  // Empty when every term could be sized; else why not and what to give (one line).
-  std::string problem;
+  // Set when a term could not be sized (kVllmTensorParallel, kRayNoMemoryLimit).
+  std::optional<Refusal> refusal;
 };
 
 // The terms of the profile's engines for `ranks` GPU ranks in one container with the container's

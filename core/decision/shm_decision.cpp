@@ -197,27 +197,30 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
   try {
     const bool pod_limit = !spec.memory_limit && spec.pod_memory_limit;
     const std::optional<std::uint64_t> memory_limit = budget_limit(spec);
-    auto check_size = [&](std::uint64_t size, const std::string& what, bool may_pass_budget) {
+    const RequestWords& words = *request.words;
+    auto check_size = [&](std::uint64_t size, const std::string& what, bool planned) {
       if (size < kMiB) throw Error(what + " " + format_size(size) + " is below 1MiB");
       if (host.mem_total > 0 && size > host.mem_total)
         throw Error(what + " " + format_size(size) + " is more than this host's memory (" +
                     format_size(host.mem_total) + ")");
-      if (memory_limit) {
-        const MemoryBudget budget{*memory_limit, config.memory_fraction_max};
-        if (budget.holds(size)) return;
-        d.over_budget = ShmDecision::OverBudget{size, budget.limit_for(size), budget.over()};
-        if (may_pass_budget) {
-          d.budget_waived = true;
-          return;
-        }
-        throw Error(what + " " + format_size(size) + " " + budget.over() + ": raise the " +
-                    (pod_limit ? "pod's " : "") + "memory limit to at least " + engine_size(budget.limit_for(size)) +
-                    " or ask for less");
+      if (!memory_limit || MemoryBudget{*memory_limit, config.memory_fraction_max}.holds(size)) return;
+      Refusal r = d.plan ? plan_refusal(*d.plan, RefusalKind::kOverBudget, size) : Refusal{};
+      r.kind = RefusalKind::kOverBudget;
+      r.planned = planned;
+      r.size = size;
+      r.memory_limit = *memory_limit;
+      r.memory_fraction_max = config.memory_fraction_max;
+      r.pod_limit = pod_limit;
+      d.refusal = r;
+      // A size a person chose over the budget, and says so (gpu-run --over-budget): kept.
+      if (!planned && request.over_budget_chosen) {
+        d.budget_waived = true;
+        return;
       }
+      throw usage_error(refusal_words(r, words));
     };
     if (request.shm_size) {
-      check_size(d.size, request.origin == RequestOrigin::kFlags ? "--shm-size" : "shm-size",
-                 request.over_budget_chosen);
+      check_size(d.size, words.shm_size, false);
       // An app container of a pod shares the pod's /dev/shm: it may grow it, never shrink it.
       d.size_explicit = !is_pod_app_container(spec.annotations);
       d.act = true;
@@ -225,9 +228,12 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
       if (d.budget_waived) d.reason += ", over the memory budget by a person's choice";
       return d;
     }
-    // The budget first, in the words every door shares (the plan's own problem names flags).
-    check_size(d.plan->shm, "planned /dev/shm", false);
-    require_fits(*d.plan);
+    // The budget first (with the pod's limit named when it is the pod's), then the plan's own.
+    check_size(d.plan->shm, "planned /dev/shm", true);
+    if (d.plan->refusal) {
+      d.refusal = d.plan->refusal;
+      throw usage_error(refusal_words(*d.refusal, words));
+    }
     d.profile = d.plan->profile;
     d.gpus = d.plan->gpus;
     d.workers = d.plan->workers;

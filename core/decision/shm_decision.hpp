@@ -8,6 +8,7 @@
 #include "config.hpp"
 #include "oci.hpp"
 #include "profile_store.hpp"
+#include "refusal.hpp"
 #include "sizing.hpp"
 
 namespace gpurun {
@@ -29,6 +30,8 @@ struct ContainerRequest {
   bool over_budget_chosen = false;  // flags only: a person keeps shm_size over the memory budget
   std::string source;               // "annotation", "env", "annotation+env", "flags", "recorded" or "" when none
   RequestOrigin origin = RequestOrigin::kContainer;
+  // How the door that read the request names its keys in a refusal (refusal.hpp).
+  const RequestWords* words = &kContainerWords;
   bool named_anything() const { return profile || gpus || workers || batch_size || prefetch_factor || shm_size; }
   bool named_plan() const { return profile || gpus || workers || batch_size || prefetch_factor; }
 };
@@ -53,19 +56,12 @@ struct ShmDecision {
   std::string profile;
   unsigned gpus = 0;
   std::uint64_t workers = 0;
-  std::string source;  // annotation | env | default
-  std::string reason;  // why not acting, or how the size was found
-  std::string error;   // set when the request cannot be met
-  // Set when the memory budget refused the size, for a door that words it its own way (the
-  // webhook: resources.limits.memory in a Kubernetes quantity).
-  struct OverBudget {
-    std::uint64_t size = 0;          // what was asked or planned
-    std::uint64_t limit_needed = 0;  // the memory limit that would hold it
-    std::string over;                // MemoryBudget::over(): "does not fit the memory limit ..."
-  };
-  std::optional<OverBudget> over_budget;
-  bool budget_waived = false;   // over_budget, and applied: the request's over_budget_chosen
-  std::optional<ShmPlan> plan;  // the plan, when one could be made (also beside an explicit size)
+  std::string source;              // annotation | env | default
+  std::string reason;              // why not acting, or how the size was found
+  std::string error;               // set when the request cannot be met: a bad key, or `refusal` in the request's words
+  std::optional<Refusal> refusal;  // set when core refused the size (over the budget, the profile's max_shm)
+  bool budget_waived = false;      // refusal is over the budget, and the size applied: over_budget_chosen
+  std::optional<ShmPlan> plan;     // the plan, when one could be made (also beside an explicit size)
 };
 
 // Host facts the decision needs (so tests can fix them).

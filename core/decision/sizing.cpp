@@ -276,18 +276,6 @@ void add_inherited_batches(std::vector<LoaderPlan>& loaders) {
   }
 }
 
-// The job's flags that can go lower: workers above 0, a batch above 1 ("--workers (now 8) or
-// --batch-size (now 64)", without the values unless `now`), or "" when neither can.
-std::string lowerable_flags(const ShmPlan& p, bool now) {
-  auto flag = [now](const char* name, std::uint64_t value) {
-    return std::string(name) + (now ? " (now " + std::to_string(value) + ")" : "");
-  };
-  std::string out;
-  if (p.workers > 0) out = flag("--workers", p.workers);
-  if (p.batch_size > 1) out += (out.empty() ? "" : " or ") + flag("--batch-size", p.batch_size);
-  return out;
-}
-
 }  // namespace
 
 ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
@@ -331,29 +319,13 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   p.memory_limit = r.memory_limit;
   p.memory_fraction_max = r.memory_fraction_max;
 
-  // Strings, not a stream: this runs in the hook on every container start.
-  if (!p.engines.problem.empty()) {
-    p.problem = p.engines.problem;
+  if (p.engines.refusal) {
+    p.refusal = p.engines.refusal;
   } else if (p.need > p.max_shm) {
-    const std::string lower = lowerable_flags(p, /*now=*/false);
-    p.problem = "planned /dev/shm of " + format_size(p.need) + " for profile " + p.profile + " (" +
-                std::to_string(p.ranks) + " rank(s) x " + std::to_string(p.workers) +
-                (p.workers == 1 ? " worker" : " workers") + " x batch " + std::to_string(p.batch_size) +
-                ") is above the profile's max_shm " + format_size(p.max_shm) + ": " +
-                (lower.empty() ? "" : "lower " + lower + ", or ") + "raise max_shm in the profile";
-  } else if (p.memory_limit) {
-    const MemoryBudget budget{*p.memory_limit, p.memory_fraction_max};
-    if (!budget.holds(p.shm)) {
-      // Only what can lower the size: at the profile's min_shm, the job's flags cannot.
-      const std::string lower = lowerable_flags(p, /*now=*/true);
-      p.problem = "planned /dev/shm of " + format_size(p.shm) + " " + budget.over() + ": raise --memory to at least " +
-                  engine_size(budget.limit_for(p.shm));
-      if (p.shm <= p.min_shm)
-        p.problem += ", or lower min_shm in profile " + p.profile + " (the plan sits at it; the job's terms need " +
-                     format_size(p.need) + ")";
-      else if (!lower.empty())
-        p.problem += ", or lower " + lower;
-    }
+    p.refusal = plan_refusal(p, RefusalKind::kAboveMaxShm, p.need);
+  } else if (p.memory_limit && !MemoryBudget{*p.memory_limit, p.memory_fraction_max}.holds(p.shm)) {
+    p.refusal = plan_refusal(p, RefusalKind::kOverBudget, p.shm);
+    p.refusal->memory_limit = *p.memory_limit;
   }
   return p;
 }
@@ -373,8 +345,23 @@ std::string MemoryBudget::over() const {
          " = " + format_size(bytes()) + " may be shm)";
 }
 
-void require_fits(const ShmPlan& plan) {
-  if (!plan.problem.empty()) throw usage_error(plan.problem);
+Refusal plan_refusal(const ShmPlan& p, RefusalKind kind, std::uint64_t size) {
+  Refusal r;
+  r.kind = kind;
+  r.size = size;
+  r.profile = p.profile;
+  r.ranks = p.ranks;
+  r.workers = p.workers;
+  r.batch_size = p.batch_size;
+  r.need = p.need;
+  r.min_shm = p.min_shm;
+  r.max_shm = p.max_shm;
+  r.memory_fraction_max = p.memory_fraction_max;
+  return r;
+}
+
+void require_fits(const ShmPlan& plan, const RequestWords& words) {
+  if (plan.refusal) throw usage_error(refusal_words(*plan.refusal, words));
 }
 
 namespace {
@@ -428,7 +415,7 @@ void explain_nccl(std::ostringstream& out, const NcclPlan& n, unsigned ranks) {
 
 }  // namespace
 
-std::string explain(const ShmPlan& p) {
+std::string explain(const ShmPlan& p, const RequestWords& words) {
   std::ostringstream out;
   const LoaderPlan& main = p.loaders.front();
   out << "profile " << p.profile << ": " << p.ranks << " rank(s)" << (p.gpus == 0 ? " (no GPU requested)" : "")
@@ -469,11 +456,11 @@ std::string explain(const ShmPlan& p) {
     out << "  memory limit = " << format_size(*p.memory_limit) << ", shm may use at most "
         << static_cast<int>(p.memory_fraction_max * 100 + 0.5) << "% of it\n";
   }
-  if (!p.problem.empty()) out << "  DOES NOT FIT: " << p.problem << "\n";
+  if (p.refusal) out << "  DOES NOT FIT: " << refusal_words(*p.refusal, words) << "\n";
   return out.str();
 }
 
-nlohmann::json plan_to_json(const ShmPlan& p) {
+nlohmann::json plan_to_json(const ShmPlan& p, const RequestWords& words) {
   nlohmann::json fields = nlohmann::json::array();
   for (const auto& f : p.fields) fields.push_back({{"name", f.name}, {"bytes", f.bytes}});
   // By topic (nlohmann::json keeps its keys sorted, so the grouping is only for the reader).
@@ -528,9 +515,9 @@ nlohmann::json plan_to_json(const ShmPlan& p) {
             {"shm", engine_size(p.shm)},
             {"min_shm_bytes", p.min_shm},
             {"max_shm_bytes", p.max_shm},
-            {"fits", p.problem.empty()}});
+            {"fits", p.fits()}});
   j["memory_limit_bytes"] = p.memory_limit ? nlohmann::json(*p.memory_limit) : nlohmann::json(nullptr);
-  if (!p.problem.empty()) j["problem"] = p.problem;
+  if (p.refusal) j["problem"] = refusal_words(*p.refusal, words);
   return j;
 }
 

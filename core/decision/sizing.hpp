@@ -9,6 +9,7 @@
 #include "engines.hpp"
 #include "gpus.hpp"
 #include "profile.hpp"
+#include "refusal.hpp"
 
 namespace gpurun {
 
@@ -91,8 +92,9 @@ struct ShmPlan {
   std::uint64_t max_shm = 0;
   std::optional<std::uint64_t> memory_limit;
   double memory_fraction_max = 0.5;
-  // Empty when the plan can be applied; else why not, with the numbers and what to change.
-  std::string problem;
+  // Set when the plan cannot be applied: why, with the numbers (each door words it).
+  std::optional<Refusal> refusal;
+  bool fits() const { return !refusal; }
 };
 
 // The memory budget: /dev/shm may take at most `fraction` of a memory limit, because tmpfs
@@ -136,13 +138,16 @@ std::uint64_t loader_semaphore_bytes(std::uint64_t workers);
 // Applies the model of docs/ARCHITECTURE.md ("The sizing model"). Pure: same inputs, same plan.
 ShmPlan plan_shm(const Profile& profile, const SizingRequest& request);
 
-// Throws Error (exit 2) with plan.problem when the plan cannot be applied.
-void require_fits(const ShmPlan& plan);
+// A refusal of `kind` for `size` (the need or the size to apply), with the plan's numbers.
+Refusal plan_refusal(const ShmPlan& plan, RefusalKind kind, std::uint64_t size);
 
-// A breakdown a person can read, several lines.
-std::string explain(const ShmPlan& plan);
+// Throws Error (exit 2) with the plan's refusal in `words` when the plan cannot be applied.
+void require_fits(const ShmPlan& plan, const RequestWords& words = kContainerWords);
+
+// A breakdown a person can read, several lines; a refusal in `words`.
+std::string explain(const ShmPlan& plan, const RequestWords& words = kContainerWords);
 
 // The same for programs.
-nlohmann::json plan_to_json(const ShmPlan& plan);
+nlohmann::json plan_to_json(const ShmPlan& plan, const RequestWords& words = kContainerWords);
 
 }  // namespace gpurun

@@ -41,11 +41,11 @@ IpcMode parse_ipc_mode(const std::string& mode) {
 IpcMode ipc_mode_of_spec(const SpecFacts& spec) {
   IpcMode m;
   const std::string source = spec.shm_source.value_or("");
-  if (spec.shm_type == std::string("bind") && is_kubelet_empty_dir(source))
+  if (spec.shm_type == SpecShmType::kBind && is_kubelet_empty_dir(source))
     m.kind = IpcKind::kShareable;
   else if (uses_host_shm(spec))
     m.kind = IpcKind::kHost;
-  else if (spec.shm_type == std::string("bind"))
+  else if (spec.shm_type == SpecShmType::kBind)
     m.kind = IpcKind::kShareable;  // an engine's shm: the pod sandbox's, shared by its containers
   return m;
 }

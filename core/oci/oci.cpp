@@ -154,13 +154,16 @@ SpecFacts spec_facts(const json& spec, const fs::path& bundle) {
   int idx = find_shm_mount(spec);
   if (idx >= 0) {
     const json& m = spec["mounts"][static_cast<std::size_t>(idx)];
-    f.shm_type = m.value("type", json("")).is_string() ? m.value("type", std::string()) : std::string();
+    const json* type = m.contains("type") ? &m["type"] : nullptr;
+    f.shm_type = type && type->is_string() && *type == "tmpfs"  ? SpecShmType::kTmpfs
+                 : type && type->is_string() && *type == "bind" ? SpecShmType::kBind
+                                                                : SpecShmType::kOther;
     if (m.contains("source") && m["source"].is_string()) f.shm_source = m["source"].get<std::string>();
     if (m.contains("options") && m["options"].is_array()) {
       for (const auto& o : m["options"]) {
         if (!o.is_string()) continue;
         std::string s = o.get<std::string>();
-        if (s.compare(0, 5, "bind") == 0 || s == "rbind") f.shm_type = "bind";
+        if (s.compare(0, 5, "bind") == 0 || s == "rbind") f.shm_type = SpecShmType::kBind;
         if (s.compare(0, 5, "size=") == 0) {
           try {
             f.shm_size = parse_size(s.substr(5), "size");
@@ -191,7 +194,7 @@ bool is_kubelet_empty_dir(const std::string& source) {
 
 bool uses_host_shm(const SpecFacts& spec) {
   if (!spec.has_ipc_namespace) return true;
-  return spec.shm_type == std::string("bind") && (!spec.shm_source || !is_engine_shm_source(*spec.shm_source));
+  return spec.shm_type == SpecShmType::kBind && (!spec.shm_source || !is_engine_shm_source(*spec.shm_source));
 }
 
 int find_shm_mount(const json& spec) {

@@ -44,6 +44,10 @@ nlohmann::json load_spec(const fs::path& bundle, SpecParts parts = SpecParts::kW
 // The parsing part of load_spec; `source` names the text in errors.
 nlohmann::json parse_spec(const std::string& text, SpecParts parts, const std::string& source);
 
+// What the spec's /dev/shm mount is: its type "tmpfs", a bind (type "bind" or a bind/rbind
+// option, whatever the type), or another type.
+enum class SpecShmType { kTmpfs, kBind, kOther };
+
 // What sizing needs from a container's spec.
 struct SpecFacts {
   fs::path rootfs;  // absolute
@@ -60,7 +64,7 @@ struct SpecFacts {
   bool has_ipc_namespace = false;
   bool ipc_namespace_path = false;  // joins an existing ipc namespace (path set)
   // The spec's /dev/shm mount, if any.
-  std::optional<std::string> shm_type;  // "tmpfs", "bind", ...
+  std::optional<SpecShmType> shm_type;
   std::optional<std::string> shm_source;
   std::optional<std::uint64_t> shm_size;  // size= option of a tmpfs entry
   // What the door knows of GPUs reaching the container beyond linux.devices (gpu-run's

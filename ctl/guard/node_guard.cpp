@@ -64,7 +64,8 @@ constexpr const char* kGuardFooter =
     "Runs until SIGTERM or SIGINT (exit 0). Needs root. Packaged as gpu-run-guard.service (not enabled).\n"
     "A pod's memory-backed emptyDir is never made smaller, nor grown past its sizeLimit (GPU_RUN_SHM_LIMIT).\n"
     "--metrics ADDR serves GET /metrics (Prometheus text): each guarded container's /dev/shm size, used and\n"
-    "peak bytes, growths and refused growths, the guard's version and its loops' last passes; GET /healthz\n"
+    "peak bytes, growths and refused growths, the bytes of its orphaned engine segments\n"
+    "(gpu_run_shm_orphaned_bytes), the guard's version and its loops' last passes; GET /healthz\n"
     "(503 when the sampler or the discovery has made no pass in 3 of its periods, at least 10 s) and /readyz\n"
     "(503 also until both have made one). ADDR: 127.0.0.1:PORT, [::1]:PORT or unix:/PATH; another\n"
     "address only with --metrics-public (plain HTTP, no authentication). Needs gpu-run-metrics-http.so.";
@@ -88,9 +89,9 @@ std::string annotation_of(const ContainerInfo& c, const char* key) {
 
 // The node guard's lock: a POSIX record lock (fcntl F_SETLK) on kNodeGuardLockPath, held while
 // the returned descriptor is open; an empty one when another process holds it. A record lock,
-// not flock: a forked child (the sandboxed remount) does not inherit it, so a child left behind by
-// a killed guard cannot keep the next one from starting, as a flock inherited by a hung child did
-// under ASan.
+// not flock: it belongs to this process, never to a child (the remount helper, started by
+// spawn, gets no copy of the O_CLOEXEC descriptor either), so a helper left behind by a killed
+// guard cannot keep the next one from starting, as a flock inherited by a hung child once did.
 UniqueFd lock_node_guard() {
   std::error_code ec;
   fs::create_directories(fs::path(kNodeGuardLockPath).parent_path(), ec);

@@ -30,18 +30,19 @@ void note_reviews(const std::vector<TemplateReview>& reviews, const std::string&
   for (const TemplateReview& t : reviews) {
     const std::string which = t.object + (t.where.empty() ? "" : " " + t.where);
     const PodReview& r = t.review;
-    if (r.outcome == "denied") throw usage_error(where + ": " + which + ": " + r.reason);
-    if (r.outcome == "patched")
+    if (r.outcome == ReviewOutcome::kDenied) throw usage_error(where + ": " + which + ": " + r.reason);
+    if (r.outcome == ReviewOutcome::kPatched)
       result.notes.push_back(which + ": /dev/shm " + k8s_quantity(r.size) + " for " + r.containers +
                              (r.default_profile_used.empty() ? "" : " (profile " + r.default_profile_used + ")"));
     else
-      result.notes.push_back((r.outcome == "warned" ? "warning: " : "") + which + ": unchanged: " + r.reason);
+      result.notes.push_back((r.outcome == ReviewOutcome::kWarned ? "warning: " : "") + which +
+                             ": unchanged: " + r.reason);
   }
 }
 
 bool patched_any(const std::vector<TemplateReview>& reviews) {
   for (const TemplateReview& t : reviews)
-    if (t.review.outcome == "patched") return true;
+    if (t.review.outcome == ReviewOutcome::kPatched) return true;
   return false;
 }
 

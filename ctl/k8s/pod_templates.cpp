@@ -106,7 +106,7 @@ void review_object(ordered_json& object, const std::string& prefix, const Webhoo
     }
     TemplateReview r{prefix + object_label(object), dotted(pointer),
                      review_pod(json::parse(pod.dump()), config, store, default_profile, "gpu-run-ctl k8s")};
-    if (r.review.outcome == "patched") {
+    if (r.review.outcome == ReviewOutcome::kPatched) {
       try {
         const ordered_json patched = pod.patch(ordered_json::parse(r.review.patch.dump()));
         if (pointer.empty()) {

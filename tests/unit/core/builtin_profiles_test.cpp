@@ -123,7 +123,7 @@ TEST(BuiltinProfiles, PlannedShmByHand) {
       // the loop's two batches and the last batch of a pass the next pass's workers keep
       EXPECT_EQ(plan.hold, gpus == 0 ? 3u : 0u);
       EXPECT_EQ(plan.shm, x.shm[gpus] * MiB);
-      EXPECT_TRUE(plan.problem.empty()) << plan.problem;
+      EXPECT_TRUE(plan.fits());
     }
   }
 }
@@ -181,7 +181,7 @@ TEST(BuiltinProfiles, ServingProfilesSizedByHand) {
     EXPECT_EQ(plan.per_rank, 0u);
     EXPECT_EQ(plan.engines.bytes, x.engines);
     EXPECT_EQ(plan.shm, x.shm_mib * MiB);
-    EXPECT_TRUE(plan.problem.empty()) << plan.problem;
+    EXPECT_TRUE(plan.fits());
     const std::string e = explain(plan);
     EXPECT_NE(e.find(x.term), std::string::npos) << e;
     // Every engine term says where it comes from and that it was not measured here.
@@ -195,10 +195,12 @@ TEST(BuiltinProfiles, RayWorkerWithoutAMemoryLimitSaysWhatToGive) {
   r.gpus = 1;
   r.cpus = kCpus;
   const ShmPlan plan = plan_shm(source_store().load("ray-worker", false), r);
-  EXPECT_NE(plan.problem.find("profile ray-worker: Ray's object store defaults to 0.3 of the container's memory"),
+  ASSERT_TRUE(plan.refusal);
+  const std::string words = refusal_words(*plan.refusal, kContainerWords);
+  EXPECT_NE(words.find("profile ray-worker: Ray's object store defaults to 0.3 of the container's memory"),
             std::string::npos)
-      << plan.problem;
-  EXPECT_NE(plan.problem.find("--memory to gpu-run and gpu-run-ctl plan"), std::string::npos) << plan.problem;
+      << words;
+  EXPECT_NE(words.find("give the container a memory limit"), std::string::npos) << words;
 }
 
 TEST(BuiltinProfiles, EveryBuiltinIsCovered) {

@@ -26,7 +26,7 @@ void expect_defaults(const Config& c) {
   EXPECT_EQ(c.hook_path, fs::path());
   EXPECT_EQ(c.log_file, fs::path("/var/log/gpu-run.log"));
   EXPECT_EQ(c.log_level, "info");
-  EXPECT_EQ(c.on_error, "warn");
+  EXPECT_EQ(c.on_error, OnError::kWarn);
   EXPECT_DOUBLE_EQ(c.memory_fraction_max, 0.5);
   EXPECT_EQ(c.perf_log, fs::path());
   EXPECT_DOUBLE_EQ(c.guard.min_free_fraction, 0.25);
@@ -75,7 +75,7 @@ TEST(Config, EveryKeyParsed) {
   EXPECT_EQ(c.hook_path, fs::path("/usr/libexec/gpu-run-hook"));
   EXPECT_EQ(c.log_file, fs::path("/tmp/gpu-run.log"));
   EXPECT_EQ(c.log_level, "debug");
-  EXPECT_EQ(c.on_error, "fail");
+  EXPECT_EQ(c.on_error, OnError::kFail);
   EXPECT_DOUBLE_EQ(c.memory_fraction_max, 0.75);
   EXPECT_EQ(c.perf_log, fs::path("/var/lib/gpu-run/perf.jsonl"));
   EXPECT_DOUBLE_EQ(c.guard.min_free_fraction, 0.1);
@@ -252,7 +252,7 @@ TEST(Packaging, DefaultConfigHasEveryKeyAndParses) {
   EXPECT_EQ(c.hook_path, "/usr/bin/gpu-run-hook");
   EXPECT_EQ(c.log_file, "/var/log/gpu-run.log");
   EXPECT_EQ(c.log_level, "info");
-  EXPECT_EQ(c.on_error, "warn");
+  EXPECT_EQ(c.on_error, OnError::kWarn);
   EXPECT_DOUBLE_EQ(c.memory_fraction_max, 0.5);
 }
 

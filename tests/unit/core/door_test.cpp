@@ -86,7 +86,7 @@ TEST_F(DoorTest, TheHostDefaultThatCannotBeMetIsSkippedUnlessOnErrorFails) {
   EXPECT_EQ(p.disposition.level, LogLevel::kWarn);
   EXPECT_TRUE(p.disposition.error.empty());
   EXPECT_CONTAINS(p.disposition.fields, "action=skip source=default");
-  config_.on_error = "fail";
+  config_.on_error = OnError::kFail;
   p = plan(spec({}));
   EXPECT_EQ(p.disposition.action, Action::kFail);
 }
@@ -96,7 +96,7 @@ TEST_F(DoorTest, FailuresAfterTheDecisionFollowTheSamePolicy) {
   const Disposition skip = dispose_failure("remount refused", false, config_);
   EXPECT_EQ(skip.action, Action::kSkip);
   EXPECT_EQ(skip.fields, "action=skip error=\"remount refused\"");
-  config_.on_error = "fail";
+  config_.on_error = OnError::kFail;
   const Disposition fail = dispose_failure("remount refused", false, config_);
   EXPECT_EQ(fail.action, Action::kFail);
   EXPECT_EQ(fail.error, "remount refused");

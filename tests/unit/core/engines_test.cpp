@@ -74,7 +74,7 @@ TEST(VllmTerm, TensorParallelOverTheGpus) {
   EXPECT_EQ(part(t, "response_bytes"), 2 * 251662336u);
   EXPECT_EQ(part(t, "tp_group_bytes"), 25169920u);
   EXPECT_EQ(part(t, "pipeline_parallel_size"), 1u);
-  EXPECT_TRUE(two.problem.empty());
+  EXPECT_FALSE(two.refusal);
   // TP 4: (16 MiB + 5) x 10 -> 40,961 pages, the same 167,776,256; 4 responses = 1,006,649,344;
   // (4 MiB + 4) x 6 = 25,165,848 -> 6,145 pages = 25,169,920. Sum 1,199,595,520.
   EXPECT_EQ(plan_engines(p, 4, std::nullopt).bytes, 1199595520u);
@@ -116,7 +116,13 @@ TEST(VllmTerm, PipelineParallelAndTheEnvironmentOverride) {
   // A tensor-parallel size that does not divide the GPUs cannot be sized.
   p.engines.vllm->tensor_parallel_size = 4;
   EnginesPlan bad = plan_engines(p, 2, std::nullopt);
-  EXPECT_CONTAINS(bad.problem, "profile serving: vLLM's engines.vllm.tensor_parallel_size 4 does not divide the 2 GPU");
+  ASSERT_TRUE(bad.refusal);
+  EXPECT_EQ(bad.refusal->kind, RefusalKind::kVllmTensorParallel);
+  EXPECT_EQ(bad.refusal->tensor_parallel, 4u);
+  EXPECT_EQ(bad.refusal->ranks, 2u);
+  EXPECT_CONTAINS(refusal_words(*bad.refusal, kContainerWords),
+                  "profile serving: vLLM's engines.vllm.tensor_parallel_size 4 does not divide the 2 GPU");
+  EXPECT_CONTAINS(refusal_words(*bad.refusal, kContainerWords), "request a multiple of it with gpus");
 }
 
 TEST(RayTerm, DefaultIsAFractionOfTheMemoryLimitCapped) {
@@ -134,9 +140,11 @@ TEST(RayTerm, DefaultIsAFractionOfTheMemoryLimitCapped) {
   EXPECT_EQ(plan_engines(p, 1, 16 * GiB).bytes, 8 * GiB);
   // Without a memory limit the default cannot be known.
   EnginesPlan unknown = plan_engines(p, 1, std::nullopt);
-  EXPECT_CONTAINS(unknown.problem,
-                  "the plan has no memory limit to take it from: plan with the container's limit (--memory");
-  EXPECT_CONTAINS(unknown.problem, "engines.ray.object_store_memory");
+  ASSERT_TRUE(unknown.refusal);
+  EXPECT_EQ(unknown.refusal->kind, RefusalKind::kRayNoMemoryLimit);
+  const std::string words = refusal_words(*unknown.refusal, kContainerWords);
+  EXPECT_CONTAINS(words, "the plan has no memory limit to take it from: give the container a memory limit");
+  EXPECT_CONTAINS(words, "engines.ray.object_store_memory");
 }
 
 TEST(RayTerm, AnExplicitSizeOrAPlasmaDirectoryElsewhere) {
@@ -144,7 +152,7 @@ TEST(RayTerm, AnExplicitSizeOrAPlasmaDirectoryElsewhere) {
   p.engines.ray = RaySpec{};
   p.engines.ray->object_store_memory = 2 * GiB + 1;  // page-rounded: 2 GiB + 4096
   EnginesPlan plan = plan_engines(p, 4, std::nullopt);
-  EXPECT_TRUE(plan.problem.empty());
+  EXPECT_FALSE(plan.refusal);
   EXPECT_EQ(plan.bytes, 2 * GiB + 4096);
   // The store in /tmp takes nothing of /dev/shm; a directory under /dev/shm still counts.
   p.engines.ray->plasma_directory = "/tmp/plasma";
@@ -246,13 +254,15 @@ TEST(EnginesInThePlan, AnEngineThatCannotBeSizedIsTheProblem) {
   Profile p = serving();
   p.engines.ray = RaySpec{};
   ShmPlan plan = plan_shm(p, gpus(1));
-  EXPECT_CONTAINS(plan.problem, "profile serving: Ray's object store defaults to 0.3 of the container's memory");
+  ASSERT_TRUE(plan.refusal);
+  EXPECT_CONTAINS(refusal_words(*plan.refusal, kContainerWords),
+                  "profile serving: Ray's object store defaults to 0.3 of the container's memory");
   EXPECT_CONTAINS(explain(plan), "DOES NOT FIT: profile serving: Ray's");
   EXPECT_THROW(require_fits(plan), Error);
   SizingRequest r = gpus(1);
   r.memory_limit = 16 * GiB;  // 0.3 x 16 GiB = 5,153,960,755 -> 5,153,964,032; budget 8 GiB holds it
   plan = plan_shm(p, r);
-  EXPECT_TRUE(plan.problem.empty()) << plan.problem;
+  EXPECT_TRUE(plan.fits());
   EXPECT_EQ(plan.engines.bytes, 5153964032u);
 }
 

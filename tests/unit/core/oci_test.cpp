@@ -61,7 +61,7 @@ TEST(OciSpecTest, ExtractsFacts) {
   EXPECT_EQ(f.gpu_devices, 2u);
   EXPECT_TRUE(f.has_ipc_namespace);
   EXPECT_FALSE(f.ipc_namespace_path);
-  EXPECT_EQ(f.shm_type, "tmpfs");
+  EXPECT_EQ(f.shm_type, SpecShmType::kTmpfs);
   EXPECT_EQ(f.shm_size, 64 * kMiB);
 }
 
@@ -116,7 +116,7 @@ TEST(OciSpecTest, HostIpcAndBindShm) {
   SpecFacts f = spec_facts(spec, "/b");
   EXPECT_EQ(f.rootfs, "/abs/root");
   EXPECT_FALSE(f.has_ipc_namespace);
-  EXPECT_EQ(f.shm_type, "bind");
+  EXPECT_EQ(f.shm_type, SpecShmType::kBind);
   EXPECT_EQ(f.shm_source, "/dev/shm");
   EXPECT_FALSE(f.shm_size);
 }
@@ -190,7 +190,7 @@ TEST(OciSpecTest, UsesHostShm) {
   EXPECT_TRUE(uses_host_shm(s));  // no ipc namespace
   s.has_ipc_namespace = true;
   EXPECT_FALSE(uses_host_shm(s));  // no /dev/shm mount, or the engine's tmpfs
-  s.shm_type = "bind";
+  s.shm_type = SpecShmType::kBind;
   s.shm_source = "/dev/shm";
   EXPECT_TRUE(uses_host_shm(s));
   s.shm_source = "/var/lib/docker/containers/abc/mounts/shm";

@@ -9,6 +9,7 @@
 
 #include "container.hpp"
 #include "test_files.hpp"
+#include "test_util.hpp"
 
 namespace gpurun {
 namespace {
@@ -41,7 +42,7 @@ TEST(ShmHandle, NothingOnceTheProcessHasExited) {
 // An image whose /dev/shm is an absolute symlink: opened through /proc/PID/root it would resolve
 // on the host (here, the host's /), so the guard would sample a host directory. Nothing instead.
 TEST(ShmHandle, NeverFollowsASymlinkedDevShmOutOfTheContainer) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chroot (CI runs as root)";
+  SKIP_UNLESS(::geteuid() == 0, "needs root to chroot (CI runs as root)");
   test::TempDir root;
   std::filesystem::create_directories(root.path() / "dev");
   std::filesystem::create_symlink("/", root.path() / "dev" / "shm");

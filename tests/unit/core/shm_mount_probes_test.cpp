@@ -165,7 +165,7 @@ TEST_F(OpenDirInRootTest, MissingAndNotADirectory) {
 // With a real tmpfs, in a private mount namespace of this test's process (ctest runs each test
 // in a process of its own).
 TEST(StatFs, TellsATmpfsMountFromADirectoryOfDev) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount tmpfs (CI runs as root)";
+  SKIP_UNLESS(::geteuid() == 0, "needs root to mount tmpfs (CI runs as root)");
   ASSERT_EQ(::unshare(CLONE_NEWNS), 0) << std::strerror(errno);
   ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0) << std::strerror(errno);
   test::TempDir dir;

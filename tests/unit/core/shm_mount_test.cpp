@@ -14,6 +14,7 @@
 
 #include "error.hpp"
 #include "test_files.hpp"
+#include "test_util.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -24,7 +25,7 @@ namespace {
 class ShmMountTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount tmpfs (CI runs as root)";
+    SKIP_UNLESS(::geteuid() == 0, "needs root to mount tmpfs (CI runs as root)");
     ASSERT_EQ(::unshare(CLONE_NEWNS), 0) << std::strerror(errno);
     ASSERT_EQ(::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), 0) << std::strerror(errno);
     root_ = dir_.path() / "rootfs";
@@ -228,7 +229,7 @@ TEST_F(ShmMountTest, TheOneProbeSeesWhatTheContainerHas) {
 
 // The one host-IPC test: this process is on its own namespace; a child in a new one is not.
 TEST(HostIpcTest, ThisProcessSharesItsOwnNamespaceAndAChildInANewOneDoesNot) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to unshare an IPC namespace (CI runs as root)";
+  SKIP_UNLESS(::geteuid() == 0, "needs root to unshare an IPC namespace (CI runs as root)");
   EXPECT_TRUE(in_host_ipc_namespace(std::to_string(::getpid()), "test"));
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);

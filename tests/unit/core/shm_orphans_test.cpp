@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fd.hpp"
+#include "test_util.hpp"
 
 namespace gpurun {
 namespace {
@@ -177,7 +178,7 @@ TEST(ShmOrphans, ClassifiedByHoldersAgeAndFamily) {
 
 TEST(ShmOrphans, OnlyTheDeadOwnersSegmentIsReaped) {
   ShmDir d;
-  if (d.path().empty()) GTEST_SKIP() << "needs root for a tmpfs of its own: " << d.error();
+  SKIP_UNLESS(!d.path().empty(), "needs root for a tmpfs of its own: " << d.error());
   Holder open_one(d.file("torch_100_200"), Holder::kOpen);
   Holder mapped_one(d.file("psm_5a5a5a"), Holder::kMapped);
   ASSERT_TRUE(open_one.ready());
@@ -207,7 +208,7 @@ TEST(ShmOrphans, OnlyTheDeadOwnersSegmentIsReaped) {
 
 TEST(ShmOrphans, ASegmentTakenAfterTheListingKeepsItsName) {
   ShmDir d;
-  if (d.path().empty()) GTEST_SKIP() << "needs root for a tmpfs of its own: " << d.error();
+  SKIP_UNLESS(!d.path().empty(), "needs root for a tmpfs of its own: " << d.error());
   leave_behind(d.file("torch_7_7"));
   leave_behind(d.file("nccl-Repl01"));
   Opened o = open_dirs(d);

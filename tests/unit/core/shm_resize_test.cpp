@@ -48,9 +48,9 @@ TEST(ShmResizeTest, TheIpcModeOfASpec) {
   EXPECT_EQ(ipc_mode_of_spec(s).kind, IpcKind::kHost);  // no ipc namespace
   s.has_ipc_namespace = true;
   EXPECT_EQ(ipc_mode_of_spec(s).kind, IpcKind::kPrivate);  // the runtime's own tmpfs, or none mounted
-  s.shm_type = "tmpfs";
+  s.shm_type = SpecShmType::kTmpfs;
   EXPECT_EQ(ipc_mode_of_spec(s).kind, IpcKind::kPrivate);
-  s.shm_type = "bind";
+  s.shm_type = SpecShmType::kBind;
   s.shm_source = "/run/containerd/io.containerd.grpc.v1.cri/sandboxes/abc/shm";
   EXPECT_EQ(ipc_mode_of_spec(s).kind, IpcKind::kShareable);
   s.shm_source = "/var/lib/kubelet/pods/u/volumes/kubernetes.io~empty-dir/dshm";

@@ -75,7 +75,7 @@ TEST(PlanShm, OneGpuPinMemory) {
   EXPECT_EQ(p.shm, 368 * MiB);
   EXPECT_CONTAINS(explain(p), "shm          = 368MiB (the need rounded up to whole MiB)");
   EXPECT_CONTAINS(explain(p), "nccl) = 367.7MiB");
-  EXPECT_TRUE(p.problem.empty()) << p.problem;
+  EXPECT_TRUE(p.fits());
   EXPECT_NO_THROW(require_fits(p));
 }
 
@@ -218,7 +218,7 @@ TEST(PlanShm, MinShmClamp) {
   EXPECT_EQ(p.per_rank, 462848u);
   EXPECT_EQ(p.need, 589824u);
   EXPECT_EQ(p.shm, 128 * MiB);
-  EXPECT_TRUE(p.problem.empty());
+  EXPECT_TRUE(p.fits());
   EXPECT_CONTAINS(explain(p), "raised to min_shm 128MiB");
 }
 
@@ -245,19 +245,26 @@ TEST(PlanShm, AboveMaxShmIsAProblemNotAClamp) {
   ShmPlan p = plan_shm(prof, request(1, 4));
   EXPECT_EQ(p.need, 385548288u);  // OneGpuPinMemory
   EXPECT_EQ(p.shm, 368 * MiB);    // not silently cut to max_shm
-  EXPECT_CONTAINS(p.problem, "367.7MiB");
-  EXPECT_CONTAINS(p.problem, "max_shm 256MiB");
-  EXPECT_CONTAINS(p.problem, "--workers");
-  EXPECT_CONTAINS(p.problem, "(1 rank(s) x 4 workers x batch");
+  ASSERT_TRUE(p.refusal);
+  EXPECT_EQ(p.refusal->kind, RefusalKind::kAboveMaxShm);
+  EXPECT_EQ(p.refusal->size, p.need);
+  EXPECT_EQ(p.refusal->max_shm, 256 * MiB);
+  const std::string words = refusal_words(*p.refusal, kContainerWords);
+  EXPECT_CONTAINS(words, "367.7MiB");
+  EXPECT_CONTAINS(words, "max_shm 256MiB");
+  EXPECT_CONTAINS(words, "lower workers or batch-size");
+  EXPECT_CONTAINS(words, "(1 rank(s) x 4 workers x batch");
   Profile tiny = prof;
   tiny.min_shm = MiB;
   tiny.max_shm = 16 * MiB;
-  EXPECT_CONTAINS(plan_shm(tiny, request(1, 1)).problem, "(1 rank(s) x 1 worker x batch") << "not \"1 workers\"";
+  const ShmPlan one = plan_shm(tiny, request(1, 1));
+  ASSERT_TRUE(one.refusal);
+  EXPECT_CONTAINS(refusal_words(*one.refusal, kContainerWords), "(1 rank(s) x 1 worker x batch") << "not \"1 workers\"";
   try {
     require_fits(p);
     FAIL() << "require_fits did not throw";
   } catch (const Error& e) {
-    EXPECT_EQ(std::string(e.what()), p.problem);
+    EXPECT_EQ(std::string(e.what()), words);
     EXPECT_EQ(e.exit_code(), kExitUsage);
   }
   EXPECT_CONTAINS(explain(p), "DOES NOT FIT");
@@ -271,27 +278,44 @@ TEST(PlanShm, MemoryLimitWithFraction) {
   // shm 368 MiB (OneGpuPinMemory) > 0.5 * 512 MiB = 256 MiB. Enough memory would be
   // 368 / 0.5 = 736 MiB.
   EXPECT_EQ(p.shm, 368 * MiB);
-  EXPECT_CONTAINS(p.problem, "368MiB");
-  EXPECT_CONTAINS(p.problem, "memory limit 512MiB");
-  EXPECT_CONTAINS(p.problem, "50% = 256MiB");
-  EXPECT_CONTAINS(p.problem, "--memory to at least 736m");
-  EXPECT_CONTAINS(p.problem, "--workers (now 4)");
-  EXPECT_CONTAINS(p.problem, "--batch-size (now 64)");
+  ASSERT_TRUE(p.refusal);
+  EXPECT_EQ(p.refusal->kind, RefusalKind::kOverBudget);
+  EXPECT_EQ(p.refusal->memory_limit, 512 * MiB);
+  const std::string words = refusal_words(*p.refusal, kContainerWords);
+  EXPECT_CONTAINS(words, "368MiB");
+  EXPECT_CONTAINS(words, "memory limit 512MiB");
+  EXPECT_CONTAINS(words, "50% = 256MiB");
+  EXPECT_CONTAINS(words, "raise the memory limit to at least 736m");
+  EXPECT_CONTAINS(words, "workers (now 4)");
+  EXPECT_CONTAINS(words, "batch-size (now 64)");
   EXPECT_THROW(require_fits(p), Error);
 
   r.memory_limit = 1 * GiB;  // budget 512 MiB >= 368 MiB
-  EXPECT_TRUE(plan_shm(imagenet_like(), r).problem.empty());
+  EXPECT_TRUE(plan_shm(imagenet_like(), r).fits());
   r.memory_limit = 736 * MiB;  // budget exactly 368 MiB: fits
-  EXPECT_TRUE(plan_shm(imagenet_like(), r).problem.empty());
+  EXPECT_TRUE(plan_shm(imagenet_like(), r).fits());
   r.memory_limit = 736 * MiB - 2;  // budget one byte short
-  EXPECT_FALSE(plan_shm(imagenet_like(), r).problem.empty());
+  EXPECT_FALSE(plan_shm(imagenet_like(), r).fits());
 
   r.memory_limit = 1 * GiB;
   r.memory_fraction_max = 0.25;  // budget 256 MiB
   ShmPlan q = plan_shm(imagenet_like(), r);
-  EXPECT_CONTAINS(q.problem, "25% = 256MiB");
+  ASSERT_TRUE(q.refusal);
+  EXPECT_CONTAINS(refusal_words(*q.refusal, kContainerWords), "25% = 256MiB");
   // 368 MiB / 0.25 = 1472 MiB
-  EXPECT_CONTAINS(q.problem, "at least 1472m");
+  EXPECT_CONTAINS(refusal_words(*q.refusal, kContainerWords), "at least 1472m");
+}
+
+// At the profile's min_shm the job's keys cannot lower the size: the remedy names min_shm.
+TEST(PlanShm, OverTheBudgetAtMinShmNamesMinShm) {
+  SizingRequest r = request(1, 0);  // no workers: the plan is imagenet_like's min_shm, 256 MiB
+  r.memory_limit = 384 * MiB;       // budget 192 MiB
+  const ShmPlan p = plan_shm(imagenet_like(), r);
+  ASSERT_TRUE(p.refusal);
+  const std::string words = refusal_words(*p.refusal, kContainerWords);
+  EXPECT_CONTAINS(words, "raise the memory limit to at least 512m, or lower min_shm in profile");
+  EXPECT_CONTAINS(words, "(the plan sits at it; the job's terms need");
+  EXPECT_EQ(words.find("lower workers"), std::string::npos) << words;
 }
 
 TEST(PlanShm, WorkersZeroPutsNothingPerRank) {
@@ -452,7 +476,7 @@ TEST(PlanShm, SaturatesInsteadOfOverflowing) {
   prof.batch_size = 1u << 20;
   ShmPlan p = plan_shm(prof, request(8, 1024));
   EXPECT_EQ(p.need, std::numeric_limits<std::uint64_t>::max());
-  EXPECT_FALSE(p.problem.empty());
+  EXPECT_FALSE(p.fits());
   EXPECT_THROW(require_fits(p), Error);
 }
 

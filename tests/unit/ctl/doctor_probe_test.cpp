@@ -20,6 +20,7 @@
 #include <string>
 
 #include "fd.hpp"
+#include "test_util.hpp"
 
 namespace gpurun {
 namespace {
@@ -121,7 +122,7 @@ TEST_F(ProbeTree, ListsEntriesSortedWithTheSpaceTheyOccupy) {
 }
 
 TEST_F(ProbeTree, ATmpfsOfItsOwnWithItsSizeAndUse) {
-  if (!private_mounts()) GTEST_SKIP() << "needs root to mount a tmpfs (CI runs as root)";
+  SKIP_UNLESS(private_mounts(), "needs root to mount a tmpfs (CI runs as root)");
   mount_shm("tmpfs", "size=8m");
   write("dev/shm/torch_9_9_0", std::string(MiB, 'x'));
   const DoctorFacts f = measure();
@@ -133,7 +134,7 @@ TEST_F(ProbeTree, ATmpfsOfItsOwnWithItsSizeAndUse) {
 }
 
 TEST_F(ProbeTree, AMountThatIsNotATmpfs) {
-  if (!private_mounts()) GTEST_SKIP() << "needs root to mount a ramfs (CI runs as root)";
+  SKIP_UNLESS(private_mounts(), "needs root to mount a ramfs (CI runs as root)");
   mount_shm("ramfs", "");
   EXPECT_EQ(measure().shm_mount, ShmMount::kNotTmpfs);
 }

@@ -9,6 +9,7 @@
 
 #include "fd.hpp"
 #include "process.hpp"
+#include "test_util.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -22,7 +23,7 @@ using std::chrono::milliseconds;
 class ShmWithSegments : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs in a mount namespace (CI runs as root)";
+    SKIP_UNLESS(::geteuid() == 0, "needs root to mount a tmpfs in a mount namespace (CI runs as root)");
     target_ = spawn({"unshare", "--mount", "--propagation", "private", "sh", "-c",
                      "mount -t tmpfs -o size=64m tmpfs /dev/shm && "
                      "dd if=/dev/zero of=/dev/shm/nccl-AbC123 bs=1M count=1 2>/dev/null && "

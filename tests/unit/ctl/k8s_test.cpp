@@ -173,8 +173,8 @@ class K8sRenderTest : public ::testing::Test {
     pod["spec"] = json::parse(tmpl["spec"].dump());
     // The webhook's review, but for the door named in the decision record.
     const PodReview r = review_pod(pod, WebhookConfig{}, store(), profile, "gpu-run-ctl k8s");
-    EXPECT_EQ(r.outcome, "patched") << r.reason;
-    return r.outcome == "patched" ? pod.patch(r.patch) : pod;
+    EXPECT_EQ(r.outcome, ReviewOutcome::kPatched) << r.reason;
+    return r.outcome == ReviewOutcome::kPatched ? pod.patch(r.patch) : pod;
   }
 
   static std::vector<ordered_json> values(const std::string& yaml) {

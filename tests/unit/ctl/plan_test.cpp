@@ -6,6 +6,8 @@
 
 #include "config.hpp"
 #include "error.hpp"
+#include "invocation.hpp"
+#include "run_args.hpp"
 #include "test_files.hpp"
 #include "test_fixtures.hpp"
 #include "test_util.hpp"
@@ -26,7 +28,7 @@ TEST(Plan, MatchesTheModelForTheBuiltInProfile) {
   EXPECT_EQ(plan.profile, "imagenet");
   EXPECT_EQ(plan.ranks, 2u);
   EXPECT_EQ(plan.workers, 4u);
-  EXPECT_TRUE(plan.problem.empty());
+  EXPECT_TRUE(plan.fits());
   EXPECT_GE(plan.shm, 256 * kMiB);
 }
 
@@ -92,6 +94,41 @@ TEST(Plan, RefusesAProfileWhoseNameIsNotItsFiles) {
   EXPECT_CONTAINS(e.what(), "key 'name': 'other' does not match the file's name");
 }
 
+// gpu-run-ctl plan "sizes exactly as gpu-run would with the same flags": the same plan, field for
+// field, from the one definition of the sizing flags (--gpu-request among them).
+TEST(Plan, IsWhatGpuRunPlansForTheSameFlags) {
+  const HostInfo host = host_with_cpus(8);
+  const std::vector<std::vector<std::string>> cases = {
+      {"--profile", "imagenet", "--gpus", "2"},
+      {"--profile", "imagenet", "--gpus", "2", "--gpu-request", "none"},
+      {"--profile", "imagenet", "--gpus", "1", "--gpu-request", "cdi", "--workers", "3", "--batch-size", "32"},
+      {"--profile", "imagenet", "--gpu-request", "none", "--prefetch-factor", "4"},
+  };
+  for (const std::vector<std::string>& flags : cases) {
+    std::vector<std::string> args = flags;
+    args.push_back("img");
+    const WrapperOptions w = split_wrapper_args(args);
+    PlanOptions o;
+    o.sizing = w.sizing;
+    const nlohmann::json ctl = plan_to_json(make_plan(o, Config{}, host, builtin_only_env));
+    const nlohmann::json run = plan_to_json(prepare_run(w, Config{}, host, builtin_only_env).plan);
+    EXPECT_EQ(ctl, run) << args.size();
+  }
+  // --gpu-request none: imagenet's pinned loader runs without a pin thread, so the loop's batches
+  // stay in /dev/shm (hold 3), where docker's GPUs give it one (hold 0).
+  PlanOptions none;
+  none.sizing.profile = "imagenet";
+  none.sizing.gpus = "2";
+  EXPECT_EQ(make_plan(none, Config{}, host, builtin_only_env).hold, 0u);
+  none.sizing.gpu_request = "none";
+  const ShmPlan pinned = make_plan(none, Config{}, host, builtin_only_env);
+  EXPECT_EQ(pinned.hold, 3u);
+  EXPECT_CONTAINS(pinned.hold_why, "--gpu-request none");
+  none.sizing.gpu_request = "nvidia";
+  EXPECT_CONTAINS(expect_error([&] { make_plan(none, Config{}, host, builtin_only_env); }).what(),
+                  "--gpu-request 'nvidia': expected docker, cdi or none");
+}
+
 TEST(Plan, APlanThatDoesNotFitCarriesTheProblem) {
   PlanOptions o;
   o.sizing.profile = "imagenet";
@@ -99,11 +136,18 @@ TEST(Plan, APlanThatDoesNotFitCarriesTheProblem) {
   o.sizing.workers = "8";
   o.memory = "2g";
   const ShmPlan plan = make_plan(o, Config{}, host_with_cpus(8), builtin_only_env);
-  EXPECT_CONTAINS(plan.problem, "memory limit");
-  EXPECT_EQ(expect_error([&] { require_fits(plan); }).exit_code(), kExitUsage);
+  ASSERT_TRUE(plan.refusal);
+  EXPECT_EQ(plan.refusal->kind, RefusalKind::kOverBudget);
+  // In the command line's words: the flags a person changes.
+  const Error e = expect_error([&] { require_fits(plan, kFlagWords); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "raise --memory to at least");
+  EXPECT_CONTAINS(e.what(), "or lower --workers (now 8) or --batch-size (now");
 }
 
 TEST(Plan, AdvisesOnlyWhatCanHelp) {
+  // The refusal in the command line's words, "" when the plan fits.
+  auto words = [](const ShmPlan& p) { return p.refusal ? refusal_words(*p.refusal, kFlagWords) : std::string(); };
   // Workers 0 and batch 1: neither can be lowered; imagenet's need (a few MiB) sits under its
   // min_shm 256 MiB, so nothing the job's flags change lowers the size: memory or min_shm.
   PlanOptions o;
@@ -114,16 +158,16 @@ TEST(Plan, AdvisesOnlyWhatCanHelp) {
   o.memory = "384m";
   const ShmPlan floor = make_plan(o, Config{}, host_with_cpus(2), builtin_only_env);
   EXPECT_EQ(floor.shm, floor.min_shm);
-  EXPECT_CONTAINS(floor.problem, "raise --memory to at least 512m");
-  EXPECT_CONTAINS(floor.problem, "min_shm");
-  EXPECT_EQ(floor.problem.find("--workers"), std::string::npos) << floor.problem;
-  EXPECT_EQ(floor.problem.find("--batch-size"), std::string::npos) << floor.problem;
+  EXPECT_CONTAINS(words(floor), "raise --memory to at least 512m");
+  EXPECT_CONTAINS(words(floor), "min_shm");
+  EXPECT_EQ(words(floor).find("--workers"), std::string::npos) << words(floor);
+  EXPECT_EQ(words(floor).find("--batch-size"), std::string::npos) << words(floor);
   // At min_shm with workers and a batch to spare: lowering them still does not move the size.
   o.sizing.workers = "1";
   o.sizing.batch_size = "64";
   const ShmPlan auto_floor = make_plan(o, Config{}, host_with_cpus(2), builtin_only_env);
   EXPECT_EQ(auto_floor.shm, auto_floor.min_shm);
-  EXPECT_EQ(auto_floor.problem.find("--workers"), std::string::npos) << auto_floor.problem;
+  EXPECT_EQ(words(auto_floor).find("--workers"), std::string::npos) << words(auto_floor);
   // Above min_shm, each flag that can go lower is named with its value, and only those.
   o.sizing.gpus = "8";
   o.sizing.workers = "64";
@@ -131,13 +175,13 @@ TEST(Plan, AdvisesOnlyWhatCanHelp) {
   o.memory = "1g";
   const ShmPlan above = make_plan(o, Config{}, host_with_cpus(2), builtin_only_env);
   ASSERT_GT(above.shm, above.min_shm);
-  EXPECT_CONTAINS(above.problem, "lower --workers (now 64)");
-  EXPECT_EQ(above.problem.find("--batch-size"), std::string::npos) << above.problem;
-  EXPECT_EQ(above.problem.find("min_shm"), std::string::npos) << above.problem;
+  EXPECT_CONTAINS(words(above), "lower --workers (now 64)");
+  EXPECT_EQ(words(above).find("--batch-size"), std::string::npos) << words(above);
+  EXPECT_EQ(words(above).find("min_shm"), std::string::npos) << words(above);
   o.sizing.gpus = "2";
   o.sizing.workers = "8";
   o.sizing.batch_size = "64";
-  EXPECT_CONTAINS(make_plan(o, Config{}, host_with_cpus(2), builtin_only_env).problem,
+  EXPECT_CONTAINS(words(make_plan(o, Config{}, host_with_cpus(2), builtin_only_env)),
                   "or lower --workers (now 8) or --batch-size (now 64)");
 }
 

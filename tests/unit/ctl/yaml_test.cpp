@@ -127,7 +127,7 @@ TEST(Yaml, ReadsBackAsTheSameValue) {
 // YAML 1.1 as PyYAML reads it, when the machine has it: its resolver reads keys and values
 // yaml-cpp leaves untyped.
 TEST(Yaml, ReadsBackAsTheSameValueWithPyYaml) {
-  if (std::system("python3 -c 'import yaml' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 with PyYAML not found";
+  SKIP_UNLESS(std::system("python3 -c 'import yaml' >/dev/null 2>&1") == 0, "python3 with PyYAML not found");
   TempDir dir;
   const ordered_json doc = ordered_json::parse(kTricky);
   const fs::path yaml = dir.write("doc.yaml", to_yaml(doc));
@@ -207,7 +207,7 @@ TEST(YamlDocuments, RewriteKeepsWhatTheEditLeft) {
 
 // What rewrite_yaml_document writes, as PyYAML (YAML 1.1) reads it, when the machine has it.
 TEST(YamlDocuments, RewriteReadsBackWithPyYaml) {
-  if (std::system("python3 -c 'import yaml' >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 with PyYAML not found";
+  SKIP_UNLESS(std::system("python3 -c 'import yaml' >/dev/null 2>&1") == 0, "python3 with PyYAML not found");
   const std::string doc = "a: {b: \"0755\", c: 'yes', d: no}\ne: [\"1e3\", x]\nf: |\n  l1\n\n  l2\n";
   ordered_json v = yaml_document_value(doc, "d");
   v["g"] = ordered_json::parse(kTricky);

@@ -9,6 +9,7 @@
 #include "container.hpp"
 #include "process.hpp"
 #include "test_files.hpp"
+#include "test_util.hpp"
 #include "units.hpp"
 
 namespace gpurun {
@@ -108,7 +109,7 @@ TEST(ShmGuardTest, AHangingRemountHoldsUpItsOwnContainerAndNoOther) {
 // A real remount: a process with a mount namespace and a 64 MiB tmpfs at /dev/shm of its own
 // (a container's, without the engine), grown by the guard through the build's gpu-run-hook.
 TEST(ShmGuardTest, GrowsARealTmpfsThroughTheRemountHelper) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a tmpfs in a mount namespace (CI runs as root)";
+  SKIP_UNLESS(::geteuid() == 0, "needs root to mount a tmpfs in a mount namespace (CI runs as root)");
   Child target = spawn({"unshare", "--mount", "--propagation", "private", "sh", "-c",
                         "mount -t tmpfs -o size=64m tmpfs /dev/shm && touch /dev/shm/ready && exec sleep 60"});
   const fs::path ready = "/proc/" + std::to_string(target.pid()) + "/root/dev/shm/ready";

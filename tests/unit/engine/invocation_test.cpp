@@ -272,7 +272,7 @@ TEST_F(WrapperTest, AnExplicitSizeOverTheBudgetIsRefused) {
   const Error e = expect_error([&] { run({"--memory", "1g", "--shm-size", "600m", "img"}); });
   EXPECT_EQ(e.exit_code(), kExitUsage);
   EXPECT_CONTAINS(e.what(), "--shm-size 600MiB does not fit the memory limit 1GiB");
-  EXPECT_CONTAINS(e.what(), "raise the memory limit to at least 1200m or ask for less");
+  EXPECT_CONTAINS(e.what(), "raise --memory to at least 1200m or ask for less");
   // Within the budget it is applied as given, below the plan with a warning.
   EngineInvocation inv = run({"--profile", "imagenet", "--memory", "1g", "--shm-size", "100m", "img"});
   EXPECT_TRUE(inv.sized);

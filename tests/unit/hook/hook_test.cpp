@@ -157,7 +157,7 @@ TEST_F(HookTest, AMalformedStateFailsWithOneLineAndALogLine) {
 }
 
 TEST_F(HookTest, AContainerThatAskedNothingIsLeftAlone) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a mount namespace (CI runs as root)";
+  SKIP_UNLESS(::geteuid() == 0, "needs root for a mount namespace (CI runs as root)");
   write_spec({"PATH=/bin"});
   start_container(64);
   const HookRun r = run(state(container_));
@@ -176,7 +176,7 @@ TEST_F(HookTest, AnExplicitSizeOverTheBudgetFailsTheStartAsAtEveryDoor) {
 }
 
 TEST_F(HookTest, GrowsTheContainersShmInItsMountNamespace) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a mount namespace (CI runs as root)";
+  SKIP_UNLESS(::geteuid() == 0, "needs root for a mount namespace (CI runs as root)");
   write_spec({"GPU_RUN_SHM_SIZE=200m"}, 2 * kGiB);
   start_container(64);
   const HookRun r = run(state(container_));

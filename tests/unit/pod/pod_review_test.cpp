@@ -48,7 +48,7 @@ TEST_F(PodReviewTest, PatchedRaisesTheLimitItFinds) {
                             json::array({gpu_container("train", {{"nvidia.com/gpu", "2"}, {"memory", "32Gi"}}),
                                          {{"name", "sidecar"}, {"image", "busybox"}}}));
   const PodReview r = review(pod);
-  ASSERT_EQ(r.outcome, "patched") << r.reason;
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.reason;
   EXPECT_EQ(r.size, 97 * kMiB);
   EXPECT_EQ(r.containers, "train");
   EXPECT_TRUE(r.reason.empty());
@@ -88,24 +88,24 @@ TEST_F(PodReviewTest, NumbersAsAManifestWritesThem) {
   // YAML's `nvidia.com/gpu: 2` and `cpu: 0.5` reach the review as JSON numbers.
   const PodReview r = review(pod_with({{"gpu-run.profile", "webtest"}},
                                       json::array({gpu_container("train", {{"nvidia.com/gpu", 2}, {"cpu", 0.5}})})));
-  ASSERT_EQ(r.outcome, "patched") << r.reason;
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.reason;
   EXPECT_EQ(r.size, 97 * kMiB);
 }
 
 TEST_F(PodReviewTest, ADefaultProfileSizesOnlyGpuContainersAndNeverDenies) {
   const std::string webtest = "webtest";
   const json plain = pod_with(json::object(), json::array({gpu_container("train", {{"nvidia.com/gpu", "2"}})}));
-  EXPECT_EQ(review(plain).outcome, "allowed") << "no request, no default: left alone";
+  EXPECT_EQ(review(plain).outcome, ReviewOutcome::kAllowed) << "no request, no default: left alone";
   const PodReview sized = review(plain, &webtest);
-  EXPECT_EQ(sized.outcome, "patched");
+  EXPECT_EQ(sized.outcome, ReviewOutcome::kPatched);
   EXPECT_EQ(sized.default_profile_used, "webtest");
   const PodReview cpu_only =
       review(pod_with(json::object(), json::array({gpu_container("web", {{"cpu", "2"}})})), &webtest);
-  EXPECT_EQ(cpu_only.outcome, "allowed");
+  EXPECT_EQ(cpu_only.outcome, ReviewOutcome::kAllowed);
   EXPECT_CONTAINS(cpu_only.reason, "nvidia.com/gpu");
   const std::string missing = "no-such-profile";
   const PodReview warned = review(plain, &missing);
-  EXPECT_EQ(warned.outcome, "warned");
+  EXPECT_EQ(warned.outcome, ReviewOutcome::kWarned);
   EXPECT_CONTAINS(warned.warning, "admitted without a /dev/shm change");
   EXPECT_CONTAINS(warned.reason, "no-such-profile");
 }
@@ -114,13 +114,13 @@ TEST_F(PodReviewTest, DeniesARequestItCannotPlanAndWarnsForHostIpc) {
   const json asked = pod_with({{"gpu-run.profile", "no-such-profile"}},
                               json::array({gpu_container("train", {{"nvidia.com/gpu", "1"}})}));
   const PodReview denied = review(asked);
-  EXPECT_EQ(denied.outcome, "denied");
+  EXPECT_EQ(denied.outcome, ReviewOutcome::kDenied);
   EXPECT_CONTAINS(denied.reason, "no-such-profile");
   EXPECT_TRUE(denied.patch.is_null());
   json host_ipc = pod_with({{"gpu-run.profile", "webtest"}}, json::array({gpu_container("t", json::object())}));
   host_ipc["spec"]["hostIPC"] = true;
   const PodReview warned = review(host_ipc);
-  EXPECT_EQ(warned.outcome, "warned");
+  EXPECT_EQ(warned.outcome, ReviewOutcome::kWarned);
   EXPECT_CONTAINS(warned.warning, "hostIPC");
 }
 

@@ -148,7 +148,7 @@ TEST_F(ReviewTest, PyTorchJobDdpWorkerWithEightGpus) {
                           {{"nvidia.com/gpu", "8"}, {"memory", "32Gi"}})});
   p["spec"]["containers"][0]["env"] = json::array({{{"name", "MASTER_ADDR"}, {"value", "job-master-0"}}});
   const ReviewResult r = run(review_of(p));
-  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
   EXPECT_EQ(r.review["response"]["uid"], "uid-1");
   EXPECT_EQ(r.review["response"]["allowed"], true);
   EXPECT_EQ(r.review["apiVersion"], "admission.k8s.io/v1");
@@ -223,7 +223,7 @@ TEST_F(ReviewTest, BuiltInImagenetWithEightGpusMatchesCtlPlan) {
   // reach the container: hold 0 assumed.
   const json p = pod({{"gpu-run.profile", "imagenet"}}, {container("trainer", {{"nvidia.com/gpu", 8}, {"cpu", "16"}})});
   const ReviewResult r = run(review_of(p));
-  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
   EXPECT_EQ(shm_volume_size(patched(p, r)), "1545Mi");
 }
 
@@ -233,7 +233,7 @@ TEST_F(ReviewTest, RayWorkerGetsWorkersFromItsCpuLimit) {
   const json p =
       pod({{"gpu-run.profile", "webauto"}}, {container("ray-worker", {{"nvidia.com/gpu", "1"}, {"cpu", "3500m"}})});
   const ReviewResult r = run(review_of(p));
-  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
   const json out = patched(p, r);
   EXPECT_EQ(shm_volume_size(out), "25Mi");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "3");
@@ -245,7 +245,7 @@ TEST_F(ReviewTest, BuiltInServingProfilesPlanAsGpuRunCtlPlan) {
   // + NCCL 38,567,936, x 1.05 -> 736 MiB; no DataLoader, so no worker count to tell.
   json p = pod({{"gpu-run.profile", "vllm"}}, {container("vllm", {{"nvidia.com/gpu", "2"}})});
   ReviewResult r = run(review_of(p));
-  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
   EXPECT_EQ(shm_volume_size(patched(p, r)), "736Mi");
   // ray-worker with the pod's 64Gi limit, under the deny policy (which plans with the limit):
   // int(64 GiB x 0.3) -> 20,615,843,840 + NCCL 38,567,936 (2 GPUs), x 1.05 -> 20683 MiB, within
@@ -254,21 +254,21 @@ TEST_F(ReviewTest, BuiltInServingProfilesPlanAsGpuRunCtlPlan) {
   p = pod({{"gpu-run.profile", "ray-worker"}},
           {container("ray-worker", {{"nvidia.com/gpu", "2"}, {"memory", "64Gi"}})});
   r = run(review_of(p));
-  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
   const json out = patched(p, r);
   EXPECT_EQ(shm_volume_size(out), "20683Mi");
   EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "64Gi");
   // Under raise the plan has no limit (it raises the one Ray reads): denied with what to do.
   config_.policy = WebhookPolicy::kRaise;
   r = run(review_of(p));
-  EXPECT_EQ(r.outcome, "denied");
+  EXPECT_EQ(r.outcome, ReviewOutcome::kDenied);
   EXPECT_CONTAINS(r.review["response"]["status"]["message"].get<std::string>(),
                   "Ray's object store defaults to 0.3 of the container's memory");
   EXPECT_CONTAINS(r.review["response"]["status"]["message"].get<std::string>(), "not under raise");
   // triton-python: one 1 MiB pool, below min_shm 256 MiB.
   p = pod({{"gpu-run.profile", "triton-python"}}, {container("triton", {{"nvidia.com/gpu", "1"}})});
   r = run(review_of(p));
-  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
   EXPECT_EQ(shm_volume_size(patched(p, r)), "256Mi");
 }
 
@@ -277,7 +277,7 @@ TEST_F(ReviewTest, NotebookWithoutGpus) {
   // (2*2+3) * 4 MiB + 72 KiB -> 29 MiB. Memory limit 8Gi -> 8221Mi.
   const json p = pod({{"gpu-run.profile", "webtest"}}, {container("notebook", {{"memory", "8Gi"}})});
   const ReviewResult r = run(review_of(p));
-  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
   const json out = patched(p, r);
   EXPECT_EQ(shm_volume_size(out), "29Mi");
   EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "8221Mi");
@@ -293,7 +293,7 @@ TEST_F(ReviewTest, TwoGpuContainersAndASidecar) {
                      {container("trainer-a", {{"nvidia.com/gpu", "2"}, {"memory", "16Gi"}}), container("log-shipper"),
                       container("trainer-b", {{"nvidia.com/gpu", "1"}, {"memory", "16Gi"}})});
   const ReviewResult r = run(review_of(p));
-  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
   const json out = patched(p, r);
   EXPECT_EQ(shm_volume_size(out), "114Mi");
   const json& cs = out["spec"]["containers"];
@@ -314,7 +314,7 @@ TEST_F(ReviewTest, ContainersAnnotationNamesInitContainersToo) {
                {container("main", {{"nvidia.com/gpu", "1"}}), container("gpu-other", {{"nvidia.com/gpu", "1"}})});
   p["spec"]["initContainers"] = json::array({container("prep"), container("untouched-init")});
   const ReviewResult r = run(review_of(p));
-  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
   const json out = patched(p, r);
   EXPECT_TRUE(mounts_shm(out["spec"]["containers"][0]));
   EXPECT_FALSE(mounts_shm(out["spec"]["containers"][1]));
@@ -335,7 +335,7 @@ TEST_F(ReviewTest, InitContainersAreNotMountedUnlessNamed) {
 TEST_F(ReviewTest, UnknownContainerNameIsDenied) {
   const json p = pod({{"gpu-run.profile", "webtest"}, {"gpu-run.containers", "nope"}}, {container("main")});
   const ReviewResult r = run(review_of(p));
-  EXPECT_EQ(r.outcome, "denied");
+  EXPECT_EQ(r.outcome, ReviewOutcome::kDenied);
   EXPECT_CONTAINS(r.review["response"]["status"]["message"].get<std::string>(), "no container 'nope'");
 }
 
@@ -344,7 +344,7 @@ TEST_F(ReviewTest, ReAdmissionOfAPatchedPodChangesNothing) {
       pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "2"}, {"memory", "8Gi"}})});
   const json once = patched(p, run(review_of(p)));
   const ReviewResult again = run(review_of(once, "uid-2"));
-  EXPECT_EQ(again.outcome, "allowed") << again.review.dump();
+  EXPECT_EQ(again.outcome, ReviewOutcome::kAllowed) << again.review.dump();
   EXPECT_FALSE(again.review["response"].contains("patch"));
   EXPECT_FALSE(again.review["response"].contains("warnings"));
   EXPECT_EQ(again.review["response"]["uid"], "uid-2");
@@ -356,7 +356,7 @@ TEST_F(ReviewTest, ExistingDevShmMountIsLeftAloneWithAWarning) {
   p["spec"]["volumes"] = json::array({{{"name", "dshm"}, {"emptyDir", {{"medium", "Memory"}}}}});
   p["spec"]["containers"][0]["volumeMounts"] = json::array({{{"name", "dshm"}, {"mountPath", "/dev/shm/"}}});
   const ReviewResult r = run(review_of(p));
-  EXPECT_EQ(r.outcome, "warned");
+  EXPECT_EQ(r.outcome, ReviewOutcome::kWarned);
   EXPECT_EQ(r.review["response"]["allowed"], true);
   EXPECT_FALSE(r.review["response"].contains("patch"));
   EXPECT_CONTAINS(r.review["response"]["warnings"][0].get<std::string>(), "already mounts volume 'dshm' at /dev/shm");
@@ -366,7 +366,7 @@ TEST_F(ReviewTest, HostIpcPodIsNeverPatched) {
   json p = pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "1"}})});
   p["spec"]["hostIPC"] = true;
   const ReviewResult r = run(review_of(p));
-  EXPECT_EQ(r.outcome, "warned");
+  EXPECT_EQ(r.outcome, ReviewOutcome::kWarned);
   EXPECT_FALSE(r.review["response"].contains("patch"));
   EXPECT_CONTAINS(r.review["response"]["warnings"][0].get<std::string>(), "hostIPC");
 }
@@ -414,7 +414,7 @@ TEST_F(ReviewTest, GpusAnnotationAndExplicitShmSize) {
   EXPECT_EQ(shm_volume_size(patched(gpus, run(review_of(gpus)))), "97Mi");
   const json sized = pod({{"gpu-run.shm-size", "3g"}}, {container("main", {{"memory", "10Gi"}})});
   const ReviewResult r = run(review_of(sized));
-  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
   const json out = patched(sized, r);
   EXPECT_EQ(shm_volume_size(out), "3Gi");
   EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "13Gi");
@@ -429,16 +429,16 @@ TEST_F(ReviewTest, PolicyForAPlanOverTheMemoryBudget) {
   EXPECT_EQ(patched(p, run(review_of(p)))["spec"]["containers"][0]["resources"]["limits"]["memory"], "449Mi");
   config_.policy = WebhookPolicy::kDeny;
   const ReviewResult denied = run(review_of(p));
-  EXPECT_EQ(denied.outcome, "denied");
+  EXPECT_EQ(denied.outcome, ReviewOutcome::kDenied);
   EXPECT_EQ(denied.review["response"]["allowed"], false);
   EXPECT_EQ(denied.review["response"]["status"]["code"], 403);
   EXPECT_EQ(denied.review["response"]["status"]["message"],
             "gpu-run: container 'main': planned /dev/shm of 193MiB does not fit the memory limit 256MiB (shm pages "
             "count against it; at most 50% = 128MiB may be shm): raise resources.limits.memory to at least 386Mi, or "
-            "lower the annotation gpu-run.workers (now 2) or gpu-run.batch-size (now 4)");
+            "lower gpu-run.workers (now 2) or gpu-run.batch-size (now 4)");
   config_.policy = WebhookPolicy::kWarn;
   const ReviewResult warned = run(review_of(p));
-  EXPECT_EQ(warned.outcome, "warned");
+  EXPECT_EQ(warned.outcome, ReviewOutcome::kWarned);
   EXPECT_EQ(warned.review["response"]["allowed"], true);
   EXPECT_FALSE(warned.review["response"].contains("patch"));
   EXPECT_CONTAINS(warned.review["response"]["warnings"][0].get<std::string>(), "does not fit the memory limit");
@@ -450,14 +450,14 @@ TEST_F(ReviewTest, AnExplicitSizeOverTheBudgetIsDeniedAsAtEveryDoor) {
   config_.policy = WebhookPolicy::kDeny;
   const json p = pod({{"gpu-run.shm-size", "600Mi"}}, {container("main", {{"memory", "1Gi"}})});
   const ReviewResult denied = run(review_of(p));
-  EXPECT_EQ(denied.outcome, "denied");
+  EXPECT_EQ(denied.outcome, ReviewOutcome::kDenied);
   EXPECT_EQ(denied.review["response"]["status"]["message"],
-            "gpu-run: container 'main': /dev/shm of 600MiB does not fit the memory limit 1GiB (shm pages count "
-            "against it; at most 50% = 512MiB may be shm): raise resources.limits.memory to at least 1200Mi, or ask "
-            "for less with gpu-run.shm-size");
+            "gpu-run: container 'main': gpu-run.shm-size 600MiB does not fit the memory limit 1GiB (shm pages "
+            "count against it; at most 50% = 512MiB may be shm): raise resources.limits.memory to at least 1200Mi or "
+            "ask for less");
   const ReviewResult fits =
       run(review_of(pod({{"gpu-run.shm-size", "500Mi"}}, {container("main", {{"memory", "1Gi"}})})));
-  EXPECT_EQ(fits.outcome, "patched") << fits.review.dump();
+  EXPECT_EQ(fits.outcome, ReviewOutcome::kPatched) << fits.review.dump();
 }
 
 TEST_F(ReviewTest, RaiseKeepsTheBudgetWithASmallFraction) {
@@ -471,7 +471,7 @@ TEST_F(ReviewTest, RaiseKeepsTheBudgetWithASmallFraction) {
 
 TEST_F(ReviewTest, AnUnknownProfileIsDeniedWithTheNamesThisWebhookKnows) {
   const ReviewResult r = run(review_of(pod({{"gpu-run.profile", "webtset"}}, {container("main")})));
-  EXPECT_EQ(r.outcome, "denied");
+  EXPECT_EQ(r.outcome, ReviewOutcome::kDenied);
   const std::string message = r.review["response"]["status"]["message"].get<std::string>();
   EXPECT_CONTAINS(message, "unknown profile 'webtset': did you mean webtest?");
   EXPECT_CONTAINS(message, "(profiles this webhook knows: ");
@@ -483,28 +483,28 @@ TEST_F(ReviewTest, AnUnknownProfileIsDeniedWithTheNamesThisWebhookKnows) {
 TEST_F(ReviewTest, OverMaxShmIsDeniedUnderRaiseAndDeny) {
   const json p = pod({{"gpu-run.profile", "websmall"}}, {container("main", {{"nvidia.com/gpu", "8"}})});
   const ReviewResult r = run(review_of(p));
-  EXPECT_EQ(r.outcome, "denied");
+  EXPECT_EQ(r.outcome, ReviewOutcome::kDenied);
   EXPECT_CONTAINS(r.review["response"]["status"]["message"].get<std::string>(),
                   "above the profile's max_shm 100MiB: lower gpu-run.workers or gpu-run.batch-size");
   config_.policy = WebhookPolicy::kWarn;
-  EXPECT_EQ(run(review_of(p)).outcome, "warned");
+  EXPECT_EQ(run(review_of(p)).outcome, ReviewOutcome::kWarned);
 }
 
 TEST_F(ReviewTest, PodsWithoutAGpuRunAnnotationAndOtherKindsAreAllowedUnchanged) {
   const json plain = pod({{"team", "ml"}}, {container("main", {{"nvidia.com/gpu", "1"}})});
   ReviewResult r = run(review_of(plain));
-  EXPECT_EQ(r.outcome, "allowed");
+  EXPECT_EQ(r.outcome, ReviewOutcome::kAllowed);
   EXPECT_FALSE(r.review["response"].contains("patch"));
   const json only_where = pod({{"gpu-run.containers", "main"}}, {container("main")});
-  EXPECT_EQ(run(review_of(only_where)).outcome, "allowed");
+  EXPECT_EQ(run(review_of(only_where)).outcome, ReviewOutcome::kAllowed);
   json deployment = review_of(plain);
   deployment["request"]["kind"] = {{"group", "apps"}, {"version", "v1"}, {"kind", "Deployment"}};
   r = run(deployment);
-  EXPECT_EQ(r.outcome, "allowed");
+  EXPECT_EQ(r.outcome, ReviewOutcome::kAllowed);
   EXPECT_EQ(r.review["response"]["uid"], "uid-1");
   json update = review_of(pod({{"gpu-run.profile", "webtest"}}, {container("main")}));
   update["request"]["operation"] = "UPDATE";
-  EXPECT_EQ(run(update).outcome, "allowed");
+  EXPECT_EQ(run(update).outcome, ReviewOutcome::kAllowed);
 }
 
 TEST_F(ReviewTest, NamespaceDefaultProfilePlansAPodThatNamesNone) {
@@ -514,7 +514,7 @@ TEST_F(ReviewTest, NamespaceDefaultProfilePlansAPodThatNamesNone) {
   const json p = pod({{"team", "x"}}, {container("pytorch", {{"nvidia.com/gpu", "8"}, {"memory", "64Gi"}}),
                                        container("log-shipper", {{"memory", "1Gi"}})});
   const ReviewResult r = run(review_of(p));
-  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
   const json out = patched(p, r);
   EXPECT_EQ(shm_volume_size(out), "193Mi");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_PROFILE"), "webtest");
@@ -524,7 +524,7 @@ TEST_F(ReviewTest, NamespaceDefaultProfilePlansAPodThatNamesNone) {
   EXPECT_CONTAINS(r.fields, "namespace_profile=webtest");
   // Re-admission of the patched pod changes nothing.
   const ReviewResult again = run(review_of(out, "uid-2"));
-  EXPECT_EQ(again.outcome, "allowed") << again.review.dump();
+  EXPECT_EQ(again.outcome, ReviewOutcome::kAllowed) << again.review.dump();
   EXPECT_FALSE(again.review["response"].contains("patch"));
 }
 
@@ -533,20 +533,20 @@ TEST_F(ReviewTest, NamespaceDefaultIsOnlyForItsNamespaceAndLosesToThePod) {
   const json plain = pod(json::object(), {container("main", {{"nvidia.com/gpu", "1"}, {"cpu", "3"}})});
   json elsewhere = review_of(plain);
   elsewhere["request"]["namespace"] = "web";
-  EXPECT_EQ(run(elsewhere).outcome, "allowed");
+  EXPECT_EQ(run(elsewhere).outcome, ReviewOutcome::kAllowed);
   EXPECT_FALSE(run(elsewhere).review["response"].contains("patch"));
   // The pod's own profile wins: webauto on 3 CPUs -> 3 workers, (2*3+0) * 4 MiB + (8+5*3) pages of
   // semaphores (92 KiB) -> 25 MiB.
   const json own = pod({{"gpu-run.profile", "webauto"}}, {container("main", {{"nvidia.com/gpu", "1"}, {"cpu", "3"}})});
   const ReviewResult r = run(review_of(own));
-  ASSERT_EQ(r.outcome, "patched") << r.review.dump();
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
   EXPECT_EQ(shm_volume_size(patched(own, r)), "25Mi");
   EXPECT_EQ(r.fields.find("namespace_profile="), std::string::npos);
   // Another annotation without a profile takes the namespace's: webtest with 2 GPUs ->
   // 2 * (16 MiB + 72 KiB) + 64 MiB NCCL -> 97 MiB.
   const json gpus = pod({{"gpu-run.gpus", "2"}}, {container("main")});
   const ReviewResult g = run(review_of(gpus));
-  ASSERT_EQ(g.outcome, "patched") << g.review.dump();
+  ASSERT_EQ(g.outcome, ReviewOutcome::kPatched) << g.review.dump();
   EXPECT_EQ(shm_volume_size(patched(gpus, g)), "97Mi");
   EXPECT_EQ(env_of(patched(gpus, g)["spec"]["containers"][0], "GPU_RUN_PROFILE"), "webtest");
 }
@@ -554,13 +554,13 @@ TEST_F(ReviewTest, NamespaceDefaultIsOnlyForItsNamespaceAndLosesToThePod) {
 TEST_F(ReviewTest, NamespaceDefaultLeavesPodsWithoutGpusAlone) {
   config_.namespace_profiles["ml"] = "webtest";
   const ReviewResult r = run(review_of(pod(json::object(), {container("redis", {{"memory", "1Gi"}})})));
-  EXPECT_EQ(r.outcome, "allowed");
+  EXPECT_EQ(r.outcome, ReviewOutcome::kAllowed);
   EXPECT_FALSE(r.review["response"].contains("patch"));
   EXPECT_FALSE(r.review["response"].contains("warnings"));
   // ...unless gpu-run.containers names them: one rank, 28 MiB of batches and the semaphore pages -> 29 MiB.
   const json named = pod({{"gpu-run.containers", "notebook"}}, {container("notebook")});
   const ReviewResult n = run(review_of(named));
-  ASSERT_EQ(n.outcome, "patched") << n.review.dump();
+  ASSERT_EQ(n.outcome, ReviewOutcome::kPatched) << n.review.dump();
   EXPECT_EQ(shm_volume_size(patched(named, n)), "29Mi");
 }
 
@@ -572,24 +572,25 @@ TEST_F(ReviewTest, NamespaceDefaultThatCannotBeMetWarnsInsteadOfDenying) {
   for (WebhookPolicy policy : {WebhookPolicy::kRaise, WebhookPolicy::kDeny}) {
     config_.policy = policy;
     const ReviewResult r = run(review_of(p));
-    EXPECT_EQ(r.outcome, "warned") << r.review.dump();
+    EXPECT_EQ(r.outcome, ReviewOutcome::kWarned) << r.review.dump();
     EXPECT_EQ(r.review["response"]["allowed"], true);
     EXPECT_FALSE(r.review["response"].contains("patch"));
     EXPECT_CONTAINS(r.review["response"]["warnings"][0].get<std::string>(), "max_shm");
   }
   EXPECT_EQ(
       run(review_of(pod({{"gpu-run.profile", "websmall"}}, {container("main", {{"nvidia.com/gpu", "8"}})}))).outcome,
-      "denied");
+      ReviewOutcome::kDenied);
   config_.namespace_profiles["ml"] = "no-such-profile";
-  EXPECT_EQ(run(review_of(p)).outcome, "warned");
+  EXPECT_EQ(run(review_of(p)).outcome, ReviewOutcome::kWarned);
 }
 
 TEST_F(ReviewTest, HostileInputNeverCrashes) {
-  EXPECT_EQ(review_admission("{not json", config_, store()).outcome, "error");
-  EXPECT_EQ(review_admission("", config_, store()).outcome, "error");
-  EXPECT_EQ(review_admission("[]", config_, store()).outcome, "error");
-  EXPECT_EQ(review_admission(R"({"request": 7})", config_, store()).outcome, "error");
-  EXPECT_EQ(review_admission(std::string(100000, '[') + std::string(100000, ']'), config_, store()).outcome, "error");
+  EXPECT_EQ(review_admission("{not json", config_, store()).outcome, ReviewOutcome::kError);
+  EXPECT_EQ(review_admission("", config_, store()).outcome, ReviewOutcome::kError);
+  EXPECT_EQ(review_admission("[]", config_, store()).outcome, ReviewOutcome::kError);
+  EXPECT_EQ(review_admission(R"({"request": 7})", config_, store()).outcome, ReviewOutcome::kError);
+  EXPECT_EQ(review_admission(std::string(100000, '[') + std::string(100000, ']'), config_, store()).outcome,
+            ReviewOutcome::kError);
   const ReviewResult malformed = review_admission("{oops", config_, store());
   EXPECT_EQ(malformed.review["response"]["allowed"], true);
   EXPECT_EQ(malformed.review["response"]["uid"], "");
@@ -597,10 +598,10 @@ TEST_F(ReviewTest, HostileInputNeverCrashes) {
   auto outcome_of = [&](const json& annotations, const json& containers = json::array({container("main")})) {
     const ReviewResult r = run(review_of(pod(annotations, containers)));
     EXPECT_EQ(r.review["response"]["uid"], "uid-1");
-    if (r.outcome == "denied") {
+    if (r.outcome == ReviewOutcome::kDenied) {
       EXPECT_FALSE(r.review["response"]["status"]["message"].get<std::string>().empty());
     }
-    return r.outcome;
+    return std::string(review_outcome_name(r.outcome));
   };
   EXPECT_EQ(outcome_of({{"gpu-run.profile", "../../etc/passwd"}}), "denied");
   EXPECT_EQ(outcome_of({{"gpu-run.profile", "/etc/gpu-run/x"}}), "denied");
@@ -625,12 +626,12 @@ TEST_F(ReviewTest, HostileInputNeverCrashes) {
 
   json no_spec = review_of(pod({{"gpu-run.profile", "webtest"}}, json::array()));
   no_spec["request"]["object"].erase("spec");
-  EXPECT_EQ(run(no_spec).outcome, "warned");
+  EXPECT_EQ(run(no_spec).outcome, ReviewOutcome::kWarned);
   json bad_object = review_of(pod({}, json::array()));
   bad_object["request"]["object"] = "pod";
-  EXPECT_EQ(run(bad_object).outcome, "error");
+  EXPECT_EQ(run(bad_object).outcome, ReviewOutcome::kError);
   json long_uid = review_of(pod({}, json::array()), std::string(1000, 'u'));
-  EXPECT_EQ(run(long_uid).outcome, "error");
+  EXPECT_EQ(run(long_uid).outcome, ReviewOutcome::kError);
 }
 
 TEST_F(ReviewTest, V1beta1IsAnsweredInKind) {

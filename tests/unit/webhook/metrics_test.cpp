@@ -9,9 +9,9 @@ namespace {
 
 TEST(WebhookMetricsTest, CountsOutcomesAndBucketsLatencies) {
   WebhookMetrics m;
-  m.record("patched", 0.0004);
-  m.record("denied", 0.02);
-  m.record("error", 2.0);
+  m.record(ReviewOutcome::kPatched, 0.0004);
+  m.record(ReviewOutcome::kDenied, 0.02);
+  m.record(ReviewOutcome::kError, 2.0);
   const std::string text = m.render();
   EXPECT_NE(text.find("# TYPE gpu_run_webhook_reviews_total counter\ngpu_run_webhook_reviews_total 3\n"),
             std::string::npos)
@@ -30,9 +30,9 @@ TEST(WebhookMetricsTest, CountsOutcomesAndBucketsLatencies) {
 
 TEST(WebhookMetricsTest, CountersAndHistogram) {
   WebhookMetrics m;
-  m.record("patched", 0.0004);
-  m.record("denied", 0.003);
-  m.record("error", 2.0);
+  m.record(ReviewOutcome::kPatched, 0.0004);
+  m.record(ReviewOutcome::kDenied, 0.003);
+  m.record(ReviewOutcome::kError, 2.0);
   const std::string text = m.render();
   EXPECT_CONTAINS(text, "gpu_run_webhook_reviews_total 3\n");
   EXPECT_CONTAINS(text, "gpu_run_webhook_patches_total 1\n");
