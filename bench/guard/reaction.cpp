@@ -5,8 +5,8 @@
 // guard's threshold, takes the sample that crosses it (statvfs, as the guard does) and times
 // ShmGuard::on_sample: the policy, the start of the remount helper (gpu-run-hook --remount,
 // posix_spawn'ed), its sandbox, setns and the remount, and the samples after it until the growth
-// is seen (the guard polls the helper without blocking). Then it empties /dev/shm and shrinks it back for the next round.
-// Prints one line per percentile; --json for the run script.
+// is seen (the guard polls the helper without blocking). Then it empties /dev/shm and shrinks it back for the next
+// round. Prints one line per percentile; --json for the run script.
 //
 //   reaction [--rounds 200] [--size 64]     (needs root)
 
