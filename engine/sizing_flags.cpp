@@ -20,6 +20,7 @@ const RequestWords kFlagWords = {
     "--memory",
     "plan with the container's limit (--memory)",
     engine_size,
+    nullptr,
 };
 
 ContainerRequest flags_request(const SizingFlags& o) {

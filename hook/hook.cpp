@@ -61,7 +61,7 @@ int run_remount(const RemountRequest& request, int out) {
   return code;
 }
 
-int run_hook(const HookOptions& o, std::string& error_line) {
+HookResult run_hook(const HookOptions& o) {
   // Host-controlled input first: config, host facts, the host's /dev/shm.
   DecisionContext ctx(config_path(o.config), "gpu-run-hook");
   ctx.log.set_echo(o.debug);
@@ -80,15 +80,13 @@ int run_hook(const HookOptions& o, std::string& error_line) {
     state = parse_state(state_text);
   } catch (const Error& e) {
     ctx.log.error(std::string("stage=") + log_quote(o.stage) + " action=fail error=" + log_quote(e.what()));
-    error_line = e.what();
-    return kExitFailure;
+    return {kExitFailure, e.what()};
   }
   const std::string who = "container=" + log_quote(state.id.substr(0, 64)) + " stage=" + log_quote(o.stage);
-  auto finish = [&](const Disposition& disposition) {
+  auto finish = [&](const Disposition& disposition) -> HookResult {
     log_disposition(ctx.log, who, disposition);
-    if (disposition.action != Action::kFail) return kExitOk;
-    error_line = "container " + state.id.substr(0, 12) + ": " + disposition.error;
-    return kExitFailure;
+    if (disposition.action != Action::kFail) return {};
+    return {kExitFailure, "container " + state.id.substr(0, 12) + ": " + disposition.error};
   };
 
   SpecFacts spec;
@@ -123,7 +121,7 @@ int run_hook(const HookOptions& o, std::string& error_line) {
   } catch (const Error& e) {
     return failure(e.what());
   }
-  return kExitOk;
+  return {};
 }
 
 }  // namespace gpurun

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "contract.hpp"
+#include "error.hpp"
 #include "shm_remount.hpp"
 
 namespace gpurun {
@@ -23,10 +24,15 @@ struct HookOptions {
 // `gpu-run-hook --remount PID BYTES [--allow-shrink] [--host-dev DEV]`. Throws Error on bad usage.
 HookOptions parse_hook_args(int argc, char** argv);
 
+// What the hook's flow ends with: its exit code and, on failure, the one line for stderr.
+struct HookResult {
+  int exit_code = kExitOk;
+  std::string error_line;
+};
+
 // The hook's flow: config, OCI state, sandbox, decision, then resize /dev/shm in the
-// container's mount namespace. Returns the exit code; on failure the one line for
-// stderr is in `error_line`.
-int run_hook(const HookOptions& options, std::string& error_line);
+// container's mount namespace.
+HookResult run_hook(const HookOptions& options);
 
 // The remount mode: remounts the container's /dev/shm from this process (remount_shm_here) and
 // writes its report, one JSON line, to `out`. Returns the exit code (the error's on failure).

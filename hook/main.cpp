@@ -17,10 +17,9 @@ int main(int argc, char** argv) {
   try {
     gpurun::HookOptions options = gpurun::parse_hook_args(argc, argv);
     if (options.remount) return gpurun::run_remount(*options.remount, STDOUT_FILENO);
-    std::string error_line;
-    int rc = gpurun::run_hook(options, error_line);
-    if (rc != 0 && !error_line.empty()) gpurun::print_error("gpu-run-hook", error_line);
-    return rc;
+    const gpurun::HookResult r = gpurun::run_hook(options);
+    if (r.exit_code != 0 && !r.error_line.empty()) gpurun::print_error("gpu-run-hook", r.error_line);
+    return r.exit_code;
   } catch (const gpurun::Error& e) {
     if (e.exit_code() == gpurun::kExitOk) {  // --help: the usage line alone, on stdout
       const std::string usage = std::string(e.what()) + "\n";

@@ -19,8 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::size_t kKnownProfilesShown = 20;
-
 std::string k8s_limit(std::uint64_t bytes) { return k8s_quantity(bytes); }
 
 // A pod sets annotations and resources: what to change when core refuses a size.
@@ -34,25 +32,8 @@ const RequestWords kPodWords = {
     "plan with resources.limits.memory (the webhook passes it under its deny and warn policies, not under raise, "
     "which raises the limit Ray reads)",
     k8s_limit,
+    "profiles this webhook knows",
 };
-
-// The profile store's "unknown profile" points at gpu-run-ctl, which a cluster's users do not
-// have: the names this webhook knows instead.
-std::string pod_words(std::string message, const ProfileStore& store) {
-  const auto hint = message.find(kProfilesListHint);
-  if (hint != std::string::npos) {
-    std::string known;
-    const std::vector<ProfileEntry> entries = store.list();
-    for (std::size_t i = 0; i < entries.size() && i < kKnownProfilesShown; ++i)
-      known += (i ? ", " : "") + entries[i].name;
-    if (entries.size() > kKnownProfilesShown)
-      known += " and " + std::to_string(entries.size() - kKnownProfilesShown) + " more";
-    const auto end = message.find(')', hint);
-    message.replace(hint, end == std::string::npos ? std::string::npos : end - hint,
-                    "profiles this webhook knows: " + (known.empty() ? std::string("none") : known));
-  }
-  return message;
-}
 
 PodRefusal leave_alone(std::string reason, bool warn = false) {
   return {PodRefusal::Kind::kLeaveAlone, std::move(reason), warn};
@@ -198,10 +179,10 @@ std::optional<PodRefusal> PodRequest::decide_target(PodShmTarget& t) {
     request.words = &kPodWords;
     t.decision = decide_shm(request, facts, host_config, store_, host);
   } catch (const Error& e) {
-    return cannot_meet(who + ": " + pod_words(e.what(), store_));
+    return cannot_meet(who + ": " + e.what());
   }
   const ShmDecision& d = t.decision;
-  if (!d.act) return cannot_meet(who + ": " + pod_words(d.error.empty() ? d.reason : d.error, store_));
+  if (!d.act) return cannot_meet(who + ": " + (d.error.empty() ? d.reason : d.error));
   total_ = total_ + d.size < total_ ? UINT64_MAX : total_ + d.size;
   return std::nullopt;
 }

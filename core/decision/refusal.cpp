@@ -16,6 +16,7 @@ const RequestWords kContainerWords = {
     "the pod's memory limit",
     "give the container a memory limit",
     engine_size,
+    nullptr,
 };
 
 namespace {

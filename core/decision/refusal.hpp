@@ -45,6 +45,9 @@ struct RequestWords {
   const char* pod_memory_limit;              // the pod's limit when the container has none
   const char* plan_with_limit;               // how to plan with a memory limit (Ray's default store)
   std::string (*size)(std::uint64_t bytes);  // a limit as this door's users write it: "4g", "4Gi"
+  // An unknown profile's pointer to the known ones: null for "see 'gpu-run-ctl profiles list'";
+  // else the store's own names follow these words (a cluster's users have no gpu-run-ctl).
+  const char* known_profiles;
 };
 
 // A container's keys, as the contract names them (the hook, the runtime, the guard).

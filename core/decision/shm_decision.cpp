@@ -150,7 +150,9 @@ ShmPlan plan_request(const ContainerRequest& request, const SpecFacts& spec, con
   const SizingRequest sr = sizing_request(request, spec, host, config);
   const std::string name = request.profile.value_or(config.default_profile.value_or("default"));
   check_length(request.origin == RequestOrigin::kFlags ? "--profile" : "profile", name);
-  return plan_shm(store.load(name, /*allow_path=*/request.origin == RequestOrigin::kFlags), sr);
+  return plan_shm(store.load(name, /*allow_path=*/request.origin == RequestOrigin::kFlags,
+                             request.words ? request.words->known_profiles : nullptr),
+                  sr);
 }
 
 ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, const Config& config,

@@ -71,7 +71,7 @@ std::optional<fs::path> ProfileStore::find(const std::string& name, const fs::pa
   return std::nullopt;
 }
 
-Profile ProfileStore::load(const std::string& name_or_path, bool allow_path) const {
+Profile ProfileStore::load(const std::string& name_or_path, bool allow_path, const char* known_profiles) const {
   // A file a person names by path is the profile its "name" says (a team's profile copied into a
   // job's repository): the name rule is the search path's, where a name finds its file.
   if (allow_path && looks_like_path(name_or_path)) {
@@ -98,7 +98,17 @@ Profile ProfileStore::load(const std::string& name_or_path, bool allow_path) con
       for (std::size_t i = 0; i < close.size(); ++i) message += (i ? ", " : "") + close[i];
       message += "?";
     }
-    message += std::string(" (") + kProfilesListHint + "; searched " + std::to_string(dirs_.size()) + " directories)";
+    std::string hint = kProfilesListHint;
+    if (known_profiles) {
+      const std::vector<ProfileEntry> entries = list();
+      std::string known;
+      for (std::size_t i = 0; i < entries.size() && i < kKnownProfilesShown; ++i)
+        known += (i ? ", " : "") + entries[i].name;
+      if (entries.size() > kKnownProfilesShown)
+        known += " and " + std::to_string(entries.size() - kKnownProfilesShown) + " more";
+      hint = std::string(known_profiles) + ": " + (known.empty() ? std::string("none") : known);
+    }
+    message += " (" + hint + "; searched " + std::to_string(dirs_.size()) + " directories)";
     throw usage_error(message);
   }
   return load_chain(*path, name_or_path, {name_or_path});

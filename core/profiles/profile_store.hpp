@@ -16,9 +16,11 @@ namespace fs = std::filesystem;
 
 struct Config;
 
-// Where load()'s "unknown profile" message sends a person for the known names; a door whose
-// users have no gpu-run-ctl (the webhook) replaces it with what they can see.
+// Where load()'s "unknown profile" message sends a person for the known names, unless the door
+// asks for the names themselves (a cluster's users have no gpu-run-ctl: the webhook).
 inline constexpr const char* kProfilesListHint = "see 'gpu-run-ctl profiles list'";
+// How many names load() lists then, at most.
+inline constexpr std::size_t kKnownProfilesShown = 20;
 
 // A profile file found on the search path.
 struct ProfileEntry {
@@ -42,8 +44,9 @@ class ProfileStore {
   // Loads and merges a profile by name, or by a path to a .json file when
   // `allow_path` (a person's command line, never a container's input). A file given by path
   // is named by its "name", whatever its file's name (the name rule is the search path's).
-  // Throws Error: unknown names list the closest known names.
-  Profile load(const std::string& name_or_path, bool allow_path = true) const;
+  // Throws Error: unknown names list the closest known names, and kProfilesListHint, or with
+  // `known_profiles` these words and the names on the path (the first kKnownProfilesShown).
+  Profile load(const std::string& name_or_path, bool allow_path = true, const char* known_profiles = nullptr) const;
 
   // Loads a profile file (and its parents through the store). A profile's "name", if any,
   // must be the name its file is found under (load: the name asked for): Error (exit 2) if not.

@@ -158,10 +158,9 @@ GuardLimits container_guard_limits(const ContainerInfo& c, const Config& config,
   return container_guard_limits(c, read_recorded(c, {}), ctx, note);
 }
 
-std::optional<Admitted> admit(ContainerInfo c, const AdmissionContext& ctx, std::string& why) {
+OrWhy<Admitted> admit(ContainerInfo c, const AdmissionContext& ctx) {
   const Recorded recorded = read_recorded(c, ctx.decision_dir);
-  why = guard_skip_reason(c, ctx.all, recorded);
-  if (!why.empty()) return std::nullopt;
+  if (std::string why = guard_skip_reason(c, ctx.all, recorded); !why.empty()) return OrWhy<Admitted>::none(why);
   Admitted a;
   a.limits = container_guard_limits(c, recorded, ctx, &a.note);
   if (c.shm_empty_dir) a.note += empty_dir_limits(c, recorded, a.limits);

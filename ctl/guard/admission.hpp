@@ -11,6 +11,7 @@
 #include "config.hpp"
 #include "container.hpp"
 #include "decision_record.hpp"
+#include "or_why.hpp"
 #include "profile.hpp"
 #include "shm_guard.hpp"
 #include "sizing.hpp"
@@ -37,11 +38,11 @@ struct Admitted {
   std::string profile;
 };
 
-// The one admission step: nullopt with `why` set (for the "not guarding" line) when the
+// The one admission step: no value, and why (for the "not guarding" line), when the
 // container is not running, has no /dev/shm of its own to grow, or (without --all) gpu-run did
 // not size it: no record and none of the old keys (a gpu-run.profile or gpu-run.shm-size label,
 // annotation or GPU_RUN_PROFILE / GPU_RUN_SHM_SIZE in its environment).
-std::optional<Admitted> admit(ContainerInfo container, const AdmissionContext& context, std::string& why);
+OrWhy<Admitted> admit(ContainerInfo container, const AdmissionContext& context);
 
 // Why a running container is not guarded (empty: it is), as admit() decides it.
 std::string guard_skip_reason(const ContainerInfo& container, bool all, const Recorded& recorded);

@@ -15,11 +15,10 @@ namespace {
 
 // The one admission step (admission.hpp), and the line for a container it passes over.
 std::optional<Found> admitted(ContainerInfo c, const AdmissionContext& admission) {
-  std::string why;
   const std::string name = display_name(c), id = short_id(c);
-  std::optional<Found> f = admit(std::move(c), admission, why);
-  if (!f) print_line("gpu-run-ctl: guard: not guarding container " + name + " (" + id + "): " + why);
-  return f;
+  OrWhy<Found> f = admit(std::move(c), admission);
+  if (!f) print_line("gpu-run-ctl: guard: not guarding container " + name + " (" + id + "): " + f.why);
+  return std::move(f.value);
 }
 
 // Lists the candidates every kPollEvery, inspects the new ones (once each) and publishes them,
@@ -127,14 +126,17 @@ void watch_tasks(TaskWatcher& watcher, const AdmissionContext& admission, Roster
       running.insert(ev.id);
       std::string why;
       std::optional<ContainerInfo> c;
-      if (engine == "podman")
+      if (engine == "podman") {
         c = inspected_task("podman", watcher.layout(), ev);
-      else if (engine == "docker" || ev.ns == "moby")
+      } else if (engine == "docker" || ev.ns == "moby") {
         c = inspected_task("docker", watcher.layout(), ev);
-      else
-        c = task_container(root, ev, why);
+      } else {
+        OrWhy<ContainerInfo> task = task_container(root, ev);
+        c = std::move(task.value);
+        why = std::move(task.why);
+      }
       if (!c) {
-        if (!why.empty() && why != "a pod's sandbox container")
+        if (!why.empty() && why != kSandboxContainer)
           print_line("gpu-run-ctl: guard: not guarding task " + ev.ns + "/" + ev.id.substr(0, 12) + ": " + why);
         continue;
       }
@@ -149,8 +151,9 @@ void watch_tasks(TaskWatcher& watcher, const AdmissionContext& admission, Roster
 std::unique_ptr<TaskWatcher> engine_watcher(const std::string& engine, bool quiet) {
   std::string why;
   try {
-    const std::optional<TaskLayout> layout =
-        engine == "docker" ? docker_layout(process_env("DOCKER_HOST").value_or(""), why) : podman_layout(why);
+    const OrWhy<TaskLayout> layout =
+        engine == "docker" ? docker_layout(process_env("DOCKER_HOST").value_or("")) : podman_layout();
+    why = layout.why;
     if (layout) {
       auto watcher = std::make_unique<TaskWatcher>(*layout);
       std::string where = layout->root.string();

@@ -48,7 +48,7 @@ std::optional<std::string> json_string(const fs::path& path, const char* key) {
 }
 
 // containerd's state directory: its --state, else `state` in its config file.
-std::optional<fs::path> containerd_state(const fs::path& proc, int pid, std::string& why) {
+OrWhy<fs::path> containerd_state(const fs::path& proc, int pid) {
   const std::vector<std::string> argv = process_argv(proc, pid);
   if (auto state = flag_value(argv, "state")) return process_path(proc, pid, *state);
   std::optional<std::string> config = flag_value(argv, "config");
@@ -61,8 +61,8 @@ std::optional<fs::path> containerd_state(const fs::path& proc, int pid, std::str
     const toml::value doc = toml::parse(in, file.string());
     return process_path(proc, pid, toml::find_or<std::string>(doc, "state", std::string(kDefaultContainerdState)));
   } catch (const std::exception& e) {
-    why = "cannot read containerd's config " + file.string() + ": " + std::string(e.what()).substr(0, 200);
-    return std::nullopt;
+    return OrWhy<fs::path>::none("cannot read containerd's config " + file.string() + ": " +
+                                 std::string(e.what()).substr(0, 200));
   }
 }
 
@@ -138,19 +138,18 @@ std::optional<int> socket_server(const fs::path& proc, const fs::path& path, con
   return std::nullopt;
 }
 
-std::optional<TaskLayout> docker_layout(const std::string& docker_host, std::string& why, const fs::path& proc) {
+OrWhy<TaskLayout> docker_layout(const std::string& docker_host, const fs::path& proc) {
+  using Layout = OrWhy<TaskLayout>;
   std::string socket = kDefaultDockerSocket;
   if (!docker_host.empty()) {
     if (docker_host.rfind("unix://", 0) != 0) {
-      why = "DOCKER_HOST " + docker_host.substr(0, 120) + " is not a unix socket of this host";
-      return std::nullopt;
+      return Layout::none("DOCKER_HOST " + docker_host.substr(0, 120) + " is not a unix socket of this host");
     }
     socket = docker_host.substr(7);
   }
   const std::optional<int> dockerd = socket_server(proc, socket, "dockerd");
   if (!dockerd) {
-    why = "no dockerd process serves " + socket;
-    return std::nullopt;
+    return Layout::none("no dockerd process serves " + socket);
   }
   const std::vector<std::string> argv = process_argv(proc, *dockerd);
   const fs::path config =
@@ -170,18 +169,17 @@ std::optional<TaskLayout> docker_layout(const std::string& docker_host, std::str
   for (const fs::path& address : candidates)
     if ((containerd = socket_server(proc, address, "containerd"))) break;
   if (!containerd) {
-    why = "no containerd process serves dockerd (pid " + std::to_string(*dockerd) + ") at " + candidates[0].string() +
-          (candidates.size() > 1 ? " or " + candidates[1].string() : "");
-    return std::nullopt;
+    return Layout::none("no containerd process serves dockerd (pid " + std::to_string(*dockerd) + ") at " +
+                        candidates[0].string() + (candidates.size() > 1 ? " or " + candidates[1].string() : ""));
   }
-  const std::optional<fs::path> state = containerd_state(proc, *containerd, why);
-  if (!state) return std::nullopt;
+  const OrWhy<fs::path> state = containerd_state(proc, *containerd);
+  if (!state) return Layout::none(state.why);
   TaskLayout layout = containerd_layout(*state, {ns});
   layout.engine = "docker";
   std::error_code ec;
   if (!fs::is_directory(layout.root, ec)) {
-    why = "dockerd's containerd (pid " + std::to_string(*containerd) + ") has no " + layout.root.string();
-    return std::nullopt;
+    return Layout::none("dockerd's containerd (pid " + std::to_string(*containerd) + ") has no " +
+                        layout.root.string());
   }
   return layout;
 }
@@ -196,42 +194,38 @@ TaskLayout podman_layout_at(const fs::path& run_root, const std::string& driver)
   return layout;
 }
 
-std::optional<TaskLayout> podman_layout(std::string& why) {
+OrWhy<TaskLayout> podman_layout() {
+  using Layout = OrWhy<TaskLayout>;
   try {
     const Captured r = run_capture({"podman", "info", "--format", "{{json .Store}}"});
     if (r.exit_code != 0) {
-      why = "podman info failed: " + r.err.substr(0, r.err.find('\n')).substr(0, 200);
-      return std::nullopt;
+      return Layout::none("podman info failed: " + r.err.substr(0, r.err.find('\n')).substr(0, 200));
     }
     const nlohmann::json store = nlohmann::json::parse(r.out);
     const std::string run_root = store.value("runRoot", "");
     const std::string driver = store.value("graphDriverName", "");
     if (run_root.empty() || driver.empty() || driver.find('/') != std::string::npos) {
-      why = "podman info names no store run root and driver";
-      return std::nullopt;
+      return Layout::none("podman info names no store run root and driver");
     }
     TaskLayout layout = podman_layout_at(run_root, driver);
     std::error_code ec;
     if (!fs::is_directory(layout.root, ec)) {
-      why = "podman's run root has no " + layout.root.string();
-      return std::nullopt;
+      return Layout::none("podman's run root has no " + layout.root.string());
     }
     return layout;
   } catch (const std::exception& e) {
-    why = std::string("podman info: ") + e.what();
-    return std::nullopt;
+    return Layout::none(std::string("podman info: ") + e.what());
   }
 }
 
 std::map<std::string, std::string> engine_spec_annotations(const ContainerInfo& c) {
   if (!c.running || c.id.empty()) return {};
-  std::string why;
   std::optional<TaskLayout> layout;
   try {
     if (c.engine == "docker")
-      layout = docker_layout(process_env("DOCKER_HOST").value_or(""), why);
+      layout = docker_layout(process_env("DOCKER_HOST").value_or("")).value;
     else if (c.engine == "podman")
-      layout = podman_layout(why);
+      layout = podman_layout().value;
   } catch (const Error&) {
     return {};
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "container.hpp"
+#include "or_why.hpp"
 #include "task_watch.hpp"
 
 namespace gpurun {
@@ -25,13 +26,12 @@ namespace fs = std::filesystem;
 // (<exec-root>/containerd/containerd.sock) or the system one (/run/containerd/containerd.sock),
 // whichever a containerd process serves. That containerd's --state, or `state` in its --config
 // (default /etc/containerd/config.toml, then /run/containerd), holds the tasks. `proc`: /proc.
-std::optional<TaskLayout> docker_layout(const std::string& docker_host, std::string& why,
-                                        const fs::path& proc = "/proc");
+OrWhy<TaskLayout> docker_layout(const std::string& docker_host, const fs::path& proc = "/proc");
 
 // Podman (rootful; conmon, then runc or crun): `podman info`'s store run root and storage driver.
 // Each container has <runroot>/<driver>-containers/<id>/userdata/pidfile once the runtime has
 // created it, and is gone when that process exits (podman keeps the directory until it is removed).
-std::optional<TaskLayout> podman_layout(std::string& why);
+OrWhy<TaskLayout> podman_layout();
 TaskLayout podman_layout_at(const fs::path& run_root, const std::string& driver);
 
 // The annotations of a running Docker or podman container's OCI spec (gpu-run-runtime's decision

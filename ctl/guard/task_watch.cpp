@@ -229,7 +229,7 @@ std::map<std::string, std::string> bundle_annotations(const fs::path& bundle) {
   }
 }
 
-std::optional<ContainerInfo> task_container(const fs::path& root, const TaskEvent& task, std::string& why) {
+OrWhy<ContainerInfo> task_container(const fs::path& root, const TaskEvent& task) {
   const fs::path dir = root / task.ns / task.id;
   ContainerInfo c;
   c.engine = "containerd";
@@ -238,10 +238,8 @@ std::optional<ContainerInfo> task_container(const fs::path& root, const TaskEven
     const std::string pid_text = read_small_file(dir / kPidFile, 32, "the task's init.pid");
     c.pid = static_cast<int>(parse_count(pid_text.substr(0, pid_text.find_first_of("\n ")), "init.pid", 1 << 22));
     const SpecFacts spec = spec_facts(load_spec(dir, SpecParts::kFacts), dir);
-    if (auto t = spec.annotations.find(kCriContainerType); t != spec.annotations.end() && t->second == "sandbox") {
-      why = "a pod's sandbox container";
-      return std::nullopt;
-    }
+    if (auto t = spec.annotations.find(kCriContainerType); t != spec.annotations.end() && t->second == "sandbox")
+      return OrWhy<ContainerInfo>::none(kSandboxContainer);
     c.env = spec.env;
     c.memory_limit = spec.memory_limit;
     // A memory-backed emptyDir bound at /dev/shm (the webhook's route) is the pod's own, not the
@@ -252,8 +250,7 @@ std::optional<ContainerInfo> task_container(const fs::path& root, const TaskEven
     auto name = spec.annotations.find(kCriContainerName);
     c.name = name != spec.annotations.end() ? name->second.substr(0, 128) : "";
   } catch (const Error& e) {
-    why = e.what();
-    return std::nullopt;
+    return OrWhy<ContainerInfo>::none(e.what());
   }
   c.running = c.pid > 0;
   c.status = "running";

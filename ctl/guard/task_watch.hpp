@@ -17,6 +17,7 @@
 
 #include "container.hpp"
 #include "fd.hpp"
+#include "or_why.hpp"
 
 namespace gpurun {
 
@@ -112,7 +113,9 @@ class TaskWatcher {
 // (guard_annotations), whether /dev/shm is a kubelet's emptyDir, and for a pod's container its
 // name. nullopt with `why` set for what is not a container to guard: a pod's sandbox (pause)
 // container, a task without a readable pid or spec.
-std::optional<ContainerInfo> task_container(const fs::path& root, const TaskEvent& task, std::string& why);
+OrWhy<ContainerInfo> task_container(const fs::path& root, const TaskEvent& task);
+// task_container's why for a pod's sandbox (pause) container: passed over without a word.
+inline constexpr const char* kSandboxContainer = "a pod's sandbox container";
 
 // The annotations of a spec the guard keeps: gpu-run.* (the decision record, a pod's request)
 // and io.kubernetes.cri.* (a pod's names), keys and values bounded.

@@ -84,9 +84,8 @@ TEST(DockerLayout, DockerdsOwnContainerdUnderItsExecRoot) {
        {11, "containerd", {"containerd", "--config", exec + "/containerd/containerd.toml"}, {9}},
        {12, "sh", {"sh"}, {}}},
       {{8, "/d/docker.sock"}, {9, exec + "/containerd/containerd.sock"}});
-  std::string why;
-  const auto layout = docker_layout("unix:///d/docker.sock", why, proc);
-  ASSERT_TRUE(layout) << why;
+  const auto layout = docker_layout("unix:///d/docker.sock", proc);
+  ASSERT_TRUE(layout) << layout.why;
   EXPECT_EQ(layout->root, d / "exec/containerd/daemon/io.containerd.runtime.v2.task");
   EXPECT_EQ(layout->namespaces, std::set<std::string>{"moby"});
   EXPECT_EQ(layout->engine, "docker");
@@ -106,32 +105,34 @@ TEST(DockerLayout, AContainerdNamedInDaemonJsonWithItsStateFlag) {
        {22, "socat", {"socat"}, {3}},
        {23, "containerd", {"containerd", "--state=" + (d / "state").string(), "--config", "/nonexistent.toml"}, {3}}},
       {{1, "/var/run/docker.sock"}, {2, "/run/containerd/containerd.sock"}, {3, sock}});
-  std::string why;
-  const auto layout = docker_layout("", why, proc);
-  ASSERT_TRUE(layout) << why;
+  const auto layout = docker_layout("", proc);
+  ASSERT_TRUE(layout) << layout.why;
   EXPECT_EQ(layout->root, d / "state/io.containerd.runtime.v2.task");
   EXPECT_EQ(layout->namespaces, std::set<std::string>{"docker-ns"});
 }
 
 TEST(DockerLayout, SaysWhyWhenItCannotBeFound) {
   TempDir d, d2, d3;
-  std::string why;
-  EXPECT_FALSE(docker_layout("tcp://10.0.0.1:2376", why, fake_proc(d, {}, {})));
-  EXPECT_NE(why.find("not a unix socket"), std::string::npos) << why;
-  EXPECT_FALSE(docker_layout("unix:///d/docker.sock", why, d / "proc"));
-  EXPECT_NE(why.find("no dockerd process serves /d/docker.sock"), std::string::npos) << why;
+  const auto l1 = docker_layout("tcp://10.0.0.1:2376", fake_proc(d, {}, {}));
+  EXPECT_FALSE(l1);
+  EXPECT_NE(l1.why.find("not a unix socket"), std::string::npos) << l1.why;
+  const auto l2 = docker_layout("unix:///d/docker.sock", d / "proc");
+  EXPECT_FALSE(l2);
+  EXPECT_NE(l2.why.find("no dockerd process serves /d/docker.sock"), std::string::npos) << l2.why;
   // dockerd, but its containerd is not running.
   const fs::path proc = fake_proc(d2, {{30, "dockerd", {"dockerd", "--containerd", "/c.sock"}, {4}}}, {{4, "/d.sock"}});
-  EXPECT_FALSE(docker_layout("unix:///d.sock", why, proc));
-  EXPECT_NE(why.find("no containerd process serves dockerd (pid 30) at /c.sock"), std::string::npos) << why;
+  const auto l3 = docker_layout("unix:///d.sock", proc);
+  EXPECT_FALSE(l3);
+  EXPECT_NE(l3.why.find("no containerd process serves dockerd (pid 30) at /c.sock"), std::string::npos) << l3.why;
   // Its containerd's config is not TOML.
   d3.write("bad.toml", "state = [");
   const fs::path proc3 = fake_proc(d3,
                                    {{30, "dockerd", {"dockerd", "--containerd", "/c.sock"}, {4}},
                                     {31, "containerd", {"containerd", "-c", (d3 / "bad.toml").string()}, {5}}},
                                    {{4, "/d.sock"}, {5, "/c.sock"}});
-  EXPECT_FALSE(docker_layout("unix:///d.sock", why, proc3));
-  EXPECT_NE(why.find("cannot read containerd's config"), std::string::npos) << why;
+  const auto l4 = docker_layout("unix:///d.sock", proc3);
+  EXPECT_FALSE(l4);
+  EXPECT_NE(l4.why.find("cannot read containerd's config"), std::string::npos) << l4.why;
 }
 
 TEST(PodmanLayout, ThePidFileUnderTheRunRootsContainers) {

@@ -206,9 +206,8 @@ TEST(TaskContainer, APodsContainerWithItsCriNamesAndGpuRunsRequest) {
   test::TempDir d;
   d.write("k8s.io/c1/init.pid", "4242\n");
   d.write("k8s.io/c1/config.json", kPodSpec);
-  std::string why;
-  auto c = task_container(d.path(), TaskEvent{true, "k8s.io", "c1"}, why);
-  ASSERT_TRUE(c) << why;
+  auto c = task_container(d.path(), TaskEvent{true, "k8s.io", "c1"});
+  ASSERT_TRUE(c) << c.why;
   EXPECT_EQ(c->pid, 4242);
   EXPECT_EQ(c->name, "trainer");
   EXPECT_EQ(c->engine, "containerd");
@@ -250,17 +249,16 @@ TEST(TaskContainer, AKubeletEmptyDirAtDevShmIsThePodsOwn) {
   spec.replace(spec.find(sandbox), sandbox.size(), "/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~empty-dir/dshm");
   d.write("k8s.io/e1/init.pid", "9");
   d.write("k8s.io/e1/config.json", spec);
-  std::string why;
-  auto c = task_container(d.path(), TaskEvent{true, "k8s.io", "e1"}, why);
-  ASSERT_TRUE(c) << why;
+  auto c = task_container(d.path(), TaskEvent{true, "k8s.io", "e1"});
+  ASSERT_TRUE(c) << c.why;
   EXPECT_EQ(c->ipc.kind, IpcKind::kShareable);
   EXPECT_TRUE(c->shm_empty_dir);
   // A hostPath at /dev/shm stays the host's.
   spec.replace(spec.find("/var/lib/kubelet/pods/u-1/volumes/kubernetes.io~empty-dir/dshm"), 62, "/dev/shm");
   d.write("k8s.io/e2/init.pid", "10");
   d.write("k8s.io/e2/config.json", spec);
-  c = task_container(d.path(), TaskEvent{true, "k8s.io", "e2"}, why);
-  ASSERT_TRUE(c) << why;
+  c = task_container(d.path(), TaskEvent{true, "k8s.io", "e2"});
+  ASSERT_TRUE(c) << c.why;
   EXPECT_EQ(c->ipc.kind, IpcKind::kHost);
   EXPECT_FALSE(c->shm_empty_dir);
 }
@@ -271,16 +269,19 @@ TEST(TaskContainer, TheSandboxAndTheUnreadableAreNotContainersToGuard) {
   spec.replace(spec.find("\"container\","), 12, "\"sandbox\",");
   d.write("k8s.io/s1/init.pid", "7");
   d.write("k8s.io/s1/config.json", spec);
-  std::string why;
-  EXPECT_FALSE(task_container(d.path(), TaskEvent{true, "k8s.io", "s1"}, why));
-  EXPECT_EQ(why, "a pod's sandbox container");
+  const auto s1 = task_container(d.path(), TaskEvent{true, "k8s.io", "s1"});
+  EXPECT_FALSE(s1);
+  EXPECT_EQ(s1.why, kSandboxContainer);
   d.write("k8s.io/s2/init.pid", "not a pid");
   d.write("k8s.io/s2/config.json", kPodSpec);
-  EXPECT_FALSE(task_container(d.path(), TaskEvent{true, "k8s.io", "s2"}, why));
-  EXPECT_NE(why.find("init.pid"), std::string::npos) << why;
+  const auto s2 = task_container(d.path(), TaskEvent{true, "k8s.io", "s2"});
+  EXPECT_FALSE(s2);
+  EXPECT_NE(s2.why.find("init.pid"), std::string::npos) << s2.why;
   d.write("k8s.io/s3/init.pid", "8");
   d.write("k8s.io/s3/config.json", "{");
-  EXPECT_FALSE(task_container(d.path(), TaskEvent{true, "k8s.io", "s3"}, why));
+  const auto s3 = task_container(d.path(), TaskEvent{true, "k8s.io", "s3"});
+  EXPECT_FALSE(s3);
+  EXPECT_FALSE(s3.why.empty());
 }
 
 }  // namespace

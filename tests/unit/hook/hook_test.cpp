@@ -116,15 +116,14 @@ class HookTest : public ::testing::Test {
       o.state_fd = in[0];
       o.sandbox = false;  // the sandbox is tested in sandbox_test and under the real runtimes
       o.decision_dir = (dir_ / "decisions").string();
-      std::string error_line;
-      int rc = kExitFailure;
+      HookResult result{kExitFailure, ""};
       try {
-        rc = run_hook(o, error_line);
+        result = run_hook(o);
       } catch (const std::exception& e) {
-        error_line = std::string("threw: ") + e.what();
+        result.error_line = std::string("threw: ") + e.what();
       }
-      (void)!::write(out[1], error_line.data(), error_line.size());
-      ::_exit(rc);
+      (void)!::write(out[1], result.error_line.data(), result.error_line.size());
+      ::_exit(result.exit_code);
     }
     ::close(in[0]);
     ::close(out[1]);
