@@ -76,8 +76,9 @@ enum class Resolve {
   kSymlinksInRoot,  // follow symlinks as if `rootfd` were /; a readable fd, to list the directory
 };
 
-// Opens the directory `path` below `rootfd` (openat2; before Linux 5.6, one openat with
-// O_NOFOLLOW). Returns the fd, or -1 with errno set.
+// Opens the directory `path` below `rootfd` (openat2, tried again when a host rename or mount
+// raced a ".." of the walk: EAGAIN; before Linux 5.6, one openat with O_NOFOLLOW). Returns the
+// fd, or -1 with errno set.
 int open_dir_in_root(int rootfd, const char* path, Resolve resolve);
 
 // A container's /dev/shm opened under `rootfd` (its /proc/PID/root from the host, "/" from

@@ -10,9 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "error.hpp"
 #include "fd.hpp"
@@ -149,6 +151,29 @@ TEST_F(OpenDirInRootTest, SymlinksInRootResolveAsIfTheTreeWereSlash) {
   UniqueFd dotdot(open_dir_in_root(root_.get(), "../../..", Resolve::kSymlinksInRoot));
   ASSERT_TRUE(dotdot) << std::strerror(errno);
   EXPECT_EQ(inode_of(dotdot.get()), inode_of(root()));
+}
+
+// openat2's RESOLVE_IN_ROOT fails a ".." with EAGAIN when a rename or a mount anywhere on the
+// host races the walk (openat2(2): "the caller may choose to retry"): a busy node's renames must
+// not fail a container's start. A thread renames a file back and forth while ".." is resolved.
+TEST_F(OpenDirInRootTest, DotDotHoldsWhileTheHostRenames) {
+  std::atomic<bool> stop{false};
+  const fs::path a = dir_.path() / "a", b = dir_.path() / "b";
+  dir_.write("a", "");
+  std::thread renamer([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      (void)::rename(a.c_str(), b.c_str());
+      (void)::rename(b.c_str(), a.c_str());
+    }
+  });
+  int failed = 0, last_errno = 0;
+  for (int i = 0; i < 20000; ++i) {
+    UniqueFd up(open_dir_in_root(root_.get(), "dev/escape", Resolve::kSymlinksInRoot));
+    if (!up) ++failed, last_errno = errno;
+  }
+  stop = true;
+  renamer.join();
+  EXPECT_EQ(failed, 0) << "last: " << std::strerror(last_errno);
 }
 
 TEST_F(OpenDirInRootTest, MissingAndNotADirectory) {
