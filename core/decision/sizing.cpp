@@ -184,6 +184,8 @@ LoaderPlan plan_loader(const Profile& profile, const Loader* entry, bool first, 
   l.pin_memory = e.pin_memory.value_or(profile.pin_memory);
   l.persistent_workers = e.persistent_workers;
   l.collate = e.collate.value_or(profile.collate);
+  l.order = e.order;
+  l.last = e.order == LoaderOrder::last;
   // With pin_memory on a GPU, the pin thread copies each batch out of /dev/shm and drops the
   // shared one: only the prefetch_factor * workers outstanding batches are there. Without a
   // pin thread (no pin_memory, or no GPU: PyTorch then skips pinning) the loop's current batch
@@ -240,11 +242,22 @@ LoaderPlan plan_loader(const Profile& profile, const Loader* entry, bool first, 
 //    alive then (persistent, or the training loader) the batches it received out of order and holds
 //    for later (`_task_info`: at most prefetch_factor x workers - 1); of a loader with a pin thread,
 //    whose batches the loop never holds, the one the thread is copying.
+// A loader ordered last runs one pass after the others' last: no worker starts after its batches
+// exist, and its own workers start once, keeping what the others left (their residue, counted
+// apart in plan_shm). A loader ordered first starts its workers once, before any other loader's
+// batch exists: they keep none, and no later pass of its own starts new ones.
 void add_inherited_batches(std::vector<LoaderPlan>& loaders) {
   for (std::size_t i = 0; i < loaders.size(); ++i) {
     LoaderPlan& l = loaders[i];
     if (l.workers == 0) continue;
-    const std::uint64_t own = !l.pin_thread && !l.persistent_workers ? 1 : 0;
+    if (l.last) {
+      l.hold_why +=
+          "; ordered last: one pass after the other loaders' last, so no other loader's workers keep its "
+          "batches and no new workers of its own keep a previous pass's";
+      continue;
+    }
+    const bool once = l.order == LoaderOrder::first;
+    const std::uint64_t own = !l.pin_thread && !l.persistent_workers && !once ? 1 : 0;
     const std::uint64_t held = i == 0 ? kTrainingLoopBatches : 1;
     const bool alive = l.persistent_workers || i == 0;
     const std::uint64_t waiting = alive ? sat_mul(l.prefetch_factor, l.workers) - 1 : 0;
@@ -253,10 +266,11 @@ void add_inherited_batches(std::vector<LoaderPlan>& loaders) {
     std::string by;
     for (std::size_t j = 0; j < loaders.size(); ++j) {
       const LoaderPlan& o = loaders[j];
-      if (j == i || o.workers == 0 || !(o.persistent_workers || j == 0)) continue;
+      if (j == i || o.workers == 0 || o.order != LoaderOrder::any || !(o.persistent_workers || j == 0)) continue;
       kept = sat_add(kept, per_starter);
       by += (by.empty() ? "" : ", ") + o.name;
     }
+    if (once) l.hold_why += "; ordered first: its workers start once, before the other loaders' batches exist";
     if (own) {
       l.hold_why +=
           "; +1: without persistent_workers each pass starts new workers while the loop variable still "
@@ -276,6 +290,33 @@ void add_inherited_batches(std::vector<LoaderPlan>& loaders) {
   }
 }
 
+// /dev/shm per rank. Every loader not ordered last is alive at once (a validation loader mid-epoch
+// next to the training loader's prefetched batches; persistent workers keep theirs between passes),
+// so their bounds add up. A loader ordered last runs after them, beside what they leave: the
+// residue of each (LoaderPlan::residue). The plan takes the larger phase.
+void add_per_rank(ShmPlan& p) {
+  std::uint64_t before = 0, residues = 0, last = 0;
+  bool any_last = false;
+  for (LoaderPlan& l : p.loaders) {
+    if (l.last) {
+      any_last = true;
+      last = sat_add(last, l.bytes);
+      continue;
+    }
+    before = sat_add(before, l.bytes);
+    if (l.workers == 0) continue;
+    l.residue = l.persistent_workers ? l.bytes : sat_add(sat_mul(l.hold, l.batch_bytes), l.sem_bytes);
+    residues = sat_add(residues, l.residue);
+  }
+  if (!any_last) {
+    p.per_rank = before;
+    return;
+  }
+  p.per_rank_before_last = before;
+  p.per_rank_last = sat_add(residues, last);
+  p.per_rank = std::max(before, p.per_rank_last);
+}
+
 }  // namespace
 
 ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
@@ -290,11 +331,8 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
     for (std::size_t i = 0; i < profile.loaders.size(); ++i)
       p.loaders.push_back(plan_loader(profile, &profile.loaders[i], i == 0, r, p.ranks));
   }
-  // Every loader the profile lists is alive at once (a validation loader mid-epoch next to the
-  // training loader's prefetched batches; persistent workers keep theirs between passes), so
-  // their bounds add up, with the batches each loader's workers inherit.
   add_inherited_batches(p.loaders);
-  for (const LoaderPlan& l : p.loaders) p.per_rank = sat_add(p.per_rank, l.bytes);
+  add_per_rank(p);
   const LoaderPlan& main = p.loaders.front();
   p.workers = main.workers;
   p.workers_auto = main.workers_auto;
@@ -387,6 +425,30 @@ void explain_slots(std::ostringstream& out, const LoaderPlan& l, const char* ind
   out << indent << "hold " << l.hold << ": " << l.hold_why << "\n";
 }
 
+// per_rank: the sum, or with a loader ordered last the two phases and the larger.
+void explain_per_rank(std::ostringstream& out, const ShmPlan& p) {
+  const auto terms = [&](bool last, bool residue) {
+    std::string t;
+    for (const LoaderPlan& l : p.loaders) {
+      if (l.last != last) continue;
+      t += std::string(t.empty() ? " " : " + ") + l.name + (residue ? " residue " : " ") +
+           format_mib(residue ? l.residue : l.bytes);
+    }
+    return t;
+  };
+  if (std::none_of(p.loaders.begin(), p.loaders.end(), [](const LoaderPlan& l) { return l.last; })) {
+    out << "  per_rank     =" << terms(false, false) << " = " << format_mib(p.per_rank)
+        << " (every loader alive at once)\n";
+    return;
+  }
+  out << "  before last  =" << terms(false, false) << " = " << format_mib(p.per_rank_before_last)
+      << " (the loaders not ordered last, alive at once)\n";
+  out << "  last         =" << terms(false, true) << " +" << terms(true, false) << " = " << format_mib(p.per_rank_last)
+      << " (after the others' last pass: what they leave, all of it with persistent_workers, else hold x "
+         "batch_bytes + semaphores)\n";
+  out << "  per_rank     = the larger = " << format_mib(p.per_rank) << "\n";
+}
+
 void explain_nccl(std::ostringstream& out, const NcclPlan& n, unsigned ranks) {
   if (n.source == "single rank") {
     out << "  nccl         = 0 (single rank)\n";
@@ -432,14 +494,14 @@ std::string explain(const ShmPlan& p, const RequestWords& words) {
       out << "  loader " << l.name << ": batch_size " << l.batch_size << ", workers " << l.workers
           << (l.workers_auto ? " (auto)" : "") << ", prefetch_factor " << l.prefetch_factor << ", pin_memory "
           << (l.pin_memory ? "true" : "false") << ", persistent_workers " << (l.persistent_workers ? "true" : "false")
+          << (l.order == LoaderOrder::any ? ""
+              : l.last                    ? ", order last"
+                                          : ", order first")
           << "\n";
       explain_batch(out, l, "    ");
       explain_slots(out, l, "    ", "bytes       ");
     }
-    out << "  per_rank     =";
-    for (std::size_t i = 0; i < p.loaders.size(); ++i)
-      out << (i ? " +" : "") << " " << p.loaders[i].name << " " << format_mib(p.loaders[i].bytes);
-    out << " = " << format_mib(p.per_rank) << " (every loader alive at once)\n";
+    explain_per_rank(out, p);
   }
   explain_nccl(out, p.nccl_plan, p.ranks);
   explain_engines(out, p.engines);
@@ -476,6 +538,8 @@ nlohmann::json plan_to_json(const ShmPlan& p, const RequestWords& words) {
             {"calibrated", p.calibrated},
             {"batch_bytes", p.batch_bytes},
             {"per_rank_bytes", p.per_rank},
+            {"per_rank_before_last_bytes", p.per_rank_before_last},
+            {"per_rank_last_bytes", p.per_rank_last},
             {"nccl_bytes", p.nccl},
             {"headroom", p.headroom}});
   nlohmann::json loaders = nlohmann::json::array();
@@ -490,6 +554,10 @@ nlohmann::json plan_to_json(const ShmPlan& p, const RequestWords& words) {
                        {"pin_memory", l.pin_memory},
                        {"persistent_workers", l.persistent_workers},
                        {"collate", l.collate == Collate::list ? "list" : "stack"},
+                       {"order", l.order == LoaderOrder::any ? "any"
+                                 : l.last                    ? "last"
+                                                             : "first"},
+                       {"residue_bytes", l.residue},
                        {"hold", l.hold},
                        {"hold_why", l.hold_why},
                        {"fields", lf},

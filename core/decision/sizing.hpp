@@ -42,6 +42,8 @@ struct LoaderPlan {
   bool pin_thread = false;  // a pin thread copies its batches out of /dev/shm (hold 0 from loader_hold)
   bool persistent_workers = false;
   Collate collate = Collate::stack;
+  LoaderOrder order = LoaderOrder::any;  // the profile's (profile.hpp)
+  bool last = false;                     // order "last": one pass after every other loader's last pass
   std::uint64_t hold = 0;
   std::string hold_why;  // loader_hold's reason, and the batches its workers' inheritance adds
   std::vector<FieldBytes> fields;
@@ -49,6 +51,10 @@ struct LoaderPlan {
   std::uint64_t batch_bytes = 0;
   std::uint64_t sem_bytes = 0;  // its multiprocessing queues' semaphores (glibc sem_open pages)
   std::uint64_t bytes = 0;      // (prefetch_factor x workers + hold) x batch_bytes + sem_bytes
+  // What stays after its last pass, while a loader ordered last runs: all of it with
+  // persistent_workers (a pass broken off keeps its prefetched batches), else hold x batch_bytes +
+  // sem_bytes (its workers have exited; the loop's variables and what other workers inherited stay).
+  std::uint64_t residue = 0;
 };
 
 // NCCL's /dev/shm for the ranks of one node, and where the figure came from.
@@ -80,7 +86,11 @@ struct ShmPlan {
   std::vector<FieldBytes> fields;
   bool calibrated = false;
   std::uint64_t batch_bytes = 0;
-  std::uint64_t per_rank = 0;       // the sum over loaders
+  std::uint64_t per_rank = 0;  // the sum over loaders, or the larger of the two phases below
+  // With a loader ordered last: the other loaders' bytes (while they run), and their residues plus
+  // the last loaders' bytes (after them). 0 without one.
+  std::uint64_t per_rank_before_last = 0;
+  std::uint64_t per_rank_last = 0;
   std::vector<LoaderPlan> loaders;  // the first is the one the request's workers/batch/prefetch set
   std::uint64_t nccl = 0;
   NcclPlan nccl_plan;

@@ -62,6 +62,17 @@ Collate collate_value(const std::string& source, const std::string& key, const j
                   v);
 }
 
+LoaderOrder order_value(const std::string& source, const std::string& key, const json& v) {
+  if (v == "any") return LoaderOrder::any;
+  if (v == "first") return LoaderOrder::first;
+  if (v == "last") return LoaderOrder::last;
+  throw key_error(source, key,
+                  "\"any\" (the default: it may run before, beside or after the others), \"first\" (its workers "
+                  "start once, before any other loader's first batch) or \"last\" (one pass after every other "
+                  "loader's last pass, as a test after training)",
+                  v);
+}
+
 std::uint64_t positive_int(const std::string& source, const std::string& key, const json& v, std::uint64_t max,
                            bool allow_zero = false) {
   const std::string expected =
@@ -264,10 +275,13 @@ void validate_engines(const std::string& source, const json& v) {
 void validate_loaders(const std::string& source, const json& v) {
   if (!v.is_array() || v.empty() || v.size() > 16)
     throw key_error(source, "loaders", "an array of 1 to 16 loaders {name, batch_size, workers, ...}", v);
-  static const std::set<std::string> keys = {"name",    "fields",          "sample_bytes", "batch_size",
-                                             "workers", "prefetch_factor", "pin_memory",   "persistent_workers",
-                                             "collate"};
+  static const std::set<std::string> keys = {"name",         "fields",
+                                             "sample_bytes", "batch_size",
+                                             "workers",      "prefetch_factor",
+                                             "pin_memory",   "persistent_workers",
+                                             "collate",      "order"};
   std::set<std::string> names;
+  std::string first_order;  // the loader ordered "first", if one is
   for (std::size_t i = 0; i < v.size(); ++i) {
     const json& l = v[i];
     const std::string where = "loaders[" + std::to_string(i) + "]";
@@ -277,7 +291,7 @@ void validate_loaders(const std::string& source, const json& v) {
       if (!keys.count(k))
         throw usage_error(source + ": key '" + key +
                           "': unknown key (expected name, fields, sample_bytes, batch_size, workers, "
-                          "prefetch_factor, pin_memory, persistent_workers, collate)");
+                          "prefetch_factor, pin_memory, persistent_workers, collate, order)");
       if (k == "name") {
         if (!val.is_string() || val.get<std::string>().empty() || val.get<std::string>().size() > 63)
           throw key_error(source, key, "a non-empty string of at most 63 characters", val);
@@ -293,6 +307,16 @@ void validate_loaders(const std::string& source, const json& v) {
         validate_workers(source, key, val);
       } else if (k == "collate") {
         collate_value(source, key, val);
+      } else if (k == "order") {
+        const LoaderOrder order = order_value(source, key, val);
+        if (order == LoaderOrder::last && i == 0)
+          throw usage_error(source + ": key '" + key +
+                            "': the first loader is the training loader, which the others run beside; give "
+                            "\"last\" to a later loader (a test pass after training)");
+        if (order == LoaderOrder::first && !first_order.empty())
+          throw usage_error(source + ": key '" + key + "': " + first_order +
+                            " is already \"first\"; only one loader's workers can start before every other's");
+        if (order == LoaderOrder::first) first_order = where;
       } else if (!val.is_boolean()) {
         throw key_error(source, key, "true or false", val);
       }
@@ -611,6 +635,7 @@ Profile profile_from_document(const json& doc, const std::string& source) {
       if (l.contains("pin_memory")) loader.pin_memory = l["pin_memory"].get<bool>();
       loader.persistent_workers = l.value("persistent_workers", false);
       if (l.contains("collate")) loader.collate = collate_value(source, "loaders.collate", l["collate"]);
+      if (l.contains("order")) loader.order = order_value(source, "loaders.order", l["order"]);
       p.loaders.push_back(loader);
     }
   }
@@ -676,6 +701,7 @@ ordered_json profile_to_json(const Profile& p) {
       if (l.pin_memory) j["pin_memory"] = *l.pin_memory;
       j["persistent_workers"] = l.persistent_workers;
       if (l.collate) j["collate"] = *l.collate == Collate::list ? "list" : "stack";
+      if (l.order != LoaderOrder::any) j["order"] = l.order == LoaderOrder::last ? "last" : "first";
       loaders.push_back(j);
     }
     doc["loaders"] = loaders;

@@ -97,6 +97,15 @@ struct Engines {
 // each is a segment of its own, page-rounded per sample.
 enum class Collate { stack, list };
 
+// When a DataLoader runs against the others: `any` (the model counts every order: its passes may
+// run while any other loader's batches are in /dev/shm, before or after them); `first` (its workers
+// start once, before any other loader has yielded a batch, and live through the others' passes:
+// persistent_workers, or a single pass such as one epoch; a training loader with no validation
+// pass before training, so they inherit none of the others' batches); or `last` (one pass after
+// every other loader's last pass has ended, its iterator exhausted or dropped: a test pass after
+// training; it is never alive with the others' prefetched batches, and no worker starts after it).
+enum class LoaderOrder { any, first, last };
+
 // One DataLoader the job keeps alive. Unset values come from the profile's top-level keys.
 struct Loader {
   std::string name;
@@ -109,6 +118,7 @@ struct Loader {
   std::optional<bool> pin_memory;
   bool persistent_workers = false;
   std::optional<Collate> collate;
+  LoaderOrder order = LoaderOrder::any;
 };
 
 // The profile every profile without "extends" extends, and the fallback when nothing names one.

@@ -67,12 +67,12 @@ nlohmann::ordered_json parse_loader_flag(const std::string& text) {
           value == "auto" ? nlohmann::ordered_json("auto") : nlohmann::ordered_json(parse_count(value, where, 1024));
     else if (key == "pin_memory" || key == "persistent_workers")
       loader[key] = parse_bool_flag(value, where);
-    else if (key == "collate")
+    else if (key == "collate" || key == "order")
       loader[key] = value;  // the profile loader's own check names a bad value
     else
       throw usage_error(flag + ": unknown key '" + shown(key) +
                         "' (expected batch_size, workers, prefetch_factor, pin_memory, persistent_workers, collate, "
-                        "and fields last)");
+                        "order, and fields last)");
   }
   return loader;
 }
@@ -219,7 +219,7 @@ void add_profiles_new_command(CLI::App& profiles) {
   cmd->add_option("--loader", o->loaders,
                   "A DataLoader the job keeps alive at once, first the training one; repeatable. "
                   "NAME[:KEY=VALUE,...] with batch_size, workers, prefetch_factor, pin_memory, persistent_workers, "
-                  "collate, and fields=[NAME=]SHAPE:DTYPE,... last")
+                  "collate, order (any|first|last), and fields=[NAME=]SHAPE:DTYPE,... last")
       ->type_name("LOADER");
   cmd->add_option("--extends", o->extends, "Parent profile (default: default; none: a standalone profile)")
       ->type_name("NAME|none");

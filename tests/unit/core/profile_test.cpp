@@ -338,6 +338,34 @@ TEST(ProfileDocument, NcclAndLoadersOtherErrors) {
                   "exclude each other");
 }
 
+TEST(ProfileDocument, LoaderOrderErrors) {
+  EXPECT_CONTAINS(parse_error(R"({"loaders": [{"name": "t"}, {"name": "v", "order": "after"}]})"),
+                  "key 'loaders[1].order': expected \"any\" (the default");
+  EXPECT_CONTAINS(parse_error(R"({"loaders": [{"name": "t"}, {"name": "v", "order": true}]})"), "got boolean");
+  EXPECT_CONTAINS(parse_error(R"({"loaders": [{"name": "t", "order": "last"}, {"name": "v"}]})"),
+                  "key 'loaders[0].order': the first loader is the training loader");
+  EXPECT_CONTAINS(parse_error(R"({"loaders": [{"name": "t", "order": "first"}, {"name": "v", "order": "first"}]})"),
+                  "key 'loaders[1].order': loaders[0] is already \"first\"");
+}
+
+TEST(ProfileFromDocument, LoaderOrderRoundTrips) {
+  json doc = parse_profile_document(kComplete, "p.json");
+  doc["loaders"] = parse_profile_document(
+      R"({"loaders": [{"name": "train", "order": "first"}, {"name": "val"}, {"name": "test", "order": "last"}]})",
+      "l")["loaders"];
+  const Profile p = profile_from_document(doc, "p.json");
+  ASSERT_EQ(p.loaders.size(), 3u);
+  EXPECT_EQ(p.loaders[0].order, LoaderOrder::first);
+  EXPECT_EQ(p.loaders[1].order, LoaderOrder::any);
+  EXPECT_EQ(p.loaders[2].order, LoaderOrder::last);
+  const json back = profile_to_json(p);
+  EXPECT_EQ(back["loaders"][0]["order"], "first");
+  EXPECT_FALSE(back["loaders"][1].contains("order"));  // the default is not written
+  EXPECT_EQ(back["loaders"][2]["order"], "last");
+  const Profile again = profile_from_document(parse_profile_document(back.dump(), "again"), "again");
+  EXPECT_EQ(again.loaders[2].order, LoaderOrder::last);
+}
+
 TEST(ProfileFromDocument, NcclMeasuredWithItsRanksRoundTrips) {
   json doc = parse_profile_document(kComplete, "p.json");
   doc.erase("nccl_reserve");

@@ -491,13 +491,35 @@ TEST(PlanToJson, Keys) {
   nlohmann::json j = plan_to_json(plan_shm(imagenet_like(), r));
   std::set<std::string> keys;
   for (const auto& [k, v] : j.items()) keys.insert(k);
-  const std::set<std::string> expected = {"profile",       "gpus",          "ranks",          "workers",
-                                          "workers_auto",  "cpus",          "batch_size",     "prefetch_factor",
-                                          "pin_memory",    "hold",          "hold_why",       "fields",
-                                          "calibrated",    "batch_bytes",   "per_rank_bytes", "nccl_bytes",
-                                          "headroom",      "need_bytes",    "shm_bytes",      "shm",
-                                          "min_shm_bytes", "max_shm_bytes", "fits",           "memory_limit_bytes",
-                                          "loaders",       "nccl",          "engines"};
+  const std::set<std::string> expected = {"profile",
+                                          "gpus",
+                                          "ranks",
+                                          "workers",
+                                          "workers_auto",
+                                          "cpus",
+                                          "batch_size",
+                                          "prefetch_factor",
+                                          "pin_memory",
+                                          "hold",
+                                          "hold_why",
+                                          "fields",
+                                          "calibrated",
+                                          "batch_bytes",
+                                          "per_rank_bytes",
+                                          "nccl_bytes",
+                                          "headroom",
+                                          "need_bytes",
+                                          "shm_bytes",
+                                          "shm",
+                                          "min_shm_bytes",
+                                          "max_shm_bytes",
+                                          "fits",
+                                          "memory_limit_bytes",
+                                          "loaders",
+                                          "nccl",
+                                          "engines",
+                                          "per_rank_before_last_bytes",
+                                          "per_rank_last_bytes"};
   EXPECT_EQ(keys, expected);
   EXPECT_EQ(j["profile"], "test");
   EXPECT_EQ(j["shm"], "368m");  // OneGpuPinMemory
@@ -736,6 +758,74 @@ TEST(Loaders, ShortLivedWorkersOfAnotherLoaderKeepNothing) {
   // 2 + its own last batch + the loop's one kept by train's workers; its iterator is gone between
   // passes, so nothing of it waits out of order when they start.
   EXPECT_EQ(p.loaders[1].hold, 4u);
+}
+
+// A training loader ordered first starts its workers before any other loader's batch exists and
+// never again: they keep none of val's, and no epoch's workers keep the last epoch's batch.
+TEST(Loaders, AFirstLoadersWorkersKeepNoneOfTheOthers) {
+  Profile prof = train_and_val();
+  prof.loaders[0].order = LoaderOrder::first;
+  ShmPlan p = plan_shm(prof, request(1, 4));
+  // train: 2 + the 9 val's persistent workers keep when they start mid-epoch (no +1): hold 11,
+  //   (2 * 4 + 11) * 38,539,264 + 114,688 = 732,246,016 + 114,688 = 732,360,704
+  EXPECT_EQ(p.loaders[0].hold, 11u);
+  EXPECT_EQ(p.loaders[0].bytes, 732360704u);
+  // val: only its own 2, (4 * 2 + 2) * 77,074,432 + 73,728 = 770,818,048
+  EXPECT_EQ(p.loaders[1].hold, 2u);
+  EXPECT_EQ(p.loaders[1].bytes, 770818048u);
+  EXPECT_EQ(p.per_rank, 732360704u + 770818048u);
+  const std::string e = explain(p);
+  EXPECT_CONTAINS(e, "persistent_workers false, order first\n");
+  EXPECT_CONTAINS(e, "ordered first: its workers start once");
+  EXPECT_EQ(plan_to_json(p)["loaders"][0]["order"], "first");
+}
+
+// A test loader ordered last runs after the others' last pass: the plan is the larger of the
+// others alive at once and what they leave (train's held batches, all of persistent val) beside it.
+TEST(Loaders, ALastLoaderRunsBesideWhatTheOthersLeave) {
+  Profile prof = train_and_val();
+  Loader test;
+  test.name = "test";
+  test.batch_size = 256;
+  test.workers = 2;
+  test.order = LoaderOrder::last;
+  prof.loaders.push_back(test);
+  ShmPlan p = plan_shm(prof, request(1, 4));
+  // train and val as in EveryLoaderAddsItsBoundAndWhatItsWorkersInherit: test's workers start after
+  // theirs, and theirs never start after test's batches exist.
+  EXPECT_EQ(p.loaders[0].bytes, 770899968u);
+  EXPECT_EQ(p.loaders[1].bytes, 1387413504u);
+  EXPECT_EQ(p.per_rank_before_last, 2158313472u);
+  // test: batch 256 -> image 154,140,672 (37,632 pages) + label 4096 = 154,144,768; hold 2 (one pass,
+  // no other loader's workers after it): (2 * 2 + 2) * 154,144,768 + 73,728 = 924,942,336
+  EXPECT_EQ(p.loaders[2].hold, 2u);
+  EXPECT_EQ(p.loaders[2].bytes, 924942336u);
+  // Residues: train's workers are gone, its 12 held batches stay: 12 * 38,539,264 + 114,688 =
+  // 462,585,856; val's persistent workers keep all of it: 1,387,413,504.
+  EXPECT_EQ(p.loaders[0].residue, 462585856u);
+  EXPECT_EQ(p.loaders[1].residue, 1387413504u);
+  EXPECT_EQ(p.per_rank_last, 462585856u + 1387413504u + 924942336u);
+  EXPECT_EQ(p.per_rank, p.per_rank_last);
+  const std::string e = explain(p);
+  EXPECT_CONTAINS(e, "before last  = train 735.2MiB + val 1323.1MiB = 2058.3MiB");
+  EXPECT_CONTAINS(e, "last         = train residue 441.2MiB + val residue 1323.1MiB + test 882.1MiB = 2646.4MiB");
+  EXPECT_CONTAINS(e, "per_rank     = the larger = 2646.4MiB");
+  const nlohmann::json j = plan_to_json(p);
+  EXPECT_EQ(j["loaders"][2]["order"], "last");
+  EXPECT_EQ(j["per_rank_last_bytes"], 2774941696u);
+  // Counted in every order, test holds 2, its last pass's batch kept by its next pass's workers, and
+  // one batch of the loop kept by train's and one by val's workers: hold 5, and the loaders add up.
+  prof.loaders[2].order = LoaderOrder::any;
+  p = plan_shm(prof, request(1, 4));
+  EXPECT_EQ(p.loaders[2].hold, 5u);
+  EXPECT_EQ(p.per_rank, 2158313472u + 9 * 154144768u + 73728u);
+  EXPECT_EQ(p.per_rank_last, 0u);
+  // A small last loader: the phase before it is the larger.
+  prof.loaders[2].order = LoaderOrder::last;
+  prof.loaders[2].batch_size = 8;
+  p = plan_shm(prof, request(1, 4));
+  EXPECT_LT(p.per_rank_last, p.per_rank_before_last);
+  EXPECT_EQ(p.per_rank, 2158313472u);
 }
 
 // A list collate sends each sample's tensors on their own: every field is page-rounded per sample.

@@ -71,12 +71,14 @@ TEST(ProfilesNew, ARealisticProfilePinMemoryNcclAndLoaders) {
   o.batch_size = "8";
   o.pin_memory = "false";
   o.nccl_transport = "p2p";
-  o.loaders = {"train", "val:batch_size=4,workers=2,persistent_workers=true,fields=3x512x512:half,:int"};
+  o.loaders = {"train:order=first", "val:batch_size=4,workers=2,persistent_workers=true,fields=3x512x512:half,:int",
+               "test:order=last"};
   const nlohmann::ordered_json doc = new_profile_document(o);
   EXPECT_EQ(doc["pin_memory"], false);
   EXPECT_EQ(doc["nccl"], (nlohmann::ordered_json{{"transport", "p2p"}}));
-  ASSERT_EQ(doc["loaders"].size(), 2u);
-  EXPECT_EQ(doc["loaders"][0], (nlohmann::ordered_json{{"name", "train"}}));
+  ASSERT_EQ(doc["loaders"].size(), 3u);
+  EXPECT_EQ(doc["loaders"][0], (nlohmann::ordered_json{{"name", "train"}, {"order", "first"}}));
+  EXPECT_EQ(doc["loaders"][2]["order"], "last");
   const auto& val = doc["loaders"][1];
   EXPECT_EQ(val["batch_size"], 4);
   EXPECT_EQ(val["workers"], 2);
@@ -91,7 +93,9 @@ TEST(ProfilesNew, ARealisticProfilePinMemoryNcclAndLoaders) {
   EXPECT_FALSE(p.pin_memory);
   ASSERT_TRUE(p.nccl);
   EXPECT_EQ(p.nccl->transport, "p2p");
-  EXPECT_EQ(p.loaders.size(), 2u);
+  ASSERT_EQ(p.loaders.size(), 3u);
+  EXPECT_EQ(p.loaders[0].order, LoaderOrder::first);
+  EXPECT_EQ(p.loaders[2].order, LoaderOrder::last);
 
   // Bad values name the flag.
   for (const auto& [bad, said] : std::vector<std::pair<std::string, std::string>>{
@@ -100,7 +104,8 @@ TEST(ProfilesNew, ARealisticProfilePinMemoryNcclAndLoaders) {
            {"val:batch_size", "--loader val: 'batch_size': expected KEY=VALUE"},
            {":batch_size=2", "--loader ':batch_size=2': expected NAME"},
            {"val:pin_memory=yes", "--loader val pin_memory 'yes': expected true or false"},
-           {"val:fields=3x3:cheese", "--loader val fields: entry 1"}}) {
+           {"val:fields=3x3:cheese", "--loader val fields: entry 1"},
+           {"val:order=after", "key 'loaders[1].order': expected \"any\""}}) {
     NewProfileOptions b = o;
     b.loaders = {"train", bad};
     EXPECT_CONTAINS(expect_error([&] { new_profile_document(b); }).what(), said);
