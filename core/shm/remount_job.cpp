@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <mutex>
+#include <vector>
 
 #include "error.hpp"
 
@@ -68,18 +70,44 @@ void RemountJob::read_available(int timeout_ms) {
   }
 }
 
+namespace {
+
+// Killed helpers not yet reaped. A zombie keeps its pid, so waiting for one of these cannot reach
+// another process.
+std::mutex g_killed_mutex;
+std::vector<pid_t> g_killed;
+
+}  // namespace
+
+std::size_t RemountJob::reap_killed() {
+  const std::lock_guard<std::mutex> lock(g_killed_mutex);
+  g_killed.erase(std::remove_if(g_killed.begin(), g_killed.end(),
+                                [](pid_t pid) {
+                                  int status = 0;
+                                  return ::waitpid(pid, &status, WNOHANG) != 0;  // reaped, or not ours
+                                }),
+                 g_killed.end());
+  return g_killed.size();
+}
+
 std::optional<RemountOutcome> RemountJob::step(int timeout_ms) {
+  reap_killed();
   if (child_.pid() < 0) return RemountOutcome{std::nullopt, "remount /dev/shm: the helper has finished already"};
   read_available(timeout_ms);
   int code = 0;
   if (!out_ && !err_ && child_.poll(code)) return parse_remount_report(out_text_, err_text_, code, helper_);
   if (Clock::now() < deadline_) return std::nullopt;
-  // Past the deadline: killed, and reaped if it dies within 20 ms; else left a zombie until the
-  // caller exits (a helper stuck in the kernel cannot be waited for without stalling the loop).
+  // Past the deadline: killed, and reaped if it dies within 20 ms; else left to reap_killed (a
+  // helper stuck in the kernel cannot be waited for without stalling the loop).
   const pid_t pid = child_.release();
   ::kill(pid, SIGKILL);
   int status = 0;
-  for (int i = 0; i < 20 && ::waitpid(pid, &status, WNOHANG) == 0; ++i) ::usleep(1000);
+  int reaped = 0;
+  for (int i = 0; i < 20 && (reaped = ::waitpid(pid, &status, WNOHANG)) == 0; ++i) ::usleep(1000);
+  if (reaped == 0) {
+    const std::lock_guard<std::mutex> lock(g_killed_mutex);
+    g_killed.push_back(pid);
+  }
   out_ = UniqueFd();
   err_ = UniqueFd();
   RemountOutcome timed_out;

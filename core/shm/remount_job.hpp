@@ -31,6 +31,11 @@ class RemountJob {
   // Blocks until the helper has exited or the deadline has passed.
   RemountOutcome wait();
 
+  // Reaps the helpers killed at their deadline that had not exited 20 ms later (a loaded machine,
+  // or a helper in the kernel): every step calls it, so a zombie lives until the next remount's
+  // first poll at most. Returns how many are still unreaped.
+  static std::size_t reap_killed();
+
  private:
   std::optional<RemountOutcome> step(int timeout_ms);
   void read_available(int timeout_ms);
