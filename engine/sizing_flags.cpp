@@ -21,6 +21,8 @@ const RequestWords kFlagWords = {
     "plan with the container's limit (--memory)",
     engine_size,
     nullptr,
+    "--profile",
+    "--prefetch-factor",
 };
 
 ContainerRequest flags_request(const SizingFlags& o) {

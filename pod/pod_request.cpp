@@ -33,6 +33,7 @@ const RequestWords kPodWords = {
     "which raises the limit Ray reads)",
     k8s_limit,
     "profiles this webhook knows",
+    request_key(RequestKey::kProfile).annotation,
 };
 
 PodRefusal leave_alone(std::string reason, bool warn = false) {

@@ -48,6 +48,9 @@ struct RequestWords {
   // An unknown profile's pointer to the known ones: null for "see 'gpu-run-ctl profiles list'";
   // else the store's own names follow these words (a cluster's users have no gpu-run-ctl).
   const char* known_profiles;
+  // Keys named only when they cannot be read (sizing_request): the contract's unless a door says.
+  const char* profile = "profile";                  // "--profile", "gpu-run.profile"
+  const char* prefetch_factor = "prefetch-factor";  // "--prefetch-factor" (no container key carries it)
 };
 
 // A container's keys, as the contract names them (the hook, the runtime, the guard).

@@ -97,17 +97,17 @@ ContainerRequest recorded_request(const std::map<std::string, std::string>& env,
 SizingRequest sizing_request(const ContainerRequest& request, const SpecFacts& spec, const HostFacts& host,
                              const Config& config) {
   const bool flags = request.origin == RequestOrigin::kFlags;
-  // A key as the person or the container wrote it: "--workers" or "workers".
-  auto key = [&](const char* name) { return (flags ? "--" : "") + std::string(name); };
-  auto count = [&](const std::optional<std::string>& text, const char* name, std::uint64_t min, std::uint64_t max) {
-    check_length(key(name), *text);
-    const std::uint64_t n = parse_count(*text, key(name), max);
-    if (n < min) throw usage_error(key(name) + ": must be at least " + std::to_string(min));
+  // A key as the door that read it names it: "--workers", "workers" or "gpu-run.workers".
+  const RequestWords& words = request.words ? *request.words : kContainerWords;
+  auto count = [&](const std::optional<std::string>& text, const char* key, std::uint64_t min, std::uint64_t max) {
+    check_length(key, *text);
+    const std::uint64_t n = parse_count(*text, key, max);
+    if (n < min) throw usage_error(std::string(key) + ": must be at least " + std::to_string(min));
     return n;
   };
   SizingRequest sr;
   if (request.gpus && flags) {
-    check_length(key("gpus"), *request.gpus);
+    check_length(words.gpus, *request.gpus);
     GpuRequest g = parse_gpu_request(*request.gpus);
     if (g.all) {
       if (host.gpus == 0)
@@ -117,7 +117,7 @@ SizingRequest sizing_request(const ContainerRequest& request, const SpecFacts& s
     }
     sr.gpus = g.count;
   } else if (request.gpus) {
-    sr.gpus = static_cast<unsigned>(count(request.gpus, "gpus", 0, 1024));
+    sr.gpus = static_cast<unsigned>(count(request.gpus, words.gpus, 0, 1024));
   } else if (auto it = spec.env.find("NVIDIA_VISIBLE_DEVICES"); it != spec.env.end()) {
     check_length("NVIDIA_VISIBLE_DEVICES", it->second);
     auto n = count_visible_devices(it->second);
@@ -135,9 +135,9 @@ SizingRequest sizing_request(const ContainerRequest& request, const SpecFacts& s
     sr.gpu_reach = GpuReach::none;
     sr.gpu_reach_why = "no /dev/nvidiaN on this host";
   }
-  if (request.workers) sr.workers = count(request.workers, "workers", 0, 1024);
-  if (request.batch_size) sr.batch_size = count(request.batch_size, "batch-size", 1, 1u << 20);
-  if (request.prefetch_factor) sr.prefetch_factor = count(request.prefetch_factor, "prefetch-factor", 1, 1024);
+  if (request.workers) sr.workers = count(request.workers, words.workers, 0, 1024);
+  if (request.batch_size) sr.batch_size = count(request.batch_size, words.batch_size, 1, 1u << 20);
+  if (request.prefetch_factor) sr.prefetch_factor = count(request.prefetch_factor, words.prefetch_factor, 1, 1024);
   sr.cpus =
       usable_cpus(spec.cpuset_cpus && *spec.cpuset_cpus < host.cpus ? *spec.cpuset_cpus : host.cpus, spec.cpu_quota);
   sr.memory_limit = budget_limit(spec);
@@ -149,10 +149,9 @@ ShmPlan plan_request(const ContainerRequest& request, const SpecFacts& spec, con
                      const ProfileStore& store, const HostFacts& host) {
   const SizingRequest sr = sizing_request(request, spec, host, config);
   const std::string name = request.profile.value_or(config.default_profile.value_or("default"));
-  check_length(request.origin == RequestOrigin::kFlags ? "--profile" : "profile", name);
-  return plan_shm(store.load(name, /*allow_path=*/request.origin == RequestOrigin::kFlags,
-                             request.words ? request.words->known_profiles : nullptr),
-                  sr);
+  const RequestWords& words = request.words ? *request.words : kContainerWords;
+  check_length(words.profile, name);
+  return plan_shm(store.load(name, /*allow_path=*/request.origin == RequestOrigin::kFlags, words.known_profiles), sr);
 }
 
 ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, const Config& config,
@@ -176,8 +175,9 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
       if (request.named_plan() || !request.shm_size) throw;
     }
     if (request.shm_size) {
-      check_length(request.origin == RequestOrigin::kFlags ? "--shm-size" : "shm-size", *request.shm_size);
-      d.size = parse_size(*request.shm_size, request.origin == RequestOrigin::kFlags ? "--shm-size" : "shm-size");
+      const char* key = (request.words ? *request.words : kContainerWords).shm_size;
+      check_length(key, *request.shm_size);
+      d.size = parse_size(*request.shm_size, key);
     }
   } catch (const Error& e) {
     error = e.what();

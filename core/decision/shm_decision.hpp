@@ -14,9 +14,9 @@
 namespace gpurun {
 
 // Who read a request: a container's keys (annotations, labels, env: the hook, the runtime, the
-// webhook, the guard) or a person's flags (gpu-run, gpu-run-ctl). The origin decides only how a
-// key is named in a message ("--workers" or "workers"), the syntax of gpus (Docker's --gpus
-// for flags, a count for a container) and whether a profile may be a path (flags only).
+// webhook, the guard) or a person's flags (gpu-run, gpu-run-ctl). The origin decides only the
+// syntax of gpus (Docker's --gpus for flags, a count for a container) and whether a profile may be
+// a path (flags only); how a key is named in a message is the request's `words`.
 enum class RequestOrigin { kContainer, kFlags };
 
 // What a container asked for, as given, whatever door read it.

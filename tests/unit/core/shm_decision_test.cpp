@@ -223,8 +223,12 @@ TEST_F(ShmDecisionTest, ShmBoundFromTheHostsIsLeftAlone) {
   EXPECT_TRUE(decide(spec).act);
 }
 
-// The one adapter names a key as the door read it: a person's flag or a container's key.
+// The one adapter names a key as the door that read it does (its RequestWords): a person's flag,
+// a container's key, a pod's annotation.
 TEST_F(ShmDecisionTest, OneAdapterNamesTheKeyAsTheDoorReadIt) {
+  RequestWords flag_words = kContainerWords;
+  flag_words.workers = "--workers";
+  flag_words.gpus = "--gpus";
   ContainerRequest r;
   r.workers = "many";
   SpecFacts spec = spec_with_env({});
@@ -239,12 +243,25 @@ TEST_F(ShmDecisionTest, OneAdapterNamesTheKeyAsTheDoorReadIt) {
       },
       Error);
   r.origin = RequestOrigin::kFlags;
+  r.words = &flag_words;
   try {
     sizing_request(r, spec, host_, config_);
     ADD_FAILURE() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "--workers: invalid number 'many': expected a whole number");
   }
+  RequestWords pod_words = kContainerWords;
+  pod_words.workers = "gpu-run.workers";
+  r.origin = RequestOrigin::kContainer;
+  r.words = &pod_words;
+  try {
+    sizing_request(r, spec, host_, config_);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "gpu-run.workers: invalid number 'many': expected a whole number");
+  }
+  r.origin = RequestOrigin::kFlags;
+  r.words = &flag_words;
   // Docker's --gpus syntax for flags, a count for a container.
   r.workers.reset();
   r.gpus = "device=0,1";

@@ -61,74 +61,71 @@ TEST(ShmResizeTest, TheIpcModeOfASpec) {
 }
 
 TEST(ShmResizeTest, GrowsAndShrinksDownToUsed) {
-  ResizePlan p = plan_resize("c", kPrivate, tmpfs(64 * kMiB, 1 * kMiB), ask(kGiB));
-  EXPECT_EQ(p.refusal, "");
+  ResizePlan p = plan_resize(kPrivate, tmpfs(64 * kMiB, 1 * kMiB), ask(kGiB));
+  EXPECT_FALSE(p.refusal);
   EXPECT_EQ(p.size, kGiB);
   EXPECT_FALSE(p.allow_shrink);
-  p = plan_resize("c", kShareable, tmpfs(kGiB, 100 * kMiB), ask(100 * kMiB));
-  EXPECT_EQ(p.refusal, "");
+  p = plan_resize(kShareable, tmpfs(kGiB, 100 * kMiB), ask(100 * kMiB));
+  EXPECT_FALSE(p.refusal);
   EXPECT_TRUE(p.allow_shrink);
-  p = plan_resize("c", kPrivate, tmpfs(kGiB, 0), ask(kGiB));
-  EXPECT_EQ(p.refusal, "");
+  p = plan_resize(kPrivate, tmpfs(kGiB, 0), ask(kGiB));
+  EXPECT_FALSE(p.refusal);
   EXPECT_FALSE(p.allow_shrink);
 }
 
-TEST(ShmResizeTest, RefusesBelowUsedWithTheNumbers) {
-  const ResizePlan p = plan_resize("web", kPrivate, tmpfs(kGiB, 300 * kMiB), ask(256 * kMiB));
-  EXPECT_CONTAINS(p.refusal, "size 256MiB is below what /dev/shm in container web holds now: 300MiB used of 1GiB");
-  EXPECT_CONTAINS(p.refusal, "at least 300m");
-  EXPECT_CONTAINS(plan_resize("c", kPrivate, tmpfs(kGiB, 0), ask(kKiB)).refusal, "below 1MiB");
+ResizeRefusal refusal_of(const IpcMode& ipc, const ShmFacts& shm, const ResizeAsk& a) {
+  const ResizePlan p = plan_resize(ipc, shm, a);
+  EXPECT_TRUE(p.refusal);
+  return p.refusal.value_or(ResizeRefusal::kUnknownIpc);
+}
+
+TEST(ShmResizeTest, RefusesBelowUsedAndBelowAMiB) {
+  const ResizePlan p = plan_resize(kPrivate, tmpfs(kGiB, 300 * kMiB), ask(256 * kMiB));
+  EXPECT_EQ(p.refusal, ResizeRefusal::kBelowUsed);
+  EXPECT_EQ(p.shm.used, 300 * kMiB);  // the numbers its words need
+  EXPECT_EQ(refusal_of(kPrivate, tmpfs(kGiB, 0), ask(kKiB)), ResizeRefusal::kBelowMiB);
 }
 
 TEST(ShmResizeTest, MemoryBudgetUnlessForced) {
   ResizeAsk a = ask(3 * kGiB);
   a.memory_limit = 4 * kGiB;
   a.memory_fraction_max = 0.5;
-  ResizePlan p = plan_resize("c", kPrivate, tmpfs(64 * kMiB, 0), a);
-  EXPECT_CONTAINS(p.refusal, "/dev/shm 3GiB for container c does not fit the memory limit 4GiB");
-  EXPECT_CONTAINS(p.refusal, "at most 50% = 2GiB may be shm");
-  EXPECT_CONTAINS(p.refusal, "--force");
-  EXPECT_CONTAINS(p.refusal, "raise the limit to 6144m");
+  ResizePlan p = plan_resize(kPrivate, tmpfs(64 * kMiB, 0), a);
+  EXPECT_EQ(p.refusal, ResizeRefusal::kOverBudget);
+  EXPECT_EQ(p.memory_limit, std::optional<std::uint64_t>(4 * kGiB));
   EXPECT_TRUE(p.over_budget);
   a.force = true;
-  p = plan_resize("c", kPrivate, tmpfs(64 * kMiB, 0), a);
-  EXPECT_EQ(p.refusal, "");
+  p = plan_resize(kPrivate, tmpfs(64 * kMiB, 0), a);
+  EXPECT_FALSE(p.refusal);
   EXPECT_TRUE(p.over_budget);
   a = ask(2 * kGiB);
   a.memory_limit = 4 * kGiB;
-  p = plan_resize("c", kPrivate, tmpfs(64 * kMiB, 0), a);
-  EXPECT_EQ(p.refusal, "");
+  p = plan_resize(kPrivate, tmpfs(64 * kMiB, 0), a);
+  EXPECT_FALSE(p.refusal);
   EXPECT_FALSE(p.over_budget);
 }
 
 TEST(ShmResizeTest, RefusesWhatHasNoOwnShm) {
-  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kNone, "", ""}, ShmFacts{}, ask(kGiB)).refusal,
-                  "container c has --ipc=none: it has no /dev/shm to resize");
-  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kHost, "", ""}, ShmFacts{}, ask(kGiB)).refusal,
-                  "(--ipc=host): the host's /dev/shm is never resized");
+  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kNone, "", ""}, ShmFacts{}, ask(kGiB)), ResizeRefusal::kNoShm);
+  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kHost, "", ""}, ShmFacts{}, ask(kGiB)), ResizeRefusal::kHostIpc);
   ShmFacts host_ipc = tmpfs(8 * kGiB, 0);
   host_ipc.host_ipc = true;
-  EXPECT_CONTAINS(plan_resize("c", kShareable, host_ipc, ask(kGiB)).refusal,
-                  "shares the host's IPC namespace (--ipc=host): the host's /dev/shm is never resized");
+  EXPECT_EQ(refusal_of(kShareable, host_ipc, ask(kGiB)), ResizeRefusal::kHostIpc);
   ShmFacts bound = tmpfs(8 * kGiB, 0);
   bound.host_shm = true;
-  EXPECT_CONTAINS(plan_resize("c", kPrivate, bound, ask(kGiB)).refusal,
-                  "(-v /dev/shm:/dev/shm): the host's /dev/shm is never resized");
-  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kJoined, "x", ""}, tmpfs(kGiB, 0), ask(kGiB)).refusal,
-                  "resize the one that owns it");
-  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kOther, "", ""}, tmpfs(kGiB, 0), ask(kGiB)).refusal,
-                  "unknown IPC mode");
-  ShmFacts dir;
-  EXPECT_CONTAINS(plan_resize("c", kPrivate, dir, ask(kGiB)).refusal, "not a tmpfs mount of its own");
+  EXPECT_EQ(refusal_of(kPrivate, bound, ask(kGiB)), ResizeRefusal::kHostShmBound);
+  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kJoined, "x", ""}, tmpfs(kGiB, 0), ask(kGiB)), ResizeRefusal::kJoinedTwice);
+  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kOther, "", ""}, tmpfs(kGiB, 0), ask(kGiB)), ResizeRefusal::kUnknownIpc);
+  EXPECT_EQ(refusal_of(kPrivate, ShmFacts{}, ask(kGiB)), ResizeRefusal::kNotTmpfs);
 }
 
 TEST(ShmResizeTest, RefusalsComeBeforeTheBudget) {
   // A refusal that nothing can override wins over one --force could.
   ResizeAsk a = ask(3 * kGiB);
   a.memory_limit = kGiB;
-  EXPECT_CONTAINS(plan_resize("c", IpcMode{IpcKind::kHost, "", ""}, ShmFacts{}, a).refusal, "never resized");
+  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kHost, "", ""}, ShmFacts{}, a), ResizeRefusal::kHostIpc);
   a.force = true;
-  EXPECT_CONTAINS(plan_resize("c", kPrivate, tmpfs(4 * kGiB, 3500 * kMiB), a).refusal, "holds now");
+  EXPECT_EQ(refusal_of(kPrivate, tmpfs(4 * kGiB, 3500 * kMiB), a), ResizeRefusal::kBelowUsed);
 }
 
 }  // namespace

@@ -72,5 +72,51 @@ TEST(ResizeTest, ReportSaysWhoSharesAndThatInspectKeepsTheOldSize) {
   EXPECT_CONTAINS(out, "every container that joined");
 }
 
+// gpu-run-ctl resize words core's refusals (shm_resize.hpp) with the numbers and its own flags.
+ShmFacts tmpfs(std::uint64_t size, std::uint64_t used) {
+  ShmFacts f;
+  f.tmpfs_mount = true;
+  f.size = size;
+  f.used = used;
+  return f;
+}
+
+std::string said(const IpcMode& ipc, const ShmFacts& shm, std::uint64_t size, const std::string& name = "c",
+                 std::optional<std::uint64_t> limit = std::nullopt) {
+  ResizeAsk a;
+  a.size = size;
+  a.memory_limit = limit;
+  return resize_refusal_words(plan_resize(ipc, shm, a), name);
+}
+
+TEST(ResizeTest, RefusalsSayWhatWasWrongWithTheNumbers) {
+  const IpcMode priv{IpcKind::kPrivate, "", ""};
+  EXPECT_CONTAINS(said(priv, tmpfs(kGiB, 300 * kMiB), 256 * kMiB, "web"),
+                  "size 256MiB is below what /dev/shm in container web holds now: 300MiB used of 1GiB");
+  EXPECT_CONTAINS(said(priv, tmpfs(kGiB, 300 * kMiB), 256 * kMiB), "at least 300m");
+  EXPECT_CONTAINS(said(priv, tmpfs(kGiB, 0), kKiB), "below 1MiB");
+  const std::string budget = said(priv, tmpfs(64 * kMiB, 0), 3 * kGiB, "c", 4 * kGiB);
+  EXPECT_CONTAINS(budget, "/dev/shm 3GiB for container c does not fit the memory limit 4GiB");
+  EXPECT_CONTAINS(budget, "at most 50% = 2GiB may be shm");
+  EXPECT_CONTAINS(budget, "--force");
+  EXPECT_CONTAINS(budget, "raise the limit to 6144m");
+  EXPECT_CONTAINS(said(IpcMode{IpcKind::kNone, "", ""}, ShmFacts{}, kGiB),
+                  "container c has --ipc=none: it has no /dev/shm to resize");
+  EXPECT_CONTAINS(said(IpcMode{IpcKind::kHost, "", ""}, ShmFacts{}, kGiB),
+                  "(--ipc=host): the host's /dev/shm is never resized");
+  ShmFacts host_ipc = tmpfs(8 * kGiB, 0);
+  host_ipc.host_ipc = true;
+  EXPECT_CONTAINS(said(IpcMode{IpcKind::kShareable, "", ""}, host_ipc, kGiB),
+                  "shares the host's IPC namespace (--ipc=host): the host's /dev/shm is never resized");
+  ShmFacts bound = tmpfs(8 * kGiB, 0);
+  bound.host_shm = true;
+  EXPECT_CONTAINS(said(priv, bound, kGiB), "(-v /dev/shm:/dev/shm): the host's /dev/shm is never resized");
+  EXPECT_CONTAINS(said(IpcMode{IpcKind::kJoined, "x", ""}, tmpfs(kGiB, 0), kGiB),
+                  "joined the IPC namespace of container x, which itself joined another: resize the one that owns it");
+  EXPECT_CONTAINS(said(IpcMode{IpcKind::kOther, "", ""}, tmpfs(kGiB, 0), kGiB), "unknown IPC mode");
+  EXPECT_CONTAINS(said(priv, ShmFacts{}, kGiB), "not a tmpfs mount of its own");
+  EXPECT_EQ(said(priv, tmpfs(kGiB, 0), kGiB), "") << "no refusal, no words";
+}
+
 }  // namespace
 }  // namespace gpurun
