@@ -1,6 +1,6 @@
 // bench/guard/reaction: the guard's reaction time, measured on its real code path.
 //
-// A child in its own mount namespace gets a tmpfs of --size MiB on /dev/shm (as a container's
+// A child in its own mount namespace (unshare(1)) gets a tmpfs of --size MiB on /dev/shm (as a container's
 // runtime mounts it). Each round fills it from the host (through /proc/PID/root) past the
 // guard's threshold, takes the sample that crosses it (statvfs, as the guard does) and times
 // ShmGuard::on_sample: the policy, the start of the remount helper (gpu-run-hook --remount,
@@ -29,6 +29,7 @@
 #include "container.hpp"
 #include "guard.hpp"
 #include "host.hpp"
+#include "process.hpp"
 #include "shm_remount.hpp"
 #include "units.hpp"
 
@@ -42,25 +43,26 @@ namespace {
 }
 
 // A process with a private mount namespace and a fresh tmpfs on /dev/shm; waits for SIGKILL.
-pid_t start_target(std::uint64_t size) {
+// Started through spawn, as every child of gpu-run's code is (unshare(1) makes the namespace).
+Child start_target(std::uint64_t size) {
   int ready[2];
-  if (::pipe(ready) != 0) die("pipe");
-  const pid_t pid = ::fork();
-  if (pid < 0) die("fork");
-  if (pid == 0) {
-    ::close(ready[0]);
-    if (::unshare(CLONE_NEWNS) != 0) die("unshare");
-    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) die("make / private");
-    const std::string opts = "size=" + std::to_string(size);
-    if (::mount("shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts.c_str()) != 0) die("mount");
-    if (::write(ready[1], "x", 1) != 1) die("write");
-    for (;;) ::pause();
-  }
+  if (::pipe2(ready, O_CLOEXEC) != 0) die("pipe");
+  SpawnSpec spec;
+  spec.argv = {"unshare",
+               "--mount",
+               "--propagation",
+               "private",
+               "sh",
+               "-c",
+               "mount -t tmpfs -o size=" + std::to_string(size) +
+                   ",nosuid,nodev,noexec shm /dev/shm && echo x && exec sleep infinity"};
+  spec.stdout_fd = ready[1];
+  Child child = spawn(spec);
   ::close(ready[1]);
   char c;
   if (::read(ready[0], &c, 1) != 1) die("the target did not start");
   ::close(ready[0]);
-  return pid;
+  return child;
 }
 
 void fill(const std::string& path, std::uint64_t bytes) {
@@ -95,7 +97,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const pid_t target = start_target(size);
+  Child target_child = start_target(size);
+  const pid_t target = target_child.pid();
   const std::string file = "/proc/" + std::to_string(target) + "/root/dev/shm/fill";
   Config config;
   config.log_file = "/dev/null";
@@ -128,8 +131,7 @@ int main(int argc, char** argv) {
     ::unlink(file.c_str());
     remount_shm(RemountRequest{target, size, /*allow_shrink=*/true, host_dev}, remount_helper_path(config.hook_path));
   }
-  ::kill(target, SIGKILL);
-  ::waitpid(target, nullptr, 0);
+  target_child = Child();  // killed and reaped
   const double p50 = percentile(react_ms, 0.5), p99 = percentile(react_ms, 0.99);
   const double max = *std::max_element(react_ms.begin(), react_ms.end());
   const double s50 = percentile(sample_ms, 0.5);
