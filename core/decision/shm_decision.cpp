@@ -98,7 +98,7 @@ SizingRequest sizing_request(const ContainerRequest& request, const SpecFacts& s
                              const Config& config) {
   const bool flags = request.origin == RequestOrigin::kFlags;
   // A key as the door that read it names it: "--workers", "workers" or "gpu-run.workers".
-  const RequestWords& words = request.words ? *request.words : kContainerWords;
+  const RequestWords& words = *request.words;
   auto count = [&](const std::optional<std::string>& text, const char* key, std::uint64_t min, std::uint64_t max) {
     check_length(key, *text);
     const std::uint64_t n = parse_count(*text, key, max);
@@ -149,7 +149,7 @@ ShmPlan plan_request(const ContainerRequest& request, const SpecFacts& spec, con
                      const ProfileStore& store, const HostFacts& host) {
   const SizingRequest sr = sizing_request(request, spec, host, config);
   const std::string name = request.profile.value_or(config.default_profile.value_or("default"));
-  const RequestWords& words = request.words ? *request.words : kContainerWords;
+  const RequestWords& words = *request.words;
   check_length(words.profile, name);
   return plan_shm(store.load(name, /*allow_path=*/request.origin == RequestOrigin::kFlags, words.known_profiles), sr);
 }
@@ -175,7 +175,7 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
       if (request.named_plan() || !request.shm_size) throw;
     }
     if (request.shm_size) {
-      const char* key = (request.words ? *request.words : kContainerWords).shm_size;
+      const char* key = request.words->shm_size;
       check_length(key, *request.shm_size);
       d.size = parse_size(*request.shm_size, key);
     }

@@ -31,7 +31,7 @@ struct ContainerRequest {
   std::string source;               // "annotation", "env", "annotation+env", "flags", "recorded" or "" when none
   RequestOrigin origin = RequestOrigin::kContainer;
   // How the door that read the request names its keys in a refusal (refusal.hpp).
-  const RequestWords* words = &kContainerWords;
+  const RequestWords* words = &kContainerWords;  // never null
   bool named_anything() const { return profile || gpus || workers || batch_size || prefetch_factor || shm_size; }
   bool named_plan() const { return profile || gpus || workers || batch_size || prefetch_factor; }
 };

@@ -185,7 +185,6 @@ LoaderPlan plan_loader(const Profile& profile, const Loader* entry, bool first, 
   l.persistent_workers = e.persistent_workers;
   l.collate = e.collate.value_or(profile.collate);
   l.order = e.order;
-  l.last = e.order == LoaderOrder::last;
   // With pin_memory on a GPU, the pin thread copies each batch out of /dev/shm and drops the
   // shared one: only the prefetch_factor * workers outstanding batches are there. Without a
   // pin thread (no pin_memory, or no GPU: PyTorch then skips pinning) the loop's current batch
@@ -250,7 +249,7 @@ void add_inherited_batches(std::vector<LoaderPlan>& loaders) {
   for (std::size_t i = 0; i < loaders.size(); ++i) {
     LoaderPlan& l = loaders[i];
     if (l.workers == 0) continue;
-    if (l.last) {
+    if (l.last()) {
       l.hold_why +=
           "; ordered last: one pass after the other loaders' last, so no other loader's workers keep its "
           "batches and no new workers of its own keep a previous pass's";
@@ -298,7 +297,7 @@ void add_per_rank(ShmPlan& p) {
   std::uint64_t before = 0, residues = 0, last = 0;
   bool any_last = false;
   for (LoaderPlan& l : p.loaders) {
-    if (l.last) {
+    if (l.last()) {
       any_last = true;
       last = sat_add(last, l.bytes);
       continue;
@@ -430,13 +429,13 @@ void explain_per_rank(std::ostringstream& out, const ShmPlan& p) {
   const auto terms = [&](bool last, bool residue) {
     std::string t;
     for (const LoaderPlan& l : p.loaders) {
-      if (l.last != last) continue;
+      if (l.last() != last) continue;
       t += std::string(t.empty() ? " " : " + ") + l.name + (residue ? " residue " : " ") +
            format_mib(residue ? l.residue : l.bytes);
     }
     return t;
   };
-  if (std::none_of(p.loaders.begin(), p.loaders.end(), [](const LoaderPlan& l) { return l.last; })) {
+  if (std::none_of(p.loaders.begin(), p.loaders.end(), [](const LoaderPlan& l) { return l.last(); })) {
     out << "  per_rank     =" << terms(false, false) << " = " << format_mib(p.per_rank)
         << " (every loader alive at once)\n";
     return;
@@ -494,10 +493,7 @@ std::string explain(const ShmPlan& p, const RequestWords& words) {
       out << "  loader " << l.name << ": batch_size " << l.batch_size << ", workers " << l.workers
           << (l.workers_auto ? " (auto)" : "") << ", prefetch_factor " << l.prefetch_factor << ", pin_memory "
           << (l.pin_memory ? "true" : "false") << ", persistent_workers " << (l.persistent_workers ? "true" : "false")
-          << (l.order == LoaderOrder::any ? ""
-              : l.last                    ? ", order last"
-                                          : ", order first")
-          << "\n";
+          << (l.order == LoaderOrder::any ? "" : std::string(", order ") + loader_order_name(l.order)) << "\n";
       explain_batch(out, l, "    ");
       explain_slots(out, l, "    ", "bytes       ");
     }
@@ -554,9 +550,7 @@ nlohmann::json plan_to_json(const ShmPlan& p, const RequestWords& words) {
                        {"pin_memory", l.pin_memory},
                        {"persistent_workers", l.persistent_workers},
                        {"collate", l.collate == Collate::list ? "list" : "stack"},
-                       {"order", l.order == LoaderOrder::any ? "any"
-                                 : l.last                    ? "last"
-                                                             : "first"},
+                       {"order", loader_order_name(l.order)},
                        {"residue_bytes", l.residue},
                        {"hold", l.hold},
                        {"hold_why", l.hold_why},

@@ -42,8 +42,8 @@ struct LoaderPlan {
   bool pin_thread = false;  // a pin thread copies its batches out of /dev/shm (hold 0 from loader_hold)
   bool persistent_workers = false;
   Collate collate = Collate::stack;
-  LoaderOrder order = LoaderOrder::any;  // the profile's (profile.hpp)
-  bool last = false;                     // order "last": one pass after every other loader's last pass
+  LoaderOrder order = LoaderOrder::any;                     // the profile's (profile.hpp)
+  bool last() const { return order == LoaderOrder::last; }  // one pass after every other loader's last
   std::uint64_t hold = 0;
   std::string hold_why;  // loader_hold's reason, and the batches its workers' inheritance adds
   std::vector<FieldBytes> fields;

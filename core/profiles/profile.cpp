@@ -63,9 +63,8 @@ Collate collate_value(const std::string& source, const std::string& key, const j
 }
 
 LoaderOrder order_value(const std::string& source, const std::string& key, const json& v) {
-  if (v == "any") return LoaderOrder::any;
-  if (v == "first") return LoaderOrder::first;
-  if (v == "last") return LoaderOrder::last;
+  for (LoaderOrder o : {LoaderOrder::any, LoaderOrder::first, LoaderOrder::last})
+    if (v == loader_order_name(o)) return o;
   throw key_error(source, key,
                   "\"any\" (the default: it may run before, beside or after the others), \"first\" (its workers "
                   "start once, before any other loader's first batch) or \"last\" (one pass after every other "
@@ -701,7 +700,7 @@ ordered_json profile_to_json(const Profile& p) {
       if (l.pin_memory) j["pin_memory"] = *l.pin_memory;
       j["persistent_workers"] = l.persistent_workers;
       if (l.collate) j["collate"] = *l.collate == Collate::list ? "list" : "stack";
-      if (l.order != LoaderOrder::any) j["order"] = l.order == LoaderOrder::last ? "last" : "first";
+      if (l.order != LoaderOrder::any) j["order"] = loader_order_name(l.order);
       loaders.push_back(j);
     }
     doc["loaders"] = loaders;
@@ -794,6 +793,18 @@ std::string profile_text(const ordered_json& doc) {
     out += ++i < doc.size() ? ",\n" : "\n";
   }
   return out + "}\n";
+}
+
+const char* loader_order_name(LoaderOrder order) {
+  switch (order) {
+    case LoaderOrder::first:
+      return "first";
+    case LoaderOrder::last:
+      return "last";
+    case LoaderOrder::any:
+      break;
+  }
+  return "any";
 }
 
 }  // namespace gpurun

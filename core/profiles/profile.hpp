@@ -105,6 +105,7 @@ enum class Collate { stack, list };
 // every other loader's last pass has ended, its iterator exhausted or dropped: a test pass after
 // training; it is never alive with the others' prefetched batches, and no worker starts after it).
 enum class LoaderOrder { any, first, last };
+const char* loader_order_name(LoaderOrder order);  // "any", "first", "last"
 
 // One DataLoader the job keeps alive. Unset values come from the profile's top-level keys.
 struct Loader {
