@@ -1,23 +1,23 @@
-#include "commands.hpp"
+#include "ctl/commands.hpp"
 
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "calibrate.hpp"
-#include "configure_containerd.hpp"
-#include "configure_docker.hpp"
-#include "configure_podman.hpp"
-#include "doctor.hpp"
-#include "error.hpp"
-#include "k8s.hpp"
-#include "node_guard.hpp"
-#include "plan.hpp"
-#include "profiles.hpp"
-#include "program.hpp"
-#include "reap.hpp"
-#include "resize.hpp"
-#include "tune.hpp"
-#include "watch.hpp"
+#include "base/error.hpp"
+#include "base/program.hpp"
+#include "ctl/configure/configure_containerd.hpp"
+#include "ctl/configure/configure_docker.hpp"
+#include "ctl/configure/configure_podman.hpp"
+#include "ctl/doctor/doctor.hpp"
+#include "ctl/guard_command.hpp"
+#include "ctl/k8s/k8s.hpp"
+#include "ctl/plan.hpp"
+#include "ctl/profiles/calibrate.hpp"
+#include "ctl/profiles/profiles.hpp"
+#include "ctl/profiles/tune.hpp"
+#include "ctl/reap.hpp"
+#include "ctl/resize.hpp"
+#include "ctl/watch.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "ctl_common.hpp"
+#include "ctl/ctl_common.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,36 +7,15 @@
 #include <cstring>
 #include <iostream>
 
-#include "error.hpp"
-#include "fd.hpp"
-#include "file_io.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/file_io.hpp"
 
 namespace gpurun {
 
 namespace {
 constexpr std::size_t kMaxEditedFile = 4 << 20;
-
-volatile sig_atomic_t g_stop = 0;
-
-void on_stop_signal(int) { g_stop = 1; }
 }  // namespace
-
-StopOnSignal::StopOnSignal() {
-  g_stop = 0;
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  // No SA_RESTART: a sleep returns at once.
-  ::sigaction(SIGINT, &sa, &old_int_);
-  ::sigaction(SIGTERM, &sa, &old_term_);
-}
-
-StopOnSignal::~StopOnSignal() {
-  ::sigaction(SIGINT, &old_int_, nullptr);
-  ::sigaction(SIGTERM, &old_term_, nullptr);
-}
-
-bool stop_requested() { return g_stop != 0; }
 
 Config load_ctl_config() { return load_config(config_path(std::nullopt)); }
 
@@ -52,7 +31,7 @@ ContainerInfo inspect_running(const std::optional<std::string>& engine_option, c
 
 ProfileStore ctl_store(const std::vector<std::string>& dirs, const Config& config, const EnvLookup& env) {
   std::vector<fs::path> cli_dirs(dirs.begin(), dirs.end());
-  return ProfileStore(profile_search_path(cli_dirs, config, /*include_user=*/true, env));
+  return ProfileStore(profile_search_path(cli_dirs, config.profile_dirs, /*include_user=*/true, env));
 }
 
 fs::path self_dir() {

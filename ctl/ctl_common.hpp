@@ -1,15 +1,13 @@
 #pragma once
 
-#include <signal.h>
-
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "config.hpp"
-#include "container.hpp"
-#include "profile_store.hpp"
+#include "decision/config.hpp"
+#include "oci/container.hpp"
+#include "profiles/profile_store.hpp"
 
 namespace gpurun {
 
@@ -23,21 +21,6 @@ Config load_ctl_config();
 // is not running, saying `why_running` a running one is needed.
 ContainerInfo inspect_running(const std::optional<std::string>& engine, const Config& config, const std::string& name,
                               const std::string& why_running);
-
-// While alive, SIGINT and SIGTERM end a long-running command (watch, guard) instead of the
-// process: stop_requested() turns true and a sleep returns at once (no SA_RESTART).
-class StopOnSignal {
- public:
-  StopOnSignal();
-  StopOnSignal(const StopOnSignal&) = delete;
-  StopOnSignal& operator=(const StopOnSignal&) = delete;
-  ~StopOnSignal();
-
- private:
-  struct sigaction old_int_ {
-  }, old_term_{};
-};
-bool stop_requested();
 
 // The profile search path of a person's command line: `dirs` first, then the search path of
 // docs/ARCHITECTURE.md ("Profiles").

@@ -1,3 +1,3 @@
-#include "commands.hpp"
+#include "ctl/commands.hpp"
 
 int main(int argc, char** argv) { return gpurun::ctl_main(argc, argv); }

@@ -1,4 +1,4 @@
-#include "plan.hpp"
+#include "ctl/plan.hpp"
 
 #include <CLI/CLI.hpp>
 #include <iostream>
@@ -6,12 +6,12 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "config.hpp"
-#include "ctl_common.hpp"
-#include "error.hpp"
-#include "run_args.hpp"
-#include "run_options.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "ctl/ctl_common.hpp"
+#include "ctl/run_options.hpp"
+#include "decision/config.hpp"
+#include "engine/run_args.hpp"
 
 namespace gpurun {
 

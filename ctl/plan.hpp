@@ -3,11 +3,11 @@
 #include <optional>
 #include <string>
 
-#include "config.hpp"
-#include "env.hpp"
-#include "host.hpp"
-#include "sizing.hpp"
-#include "sizing_flags.hpp"
+#include "base/env.hpp"
+#include "decision/config.hpp"
+#include "decision/sizing.hpp"
+#include "engine/sizing_flags.hpp"
+#include "oci/host.hpp"
 
 namespace CLI {
 class App;

@@ -1,4 +1,4 @@
-#include "reap.hpp"
+#include "ctl/reap.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,13 +11,13 @@
 #include <memory>
 #include <sstream>
 
-#include "config.hpp"
-#include "ctl_common.hpp"
-#include "error.hpp"
-#include "fd.hpp"
-#include "resize.hpp"
-#include "shm_mount.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/units.hpp"
+#include "ctl/ctl_common.hpp"
+#include "ctl/resize.hpp"
+#include "decision/config.hpp"
+#include "shm/shm_mount.hpp"
 
 namespace gpurun {
 namespace reap_cmd {

@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "shm_orphans.hpp"
+#include "shm/shm_orphans.hpp"
 
 namespace CLI {
 class App;

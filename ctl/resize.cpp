@@ -1,4 +1,4 @@
-#include "resize.hpp"
+#include "ctl/resize.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,19 +10,19 @@
 #include <iostream>
 #include <memory>
 
-#include "config.hpp"
-#include "ctl_common.hpp"
-#include "error.hpp"
-#include "fd.hpp"
-#include "file_lock.hpp"
-#include "host.hpp"
-#include "log.hpp"
-#include "process.hpp"
-#include "run_args.hpp"
-#include "run_options.hpp"
-#include "shm_mount.hpp"
-#include "shm_remount.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/file_lock.hpp"
+#include "base/log.hpp"
+#include "base/process.hpp"
+#include "base/units.hpp"
+#include "ctl/ctl_common.hpp"
+#include "ctl/run_options.hpp"
+#include "decision/config.hpp"
+#include "engine/run_args.hpp"
+#include "oci/host.hpp"
+#include "shm/shm_mount.hpp"
+#include "shm/shm_remount.hpp"
 
 namespace gpurun {
 

@@ -4,9 +4,9 @@
 #include <optional>
 #include <string>
 
-#include "container.hpp"
-#include "shm_resize.hpp"
-#include "sizing_flags.hpp"
+#include "engine/sizing_flags.hpp"
+#include "oci/container.hpp"
+#include "shm/shm_resize.hpp"
 
 namespace CLI {
 class App;

@@ -1,8 +1,8 @@
-#include "run_options.hpp"
+#include "ctl/run_options.hpp"
 
 #include <CLI/CLI.hpp>
 
-#include "error.hpp"
+#include "base/error.hpp"
 
 namespace gpurun {
 

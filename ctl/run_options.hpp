@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "env.hpp"
-#include "run_args.hpp"
+#include "base/env.hpp"
+#include "engine/run_args.hpp"
 
 namespace CLI {
 class App;

@@ -1,4 +1,4 @@
-#include "watch.hpp"
+#include "ctl/watch.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -9,11 +9,12 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "container.hpp"
-#include "ctl_common.hpp"
-#include "error.hpp"
-#include "timeline.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/stop_signal.hpp"
+#include "base/units.hpp"
+#include "ctl/ctl_common.hpp"
+#include "oci/container.hpp"
+#include "shm/timeline.hpp"
 
 namespace gpurun {
 namespace {

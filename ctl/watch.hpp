@@ -4,8 +4,8 @@
 #include <optional>
 #include <string>
 
-#include "decision_record.hpp"
-#include "shm_sampler.hpp"
+#include "decision/decision_record.hpp"
+#include "shm/shm_sampler.hpp"
 
 namespace CLI {
 class App;

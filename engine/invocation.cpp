@@ -1,12 +1,12 @@
-#include "invocation.hpp"
+#include "engine/invocation.hpp"
 
 #include <sys/statvfs.h>
 
-#include "contract.hpp"
-#include "decision_record.hpp"
-#include "error.hpp"
-#include "gpus.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "decision/contract.hpp"
+#include "decision/decision_record.hpp"
+#include "oci/gpus.hpp"
 
 namespace gpurun {
 namespace {

@@ -3,11 +3,11 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
-#include "env.hpp"
-#include "host.hpp"
-#include "run_args.hpp"
-#include "sizing.hpp"
+#include "base/env.hpp"
+#include "decision/config.hpp"
+#include "decision/sizing.hpp"
+#include "engine/run_args.hpp"
+#include "oci/host.hpp"
 
 namespace gpurun {
 

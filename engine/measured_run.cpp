@@ -1,4 +1,4 @@
-#include "measured_run.hpp"
+#include "engine/measured_run.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -10,11 +10,11 @@
 #include <cerrno>
 #include <cstring>
 
-#include "container.hpp"
-#include "error.hpp"
-#include "fd.hpp"
-#include "process.hpp"
-#include "temp_dir.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/process.hpp"
+#include "base/temp_dir.hpp"
+#include "oci/container.hpp"
 
 namespace gpurun {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "shm_sampler.hpp"
+#include "shm/shm_sampler.hpp"
 
 namespace gpurun {
 

@@ -1,15 +1,15 @@
-#include "record.hpp"
+#include "engine/record.hpp"
 
 #include <iostream>
 #include <optional>
 
-#include "clock.hpp"
-#include "error.hpp"
-#include "guard.hpp"
-#include "program.hpp"
-#include "shm_guard.hpp"
-#include "timeline.hpp"
-#include "units.hpp"
+#include "base/clock.hpp"
+#include "base/error.hpp"
+#include "base/program.hpp"
+#include "base/units.hpp"
+#include "shm/growth_policy.hpp"
+#include "shm/shm_grower.hpp"
+#include "shm/timeline.hpp"
 
 namespace gpurun {
 
@@ -52,7 +52,7 @@ int run_recorded(const EngineInvocation& inv, const WrapperOptions& o, const Con
   // Opened before the job starts: a log that cannot be written fails now, not after hours.
   UniqueFd log;
   if (o.record) log = open_perf_log(log_path);
-  std::optional<ShmGuard> guard;
+  std::optional<ShmGrower> guard;
   if (o.guard) guard.emplace(config.guard, guard_limits(inv.plan), config);
   Timeline timeline;
   MeasureOptions mo;

@@ -2,10 +2,10 @@
 
 #include <ctime>
 
-#include "invocation.hpp"
-#include "measured_run.hpp"
-#include "perf_log.hpp"
-#include "run_args.hpp"
+#include "engine/invocation.hpp"
+#include "engine/measured_run.hpp"
+#include "engine/run_args.hpp"
+#include "shm/perf_log.hpp"
 
 namespace gpurun {
 

@@ -1,11 +1,11 @@
-#include "run_args.hpp"
+#include "engine/run_args.hpp"
 
 #include <cstring>
 #include <set>
 #include <sstream>
 #include <utility>
 
-#include "error.hpp"
+#include "base/error.hpp"
 
 namespace gpurun {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "sizing_flags.hpp"
+#include "engine/sizing_flags.hpp"
 
 namespace gpurun {
 

@@ -1,13 +1,13 @@
-#include "sizing_flags.hpp"
+#include "engine/sizing_flags.hpp"
 
 #include <cmath>
 #include <cstdlib>
 
-#include "error.hpp"
-#include "gpus.hpp"
-#include "profile_store.hpp"
-#include "run_args.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "engine/run_args.hpp"
+#include "oci/gpus.hpp"
+#include "profiles/profile_store.hpp"
 
 namespace gpurun {
 
@@ -91,7 +91,7 @@ std::string profile_argument(const SizingFlags& flags, const Config& config) {
 
 ProfileStore sizing_store(const SizingFlags& flags, const Config& config, const EnvLookup& env) {
   const std::vector<fs::path> cli_dirs(flags.profile_dirs.begin(), flags.profile_dirs.end());
-  return ProfileStore(profile_search_path(cli_dirs, config, /*include_user=*/true, env));
+  return ProfileStore(profile_search_path(cli_dirs, config.profile_dirs, /*include_user=*/true, env));
 }
 
 Profile load_sizing_profile(const SizingFlags& flags, const Config& config, const EnvLookup& env) {

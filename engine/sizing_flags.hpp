@@ -4,13 +4,13 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
-#include "env.hpp"
-#include "host.hpp"
-#include "profile.hpp"
-#include "profile_store.hpp"
-#include "shm_decision.hpp"
-#include "sizing.hpp"
+#include "base/env.hpp"
+#include "decision/config.hpp"
+#include "decision/shm_decision.hpp"
+#include "decision/sizing.hpp"
+#include "oci/host.hpp"
+#include "profiles/profile.hpp"
+#include "profiles/profile_store.hpp"
 
 namespace gpurun {
 

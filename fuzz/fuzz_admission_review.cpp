@@ -3,9 +3,9 @@
 // `allowed` and a string uid; a patch is base64 of a JSON array.
 #include <nlohmann/json.hpp>
 
-#include "admission.hpp"
-#include "fuzz_input.hpp"
-#include "profile_store.hpp"
+#include "fuzz/fuzz_input.hpp"
+#include "profiles/profile_store.hpp"
+#include "webhook/admission.hpp"
 
 using namespace gpurun;
 

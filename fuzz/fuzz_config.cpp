@@ -1,7 +1,7 @@
 // /etc/gpu-run/config.json text.
-#include "config.hpp"
-#include "error.hpp"
-#include "fuzz_input.hpp"
+#include "base/error.hpp"
+#include "decision/config.hpp"
+#include "fuzz/fuzz_input.hpp"
 
 using namespace gpurun;
 

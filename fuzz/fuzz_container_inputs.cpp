@@ -4,8 +4,8 @@
 // devices. Anything else is an env entry.
 #include <cstdlib>
 
-#include "error.hpp"
-#include "fuzz_decision.hpp"
+#include "base/error.hpp"
+#include "fuzz/fuzz_decision.hpp"
 
 using namespace gpurun;
 

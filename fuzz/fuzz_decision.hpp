@@ -1,8 +1,8 @@
 #pragma once
 
-#include "fuzz_input.hpp"
-#include "shm_decision.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "decision/shm_decision.hpp"
+#include "fuzz/fuzz_input.hpp"
 
 namespace gpurun::fuzz {
 

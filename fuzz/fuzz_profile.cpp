@@ -3,11 +3,11 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "error.hpp"
-#include "fuzz_input.hpp"
-#include "profile.hpp"
-#include "sizing.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "decision/sizing.hpp"
+#include "fuzz/fuzz_input.hpp"
+#include "profiles/profile.hpp"
 
 using namespace gpurun;
 using nlohmann::json;

@@ -1,9 +1,9 @@
 // A bundle's config.json as the runtime wrapper and the hook read and rewrite it.
 #include <nlohmann/json.hpp>
 
-#include "error.hpp"
-#include "fuzz_decision.hpp"
-#include "oci.hpp"
+#include "base/error.hpp"
+#include "fuzz/fuzz_decision.hpp"
+#include "oci/oci.hpp"
 
 using namespace gpurun;
 using nlohmann::json;

@@ -1,7 +1,7 @@
 // The OCI state a runtime writes to the hook's stdin.
-#include "error.hpp"
-#include "fuzz_input.hpp"
-#include "oci.hpp"
+#include "base/error.hpp"
+#include "fuzz/fuzz_input.hpp"
+#include "oci/oci.hpp"
 
 using namespace gpurun;
 

@@ -1,10 +1,10 @@
 // Size and count syntax, as read from flags, annotations, env and profiles.
 #include <limits>
 
-#include "error.hpp"
-#include "fuzz_input.hpp"
-#include "gpus.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "fuzz/fuzz_input.hpp"
+#include "oci/gpus.hpp"
 
 using namespace gpurun;
 

@@ -1,9 +1,9 @@
 // argv of gpu-run (user's command line) and of gpu-run-runtime (what containerd passes).
 // Arguments are separated by NUL or '\n'.
-#include "error.hpp"
-#include "fuzz_input.hpp"
-#include "run_args.hpp"
-#include "runtime.hpp"
+#include "base/error.hpp"
+#include "engine/run_args.hpp"
+#include "fuzz/fuzz_input.hpp"
+#include "runtime/runtime.hpp"
 
 using namespace gpurun;
 

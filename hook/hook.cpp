@@ -1,19 +1,19 @@
-#include "hook.hpp"
+#include "hook/hook.hpp"
 
 #include <unistd.h>
 
 #include <cstring>
 #include <vector>
 
-#include "contract.hpp"
-#include "decision_record.hpp"
-#include "door.hpp"
-#include "error.hpp"
-#include "fd.hpp"
-#include "oci.hpp"
-#include "sandbox.hpp"
-#include "shm_mount.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/units.hpp"
+#include "decision/contract.hpp"
+#include "decision/decision_record.hpp"
+#include "door/door.hpp"
+#include "oci/oci.hpp"
+#include "oci/sandbox.hpp"
+#include "shm/shm_mount.hpp"
 
 namespace gpurun {
 

@@ -3,9 +3,9 @@
 #include <optional>
 #include <string>
 
-#include "contract.hpp"
-#include "error.hpp"
-#include "shm_remount.hpp"
+#include "base/error.hpp"
+#include "decision/contract.hpp"
+#include "shm/shm_remount.hpp"
 
 namespace gpurun {
 

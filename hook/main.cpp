@@ -2,10 +2,10 @@
 
 #include <string>
 
-#include "error.hpp"
-#include "fd.hpp"
-#include "hook.hpp"
-#include "program.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/program.hpp"
+#include "hook/hook.hpp"
 
 #ifdef GPU_RUN_SANITIZE
 // LeakSanitizer stops the world with ptrace, which the hook's seccomp filter forbids; the

@@ -1,18 +1,18 @@
-#include "patch.hpp"
+#include "pod/patch.hpp"
 
 #include <algorithm>
 #include <optional>
 #include <set>
 #include <utility>
 
-#include "contract.hpp"
-#include "decision_record.hpp"
-#include "error.hpp"
-#include "k8s_quantity.hpp"
-#include "pod_json.hpp"
-#include "shm_guard.hpp"
-#include "sizing.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/k8s_quantity.hpp"
+#include "base/units.hpp"
+#include "decision/contract.hpp"
+#include "decision/decision_record.hpp"
+#include "decision/growth_limits.hpp"
+#include "decision/sizing.hpp"
+#include "pod/pod_json.hpp"
 
 namespace gpurun {
 namespace {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "decision_record.hpp"
-#include "pod_request.hpp"
-#include "webhook_config.hpp"
+#include "decision/decision_record.hpp"
+#include "pod/pod_request.hpp"
+#include "pod/webhook_config.hpp"
 
 namespace gpurun {
 

@@ -1,8 +1,8 @@
-#include "pod_json.hpp"
+#include "pod/pod_json.hpp"
 
-#include "error.hpp"
-#include "k8s_quantity.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/k8s_quantity.hpp"
+#include "base/units.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,18 +1,18 @@
-#include "pod_request.hpp"
+#include "pod/pod_request.hpp"
 
 #include <set>
 #include <utility>
 
-#include "config.hpp"
-#include "contract.hpp"
-#include "error.hpp"
-#include "k8s_quantity.hpp"
-#include "oci.hpp"
-#include "patch.hpp"
-#include "pod_json.hpp"
-#include "profile.hpp"
-#include "sizing.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/k8s_quantity.hpp"
+#include "base/units.hpp"
+#include "decision/config.hpp"
+#include "decision/contract.hpp"
+#include "decision/sizing.hpp"
+#include "oci/oci.hpp"
+#include "pod/patch.hpp"
+#include "pod/pod_json.hpp"
+#include "profiles/profile.hpp"
 
 namespace gpurun {
 namespace {

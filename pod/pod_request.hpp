@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "profile_store.hpp"
-#include "shm_decision.hpp"
-#include "webhook_config.hpp"
+#include "decision/shm_decision.hpp"
+#include "pod/webhook_config.hpp"
+#include "profiles/profile_store.hpp"
 
 namespace gpurun {
 

@@ -1,7 +1,7 @@
-#include "pod_review.hpp"
+#include "pod/pod_review.hpp"
 
-#include "patch.hpp"
-#include "pod_request.hpp"
+#include "pod/patch.hpp"
+#include "pod/pod_request.hpp"
 
 namespace gpurun {
 

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "profile_store.hpp"
-#include "webhook_config.hpp"
+#include "pod/webhook_config.hpp"
+#include "profiles/profile_store.hpp"
 
 namespace gpurun {
 

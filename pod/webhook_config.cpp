@@ -1,11 +1,11 @@
-#include "webhook_config.hpp"
+#include "pod/webhook_config.hpp"
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 
-#include "error.hpp"
-#include "k8s_quantity.hpp"
-#include "profile.hpp"
+#include "base/error.hpp"
+#include "base/k8s_quantity.hpp"
+#include "profiles/profile.hpp"
 
 namespace gpurun {
 

@@ -1,5 +1,5 @@
-#include "program.hpp"
-#include "runtime.hpp"
+#include "base/program.hpp"
+#include "runtime/runtime.hpp"
 
 int main(int argc, char** argv) {
   // run_runtime execs the real runtime; it returns only by throwing.

@@ -1,4 +1,4 @@
-#include "runtime.hpp"
+#include "runtime/runtime.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,20 +11,20 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "clock.hpp"
-#include "config.hpp"
-#include "contract.hpp"
-#include "decision_record.hpp"
-#include "door.hpp"
-#include "enum_name.hpp"
-#include "error.hpp"
-#include "fd.hpp"
-#include "log.hpp"
-#include "oci.hpp"
-#include "process.hpp"
-#include "runtime_chain.hpp"
-#include "shm_mount.hpp"
-#include "units.hpp"
+#include "base/clock.hpp"
+#include "base/enum_name.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/log.hpp"
+#include "base/process.hpp"
+#include "base/units.hpp"
+#include "decision/config.hpp"
+#include "decision/contract.hpp"
+#include "decision/decision_record.hpp"
+#include "door/door.hpp"
+#include "oci/oci.hpp"
+#include "oci/runtime_chain.hpp"
+#include "shm/shm_mount.hpp"
 
 namespace gpurun {
 namespace {

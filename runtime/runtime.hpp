@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "decision_record.hpp"
-#include "oci.hpp"
+#include "decision/decision_record.hpp"
+#include "oci/oci.hpp"
 
 namespace gpurun {
 

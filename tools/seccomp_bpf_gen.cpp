@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "seccomp_export.hpp"
+#include "tools/seccomp_export.hpp"
 
 namespace {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "seccomp_policy.hpp"
+#include "oci/seccomp_policy.hpp"
 
 namespace gpurun {
 

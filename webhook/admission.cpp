@@ -1,12 +1,12 @@
-#include "admission.hpp"
+#include "webhook/admission.hpp"
 
 #include <cstddef>
 
-#include "base64.hpp"
-#include "k8s_quantity.hpp"
-#include "log.hpp"
-#include "pod_json.hpp"
-#include "pod_review.hpp"
+#include "base/k8s_quantity.hpp"
+#include "base/log.hpp"
+#include "pod/pod_json.hpp"
+#include "pod/pod_review.hpp"
+#include "webhook/base64.hpp"
 
 namespace gpurun {
 namespace {

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "pod_review.hpp"
-#include "profile_store.hpp"
-#include "webhook_config.hpp"
+#include "pod/pod_review.hpp"
+#include "pod/webhook_config.hpp"
+#include "profiles/profile_store.hpp"
 
 namespace gpurun {
 

@@ -1,4 +1,4 @@
-#include "base64.hpp"
+#include "webhook/base64.hpp"
 
 #include <openssl/evp.h>
 

@@ -1,4 +1,4 @@
-#include "log_writer.hpp"
+#include "webhook/log_writer.hpp"
 
 #include <errno.h>
 #include <unistd.h>

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "log.hpp"
+#include "base/log.hpp"
 
 namespace gpurun {
 

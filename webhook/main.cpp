@@ -16,22 +16,22 @@
 #include <string>
 #include <vector>
 
-#include "admission.hpp"
-#include "config.hpp"
-#include "contract.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
-#include "httplib_task_queue.hpp"
-#include "log.hpp"
-#include "log_writer.hpp"
-#include "metrics.hpp"
-#include "profile_cache.hpp"
-#include "profile_store.hpp"
-#include "program.hpp"
-#include "prometheus.hpp"
-#include "tls.hpp"
-#include "units.hpp"
-#include "webhook_config.hpp"
+#include "base/error.hpp"
+#include "base/file_io.hpp"
+#include "base/log.hpp"
+#include "base/program.hpp"
+#include "base/units.hpp"
+#include "decision/config.hpp"
+#include "decision/contract.hpp"
+#include "pod/webhook_config.hpp"
+#include "profiles/profile_store.hpp"
+#include "serve/httplib_task_queue.hpp"
+#include "serve/profile_cache.hpp"
+#include "serve/prometheus.hpp"
+#include "webhook/admission.hpp"
+#include "webhook/log_writer.hpp"
+#include "webhook/metrics.hpp"
+#include "webhook/tls.hpp"
 
 namespace gpurun {
 namespace {
@@ -87,7 +87,8 @@ int serve(const Options& o) {
   std::vector<fs::path> cli_dirs(o.profile_dirs.begin(), o.profile_dirs.end());
   // Loaded once and reused; a changed profile directory (an updated ConfigMap) is seen within
   // kProfileCheckInterval.
-  ProfileCache profiles(profile_search_path(cli_dirs, dirs_config, /*include_user=*/false), kProfileCheckInterval);
+  ProfileCache profiles(profile_search_path(cli_dirs, dirs_config.profile_dirs, /*include_user=*/false),
+                        kProfileCheckInterval);
   const std::uint64_t max_body = parse_size(o.max_body, "--max-body");
   const auto [host, port] = split_listen(o.listen);
 

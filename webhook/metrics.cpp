@@ -1,6 +1,6 @@
-#include "metrics.hpp"
+#include "webhook/metrics.hpp"
 
-#include "prometheus.hpp"
+#include "serve/prometheus.hpp"
 
 namespace gpurun {
 

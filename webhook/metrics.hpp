@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "pod_review.hpp"
+#include "pod/pod_review.hpp"
 
 namespace gpurun {
 

@@ -1,4 +1,4 @@
-#include "tls.hpp"
+#include "webhook/tls.hpp"
 
 #include <netdb.h>
 #include <openssl/err.h>
@@ -12,8 +12,8 @@
 #include <memory>
 #include <unordered_map>
 
-#include "error.hpp"
-#include "openssl_util.hpp"
+#include "base/error.hpp"
+#include "serve/openssl_util.hpp"
 
 namespace gpurun {
 namespace {

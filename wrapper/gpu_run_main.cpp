@@ -1,9 +1,9 @@
 #include <string>
 #include <vector>
 
-#include "program.hpp"
-#include "run_args.hpp"
-#include "wrapper.hpp"
+#include "base/program.hpp"
+#include "engine/run_args.hpp"
+#include "wrapper/wrapper.hpp"
 
 int main(int argc, char** argv) {
   return gpurun::run_program("gpu-run", [&] {

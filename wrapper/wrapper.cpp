@@ -1,4 +1,4 @@
-#include "wrapper.hpp"
+#include "wrapper/wrapper.hpp"
 
 #include <unistd.h>
 
@@ -7,9 +7,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "error.hpp"
-#include "program.hpp"
-#include "record.hpp"
+#include "base/error.hpp"
+#include "base/program.hpp"
+#include "engine/record.hpp"
 
 namespace gpurun {
 

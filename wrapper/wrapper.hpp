@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "invocation.hpp"
-#include "run_args.hpp"
+#include "engine/invocation.hpp"
+#include "engine/run_args.hpp"
 
 namespace gpurun {
 

@@ -3,7 +3,7 @@
 // A child in its own mount namespace (unshare(1)) gets a tmpfs of --size MiB on /dev/shm (as a container's
 // runtime mounts it). Each round fills it from the host (through /proc/PID/root) past the
 // guard's threshold, takes the sample that crosses it (statvfs, as the guard does) and times
-// ShmGuard::on_sample: the policy, the start of the remount helper (gpu-run-hook --remount,
+// ShmGrower::on_sample: the policy, the start of the remount helper (gpu-run-hook --remount,
 // posix_spawn'ed), its sandbox, setns and the remount, and the samples after it until the growth
 // is seen (the guard polls the helper without blocking). Then it empties /dev/shm and shrinks it back for the next
 // round. Prints one line per percentile; --json for the run script.
@@ -25,13 +25,13 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
-#include "container.hpp"
-#include "guard.hpp"
-#include "host.hpp"
-#include "process.hpp"
-#include "shm_remount.hpp"
-#include "units.hpp"
+#include "base/process.hpp"
+#include "base/units.hpp"
+#include "decision/config.hpp"
+#include "oci/container.hpp"
+#include "oci/host.hpp"
+#include "shm/shm_grower.hpp"
+#include "shm/shm_remount.hpp"
 
 using namespace gpurun;
 
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   const auto host_dev = host_shm_device();
   std::vector<double> react_ms, sample_ms;
   for (int r = 0; r < rounds; ++r) {
-    ShmGuard guard(config.guard, GuardLimits{}, config, "reaction");
+    ShmGrower guard(config.guard, GuardLimits{}, config, "reaction");
     // 80% full: below the default 25% free.
     fill(file, size / 10 * 8);
     const auto t0 = std::chrono::steady_clock::now();

@@ -1,14 +1,17 @@
-#include "fd.hpp"
+#include "base/fd.hpp"
 
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <random>
 
-#include "error.hpp"
+#include "base/error.hpp"
 
 namespace gpurun {
 
@@ -70,6 +73,27 @@ void write_file_atomic(const std::string& path, const std::string& data, unsigne
   if (durability == Durability::kVolatile) return;
   UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dfd) ::fsync(dfd.get());
+}
+
+// How many times a walk that raced a rename or a mount is tried again.
+constexpr int kOpenat2Retries = 128;
+
+int open_dir_in_root(int rootfd, const char* path, Resolve resolve) {
+  const bool no_symlinks = resolve == Resolve::kNoSymlinks;
+  const int flags = (no_symlinks ? O_PATH | O_NOFOLLOW : O_RDONLY) | O_DIRECTORY | O_CLOEXEC;
+  struct open_how how {};
+  how.flags = static_cast<std::uint64_t>(flags);
+  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | (no_symlinks ? RESOLVE_NO_SYMLINKS : 0);
+  // RESOLVE_IN_ROOT fails a ".." with EAGAIN when a rename or a mount anywhere on the host raced
+  // the walk ("the caller may choose to retry", openat2(2)); a busy node renames and mounts all
+  // the time (shm_mount_probes_test's renamer made 20000 walks fail without the retry).
+  long fd = -1;
+  for (int attempt = 0; attempt < kOpenat2Retries; ++attempt) {
+    fd = ::syscall(SYS_openat2, rootfd, path, &how, sizeof how);
+    if (fd >= 0 || errno != EAGAIN) break;
+  }
+  if (fd < 0 && errno == ENOSYS) fd = ::openat(rootfd, path, flags | O_NOFOLLOW);
+  return static_cast<int>(fd);
 }
 
 }  // namespace gpurun

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "unique_handle.hpp"
+#include "base/unique_handle.hpp"
 
 namespace gpurun {
 
@@ -33,5 +33,17 @@ struct FileOwner {
 };
 void write_file_atomic(const std::string& path, const std::string& data, unsigned mode = 0644,
                        Durability durability = Durability::kDurable, std::optional<FileOwner> owner = std::nullopt);
+
+// How open_dir_in_root resolves its path. Both stay inside the root's tree (RESOLVE_IN_ROOT:
+// the image controls the path) and never follow /proc magic links.
+enum class Resolve {
+  kNoSymlinks,      // refuse every symlink (ELOOP); an O_PATH fd, for fstat*, fchdir and mount
+  kSymlinksInRoot,  // follow symlinks as if `rootfd` were /; a readable fd, to list the directory
+};
+
+// Opens the directory `path` below `rootfd` (openat2, tried again when a host rename or mount
+// raced a ".." of the walk: EAGAIN; before Linux 5.6, one openat with O_NOFOLLOW). Returns the
+// fd, or -1 with errno set.
+int open_dir_in_root(int rootfd, const char* path, Resolve resolve);
 
 }  // namespace gpurun

@@ -1,4 +1,4 @@
-#include "file_io.hpp"
+#include "base/file_io.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "error.hpp"
-#include "fd.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
 
 namespace gpurun {
 

@@ -1,4 +1,4 @@
-#include "file_lock.hpp"
+#include "base/file_lock.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <filesystem>
 
-#include "error.hpp"
+#include "base/error.hpp"
 
 namespace gpurun {
 

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "fd.hpp"
+#include "base/fd.hpp"
 
 namespace gpurun {
 

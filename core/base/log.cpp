@@ -1,4 +1,4 @@
-#include "log.hpp"
+#include "base/log.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <ctime>
 
-#include "clock.hpp"
-#include "fd.hpp"
+#include "base/clock.hpp"
+#include "base/fd.hpp"
 
 namespace gpurun {
 

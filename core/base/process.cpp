@@ -1,4 +1,4 @@
-#include "process.hpp"
+#include "base/process.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -14,8 +14,8 @@
 #include <cstring>
 #include <sstream>
 
-#include "error.hpp"
-#include "fd.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
 
 namespace gpurun {
 namespace {

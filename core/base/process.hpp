@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "fd.hpp"
-#include "unique_handle.hpp"
+#include "base/fd.hpp"
+#include "base/unique_handle.hpp"
 
 namespace gpurun {
 

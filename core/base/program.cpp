@@ -1,8 +1,8 @@
-#include "program.hpp"
+#include "base/program.hpp"
 
 #include <unistd.h>
 
-#include "fd.hpp"
+#include "base/fd.hpp"
 
 namespace gpurun {
 

@@ -3,7 +3,7 @@
 #include <exception>
 #include <string>
 
-#include "error.hpp"
+#include "base/error.hpp"
 
 namespace gpurun {
 

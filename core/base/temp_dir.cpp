@@ -1,10 +1,10 @@
-#include "temp_dir.hpp"
+#include "base/temp_dir.hpp"
 
 #include <cerrno>
 #include <cstdlib>
 #include <system_error>
 
-#include "error.hpp"
+#include "base/error.hpp"
 
 namespace gpurun {
 

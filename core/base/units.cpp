@@ -1,11 +1,11 @@
-#include "units.hpp"
+#include "base/units.hpp"
 
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
-#include "error.hpp"
+#include "base/error.hpp"
 
 namespace gpurun {
 namespace {

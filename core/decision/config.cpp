@@ -1,4 +1,4 @@
-#include "config.hpp"
+#include "decision/config.hpp"
 
 #include <sys/stat.h>
 
@@ -7,9 +7,9 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "error.hpp"
-#include "file_io.hpp"
-#include "profile.hpp"
+#include "base/error.hpp"
+#include "base/file_io.hpp"
+#include "profiles/profile.hpp"
 
 namespace gpurun {
 namespace {

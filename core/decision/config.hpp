@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "shm_guard.hpp"
+#include "decision/growth_limits.hpp"
 
 namespace gpurun {
 

@@ -1,8 +1,8 @@
-#include "contract.hpp"
+#include "decision/contract.hpp"
 
 #include <algorithm>
 
-#include "units.hpp"
+#include "base/units.hpp"
 
 namespace gpurun {
 

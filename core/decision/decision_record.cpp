@@ -1,4 +1,4 @@
-#include "decision_record.hpp"
+#include "decision/decision_record.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "contract.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
-#include "log.hpp"
-#include "profile.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/file_io.hpp"
+#include "base/log.hpp"
+#include "base/units.hpp"
+#include "decision/contract.hpp"
+#include "profiles/profile.hpp"
 
 namespace gpurun {
 namespace {

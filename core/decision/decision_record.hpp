@@ -14,10 +14,10 @@
 #include <optional>
 #include <string>
 
-#include "container.hpp"
-#include "contract.hpp"
-#include "shm_decision.hpp"
-#include "shm_guard.hpp"
+#include "decision/contract.hpp"
+#include "decision/growth_limits.hpp"
+#include "decision/shm_decision.hpp"
+#include "oci/container.hpp"
 
 namespace gpurun {
 

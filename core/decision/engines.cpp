@@ -1,10 +1,10 @@
-#include "engines.hpp"
+#include "decision/engines.hpp"
 
 #include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "units.hpp"
+#include "base/units.hpp"
 
 namespace gpurun {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "profile.hpp"
-#include "refusal.hpp"
+#include "decision/refusal.hpp"
+#include "profiles/profile.hpp"
 
 namespace gpurun {
 

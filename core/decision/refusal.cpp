@@ -1,9 +1,9 @@
-#include "refusal.hpp"
+#include "decision/refusal.hpp"
 
 #include <cstdio>
 
-#include "sizing.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "decision/sizing.hpp"
 
 namespace gpurun {
 

@@ -1,13 +1,13 @@
-#include "shm_decision.hpp"
+#include "decision/shm_decision.hpp"
 
 #include <cmath>
 
-#include "contract.hpp"
-#include "error.hpp"
-#include "gpus.hpp"
-#include "host.hpp"
-#include "log.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/units.hpp"
+#include "decision/contract.hpp"
+#include "oci/gpus.hpp"
+#include "oci/host.hpp"
 
 namespace gpurun {
 namespace {

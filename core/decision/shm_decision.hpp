@@ -5,11 +5,11 @@
 #include <optional>
 #include <string>
 
-#include "config.hpp"
-#include "oci.hpp"
-#include "profile_store.hpp"
-#include "refusal.hpp"
-#include "sizing.hpp"
+#include "decision/config.hpp"
+#include "decision/refusal.hpp"
+#include "decision/sizing.hpp"
+#include "oci/oci.hpp"
+#include "profiles/profile_store.hpp"
 
 namespace gpurun {
 

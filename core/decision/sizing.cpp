@@ -1,4 +1,4 @@
-#include "sizing.hpp"
+#include "decision/sizing.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "error.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
 
 namespace gpurun {
 namespace {

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "engines.hpp"
-#include "gpus.hpp"
-#include "profile.hpp"
-#include "refusal.hpp"
+#include "decision/engines.hpp"
+#include "decision/refusal.hpp"
+#include "oci/gpus.hpp"
+#include "profiles/profile.hpp"
 
 namespace gpurun {
 

@@ -1,4 +1,4 @@
-#include "container.hpp"
+#include "oci/container.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "error.hpp"
-#include "process.hpp"
-#include "shm_mount.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/process.hpp"
 
 namespace gpurun {
 

@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "fd.hpp"
-#include "oci.hpp"
+#include "base/fd.hpp"
+#include "oci/oci.hpp"
 
 namespace gpurun {
 

@@ -1,15 +1,15 @@
-#include "oci.hpp"
+#include "oci/oci.hpp"
 
 #include <unistd.h>
 
 #include <sstream>
 
-#include "error.hpp"
-#include "fd.hpp"
-#include "file_io.hpp"
-#include "gpus.hpp"
-#include "host.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/file_io.hpp"
+#include "base/units.hpp"
+#include "oci/gpus.hpp"
+#include "oci/host.hpp"
 
 namespace gpurun {
 namespace {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "gpus.hpp"
+#include "oci/gpus.hpp"
 
 namespace gpurun {
 

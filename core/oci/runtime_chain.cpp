@@ -1,10 +1,10 @@
-#include "runtime_chain.hpp"
+#include "oci/runtime_chain.hpp"
 
 #include <sstream>
 
-#include "error.hpp"
-#include "file_io.hpp"
-#include "log.hpp"
+#include "base/error.hpp"
+#include "base/file_io.hpp"
+#include "base/log.hpp"
 
 namespace gpurun {
 namespace {

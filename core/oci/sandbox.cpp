@@ -1,4 +1,4 @@
-#include "sandbox.hpp"
+#include "oci/sandbox.hpp"
 
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <memory>
 
-#include "error.hpp"
+#include "base/error.hpp"
 
 namespace gpurun {
 namespace {

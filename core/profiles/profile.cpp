@@ -1,4 +1,4 @@
-#include "profile.hpp"
+#include "profiles/profile.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "error.hpp"
-#include "json_error.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/json_error.hpp"
+#include "base/units.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "profile_store.hpp"
+#include "profiles/profile_store.hpp"
 
 #include <sys/stat.h>
 
@@ -7,9 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "config.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
+#include "base/error.hpp"
+#include "base/file_io.hpp"
 
 namespace gpurun {
 namespace {
@@ -239,8 +238,9 @@ fs::path builtin_profile_dir(const EnvLookup& env) {
   return exe.parent_path().parent_path() / "share" / "gpu-run" / "profiles";
 }
 
-std::vector<fs::path> profile_search_path(const std::vector<fs::path>& cli_dirs, const Config& config,
-                                          bool include_user, const EnvLookup& env) {
+std::vector<fs::path> profile_search_path(const std::vector<fs::path>& cli_dirs,
+                                          const std::vector<fs::path>& config_dirs, bool include_user,
+                                          const EnvLookup& env) {
   std::vector<fs::path> dirs = cli_dirs;
   if (include_user) {
     if (auto v = env("GPU_RUN_PROFILE_PATH")) {
@@ -255,7 +255,7 @@ std::vector<fs::path> profile_search_path(const std::vector<fs::path>& cli_dirs,
       dirs.push_back(fs::path(*home) / ".config" / "gpu-run" / "profiles");
     }
   }
-  for (const auto& d : config.profile_dirs) dirs.push_back(d);
+  for (const auto& d : config_dirs) dirs.push_back(d);
   dirs.emplace_back("/etc/gpu-run/profiles.d");
   dirs.push_back(builtin_profile_dir(env));
   return dirs;

@@ -6,15 +6,13 @@
 #include <string>
 #include <vector>
 
-#include "env.hpp"
-#include "error.hpp"
-#include "profile.hpp"
+#include "base/env.hpp"
+#include "base/error.hpp"
+#include "profiles/profile.hpp"
 
 namespace gpurun {
 
 namespace fs = std::filesystem;
-
-struct Config;
 
 // Where load()'s "unknown profile" message sends a person for the known names, unless the door
 // asks for the names themselves (a cluster's users have no gpu-run-ctl: the webhook).
@@ -90,7 +88,8 @@ fs::path builtin_profile_dir(const EnvLookup& env = process_env);
 
 // The search path (docs/ARCHITECTURE.md, "Profiles"): cli dirs, GPU_RUN_PROFILE_PATH, the user's XDG dir
 // (when `include_user`), the config's profile_dirs, /etc/gpu-run/profiles.d, built-ins.
-std::vector<fs::path> profile_search_path(const std::vector<fs::path>& cli_dirs, const Config& config,
-                                          bool include_user, const EnvLookup& env = process_env);
+std::vector<fs::path> profile_search_path(const std::vector<fs::path>& cli_dirs,
+                                          const std::vector<fs::path>& config_dirs, bool include_user,
+                                          const EnvLookup& env = process_env);
 
 }  // namespace gpurun

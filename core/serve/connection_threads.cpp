@@ -1,4 +1,4 @@
-#include "connection_threads.hpp"
+#include "serve/connection_threads.hpp"
 
 #include <malloc.h>
 

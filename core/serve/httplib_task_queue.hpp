@@ -9,7 +9,7 @@
 #include <functional>
 #include <utility>
 
-#include "connection_threads.hpp"
+#include "serve/connection_threads.hpp"
 
 namespace gpurun {
 

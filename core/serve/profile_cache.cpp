@@ -1,4 +1,4 @@
-#include "profile_cache.hpp"
+#include "serve/profile_cache.hpp"
 
 #include <errno.h>
 #include <sys/stat.h>

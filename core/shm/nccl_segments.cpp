@@ -1,4 +1,4 @@
-#include "nccl_segments.hpp"
+#include "shm/nccl_segments.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -9,8 +9,8 @@
 #include <charconv>
 #include <string>
 
-#include "error.hpp"
-#include "fd.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
 
 namespace gpurun {
 namespace {

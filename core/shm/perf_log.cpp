@@ -1,4 +1,4 @@
-#include "perf_log.hpp"
+#include "shm/perf_log.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "error.hpp"
+#include "base/error.hpp"
 
 namespace gpurun {
 

@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <string>
 
-#include "config.hpp"
-#include "env.hpp"
-#include "fd.hpp"
+#include "base/env.hpp"
+#include "base/fd.hpp"
+#include "decision/config.hpp"
 
 namespace gpurun {
 

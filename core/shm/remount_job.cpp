@@ -1,4 +1,4 @@
-#include "remount_job.hpp"
+#include "shm/remount_job.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -11,7 +11,7 @@
 #include <mutex>
 #include <vector>
 
-#include "error.hpp"
+#include "base/error.hpp"
 
 namespace gpurun {
 namespace {

@@ -10,9 +10,9 @@
 #include <optional>
 #include <string>
 
-#include "fd.hpp"
-#include "process.hpp"
-#include "shm_remount.hpp"
+#include "base/fd.hpp"
+#include "base/process.hpp"
+#include "shm/shm_remount.hpp"
 
 namespace gpurun {
 

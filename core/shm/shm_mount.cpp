@@ -1,4 +1,4 @@
-#include "shm_mount.hpp"
+#include "shm/shm_mount.hpp"
 
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -14,10 +14,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "enum_name.hpp"
-#include "error.hpp"
-#include "fd.hpp"
-#include "units.hpp"
+#include "base/enum_name.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/units.hpp"
 
 namespace gpurun {
 namespace {
@@ -109,27 +109,6 @@ FsStat stat_fs(int fd, const std::string& what) {
 ShmMount classify_shm(const FsStat& shm, std::optional<dev_t> dev_device) {
   if (dev_device && shm.st.st_dev == *dev_device) return ShmMount::kNotMount;
   return shm.is_tmpfs() ? ShmMount::kTmpfs : ShmMount::kNotTmpfs;
-}
-
-// How many times a walk that raced a rename or a mount is tried again.
-constexpr int kOpenat2Retries = 128;
-
-int open_dir_in_root(int rootfd, const char* path, Resolve resolve) {
-  const bool no_symlinks = resolve == Resolve::kNoSymlinks;
-  const int flags = (no_symlinks ? O_PATH | O_NOFOLLOW : O_RDONLY) | O_DIRECTORY | O_CLOEXEC;
-  struct open_how how {};
-  how.flags = static_cast<std::uint64_t>(flags);
-  how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS | (no_symlinks ? RESOLVE_NO_SYMLINKS : 0);
-  // RESOLVE_IN_ROOT fails a ".." with EAGAIN when a rename or a mount anywhere on the host raced
-  // the walk ("the caller may choose to retry", openat2(2)); a busy node renames and mounts all
-  // the time (shm_mount_probes_test's renamer made 20000 walks fail without the retry).
-  long fd = -1;
-  for (int attempt = 0; attempt < kOpenat2Retries; ++attempt) {
-    fd = ::syscall(SYS_openat2, rootfd, path, &how, sizeof how);
-    if (fd >= 0 || errno != EAGAIN) break;
-  }
-  if (fd < 0 && errno == ENOSYS) fd = ::openat(rootfd, path, flags | O_NOFOLLOW);
-  return static_cast<int>(fd);
 }
 
 std::optional<dev_t> host_shm_device() {

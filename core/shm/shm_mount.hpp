@@ -10,7 +10,7 @@
 #include <optional>
 #include <string>
 
-#include "fd.hpp"
+#include "base/fd.hpp"
 
 namespace gpurun {
 
@@ -68,18 +68,6 @@ FsStat stat_fs(int fd, const std::string& what);
 // How the directory `shm` sits on /dev, whose device is `dev_device` (nullopt when /dev could
 // not be read): kNotMount on /dev's own device, else kTmpfs or kNotTmpfs. Never kMissing.
 ShmMount classify_shm(const FsStat& shm, std::optional<dev_t> dev_device);
-
-// How open_dir_in_root resolves its path. Both stay inside the root's tree (RESOLVE_IN_ROOT:
-// the image controls the path) and never follow /proc magic links.
-enum class Resolve {
-  kNoSymlinks,      // refuse every symlink (ELOOP); an O_PATH fd, for fstat*, fchdir and mount
-  kSymlinksInRoot,  // follow symlinks as if `rootfd` were /; a readable fd, to list the directory
-};
-
-// Opens the directory `path` below `rootfd` (openat2, tried again when a host rename or mount
-// raced a ".." of the walk: EAGAIN; before Linux 5.6, one openat with O_NOFOLLOW). Returns the
-// fd, or -1 with errno set.
-int open_dir_in_root(int rootfd, const char* path, Resolve resolve);
 
 // A container's /dev/shm opened under `rootfd` (its /proc/PID/root from the host, "/" from
 // inside it) as `resolve` says, and read with fstat*: the one probe of resize, doctor and the

@@ -1,4 +1,4 @@
-#include "shm_orphans.hpp"
+#include "shm/shm_orphans.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -14,9 +14,9 @@
 #include <cstring>
 #include <memory>
 
-#include "enum_name.hpp"
-#include "error.hpp"
-#include "fd.hpp"
+#include "base/enum_name.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
 
 namespace gpurun {
 namespace orphan_scan {

@@ -1,13 +1,13 @@
-#include "shm_remount.hpp"
+#include "shm/shm_remount.hpp"
 
 #include <nlohmann/json.hpp>
 #include <system_error>
 
-#include "error.hpp"
-#include "fd.hpp"
-#include "remount_job.hpp"
-#include "sandbox.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/units.hpp"
+#include "oci/sandbox.hpp"
+#include "shm/remount_job.hpp"
 
 namespace gpurun {
 

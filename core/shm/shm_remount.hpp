@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "error.hpp"
-#include "shm_mount.hpp"
+#include "base/error.hpp"
+#include "shm/shm_mount.hpp"
 
 namespace gpurun {
 

@@ -1,7 +1,7 @@
-#include "shm_resize.hpp"
+#include "shm/shm_resize.hpp"
 
-#include "sizing.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "decision/sizing.hpp"
 
 namespace gpurun {
 

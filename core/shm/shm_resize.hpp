@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "container.hpp"
+#include "oci/container.hpp"
 
 namespace gpurun {
 

@@ -1,4 +1,4 @@
-#include "shm_sampler.hpp"
+#include "shm/shm_sampler.hpp"
 
 #include <sys/statvfs.h>
 #include <time.h>
@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <string>
 
-#include "error.hpp"
+#include "base/error.hpp"
 
 namespace gpurun {
 namespace {

@@ -5,7 +5,7 @@
 #include <functional>
 #include <optional>
 
-#include "container.hpp"
+#include "oci/container.hpp"
 
 namespace gpurun {
 

@@ -1,11 +1,11 @@
-#include "timeline.hpp"
+#include "shm/timeline.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "fd.hpp"
-#include "units.hpp"
+#include "base/fd.hpp"
+#include "base/units.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,14 +1,14 @@
-#include "chain.hpp"
+#include "ctl/configure/chain.hpp"
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <iostream>
 
-#include "error.hpp"
-#include "fd.hpp"
-#include "file_io.hpp"
-#include "process.hpp"
-#include "runtime_chain.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/file_io.hpp"
+#include "base/process.hpp"
+#include "oci/runtime_chain.hpp"
 
 namespace gpurun {
 

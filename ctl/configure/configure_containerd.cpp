@@ -1,4 +1,4 @@
-#include "configure_containerd.hpp"
+#include "ctl/configure/configure_containerd.hpp"
 
 #include <tsl/ordered_map.h>
 
@@ -9,10 +9,10 @@
 #include <toml.hpp>
 #include <vector>
 
-#include "chain.hpp"
-#include "contract.hpp"
-#include "error.hpp"
-#include "k8s_quantity.hpp"
+#include "base/error.hpp"
+#include "base/k8s_quantity.hpp"
+#include "ctl/configure/chain.hpp"
+#include "decision/contract.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,16 +1,16 @@
-#include "configure_docker.hpp"
+#include "ctl/configure/configure_docker.hpp"
 
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "chain.hpp"
-#include "config.hpp"
-#include "ctl_common.hpp"
-#include "error.hpp"
-#include "json_error.hpp"
-#include "run_args.hpp"
+#include "base/error.hpp"
+#include "base/json_error.hpp"
+#include "ctl/configure/chain.hpp"
+#include "ctl/ctl_common.hpp"
+#include "decision/config.hpp"
+#include "engine/run_args.hpp"
 
 namespace gpurun {
 namespace {

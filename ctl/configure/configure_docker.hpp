@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "chain.hpp"
-#include "ctl_common.hpp"
-#include "undo.hpp"
+#include "ctl/configure/chain.hpp"
+#include "ctl/configure/undo.hpp"
+#include "ctl/ctl_common.hpp"
 
 namespace CLI {
 class App;

@@ -1,14 +1,14 @@
-#include "configure_podman.hpp"
+#include "ctl/configure/configure_podman.hpp"
 
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 
-#include "config.hpp"
-#include "contract.hpp"
-#include "ctl_common.hpp"
-#include "error.hpp"
-#include "json_error.hpp"
+#include "base/error.hpp"
+#include "base/json_error.hpp"
+#include "ctl/ctl_common.hpp"
+#include "decision/config.hpp"
+#include "decision/contract.hpp"
 
 namespace gpurun {
 

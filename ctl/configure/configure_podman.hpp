@@ -4,8 +4,8 @@
 #include <optional>
 #include <string>
 
-#include "configure_docker.hpp"
-#include "undo.hpp"
+#include "ctl/configure/configure_docker.hpp"
+#include "ctl/configure/undo.hpp"
 
 namespace CLI {
 class App;

@@ -1,12 +1,12 @@
-#include "undo.hpp"
+#include "ctl/configure/undo.hpp"
 
 #include <cerrno>
 #include <cstdio>
 #include <iostream>
 
-#include "chain.hpp"
-#include "ctl_common.hpp"
-#include "error.hpp"
+#include "base/error.hpp"
+#include "ctl/configure/chain.hpp"
+#include "ctl/ctl_common.hpp"
 
 namespace gpurun {
 namespace {

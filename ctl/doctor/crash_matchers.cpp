@@ -1,10 +1,10 @@
-#include "crash_matchers.hpp"
+#include "ctl/doctor/crash_matchers.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <initializer_list>
 
-#include "enum_name.hpp"
+#include "base/enum_name.hpp"
 
 namespace gpurun {
 namespace crash_match {

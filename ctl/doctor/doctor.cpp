@@ -1,4 +1,4 @@
-#include "doctor.hpp"
+#include "ctl/doctor/doctor.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -11,14 +11,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "config.hpp"
-#include "contract.hpp"
-#include "ctl_common.hpp"
-#include "doctor_probe.hpp"
-#include "doctor_render.hpp"
-#include "doctor_rules.hpp"
-#include "error.hpp"
-#include "fd.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "ctl/ctl_common.hpp"
+#include "ctl/doctor/doctor_probe.hpp"
+#include "ctl/doctor/doctor_render.hpp"
+#include "ctl/doctor/doctor_rules.hpp"
+#include "decision/config.hpp"
+#include "decision/contract.hpp"
 
 namespace gpurun {
 

@@ -3,7 +3,7 @@
 #include <optional>
 #include <string>
 
-#include "doctor_facts.hpp"
+#include "ctl/doctor/doctor_facts.hpp"
 
 namespace CLI {
 class App;

@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "container.hpp"
-#include "decision_record.hpp"
-#include "shm_mount.hpp"
+#include "decision/decision_record.hpp"
+#include "oci/container.hpp"
+#include "shm/shm_mount.hpp"
 
 namespace gpurun {
 

@@ -1,10 +1,10 @@
-#include "doctor_log.hpp"
+#include "ctl/doctor/doctor_log.hpp"
 
 #include <algorithm>
 #include <cctype>
 
-#include "contract.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "decision/contract.hpp"
 
 namespace gpurun {
 namespace {

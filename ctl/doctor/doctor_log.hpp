@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "crash_matchers.hpp"
-#include "doctor_rules.hpp"
+#include "ctl/doctor/crash_matchers.hpp"
+#include "ctl/doctor/doctor_rules.hpp"
 
 namespace gpurun {
 

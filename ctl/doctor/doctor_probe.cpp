@@ -1,4 +1,4 @@
-#include "doctor_probe.hpp"
+#include "ctl/doctor/doctor_probe.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -12,19 +12,19 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "chain.hpp"
-#include "configure_containerd.hpp"
-#include "configure_docker.hpp"
-#include "container.hpp"
-#include "contract.hpp"
-#include "decision_record.hpp"
-#include "engine_layout.hpp"
-#include "error.hpp"
-#include "fd.hpp"
-#include "host.hpp"
-#include "process.hpp"
-#include "shm_mount.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/process.hpp"
+#include "base/units.hpp"
+#include "ctl/configure/chain.hpp"
+#include "ctl/configure/configure_containerd.hpp"
+#include "ctl/configure/configure_docker.hpp"
+#include "decision/contract.hpp"
+#include "decision/decision_record.hpp"
+#include "guard/engine_layout.hpp"
+#include "oci/container.hpp"
+#include "oci/host.hpp"
+#include "shm/shm_mount.hpp"
 
 namespace gpurun {
 namespace {

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "container.hpp"
-#include "doctor_facts.hpp"
-#include "doctor_log.hpp"
+#include "ctl/doctor/doctor_facts.hpp"
+#include "ctl/doctor/doctor_log.hpp"
+#include "oci/container.hpp"
 
 namespace gpurun {
 

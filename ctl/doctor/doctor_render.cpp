@@ -1,4 +1,4 @@
-#include "doctor_render.hpp"
+#include "ctl/doctor/doctor_render.hpp"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "doctor_facts.hpp"
-#include "doctor_log.hpp"
-#include "doctor_rules.hpp"
+#include "ctl/doctor/doctor_facts.hpp"
+#include "ctl/doctor/doctor_log.hpp"
+#include "ctl/doctor/doctor_rules.hpp"
 
 namespace gpurun {
 

@@ -1,13 +1,13 @@
-#include "doctor_rules.hpp"
+#include "ctl/doctor/doctor_rules.hpp"
 
 #include <algorithm>
 #include <optional>
 
-#include "contract.hpp"
-#include "enum_name.hpp"
-#include "error.hpp"
-#include "sizing.hpp"
-#include "units.hpp"
+#include "base/enum_name.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "decision/contract.hpp"
+#include "decision/sizing.hpp"
 
 namespace gpurun {
 namespace {

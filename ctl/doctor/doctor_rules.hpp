@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "doctor_facts.hpp"
+#include "ctl/doctor/doctor_facts.hpp"
 
 namespace gpurun {
 

@@ -1,4 +1,4 @@
-#include "k8s.hpp"
+#include "ctl/k8s/k8s.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -6,16 +6,16 @@
 #include <memory>
 #include <sstream>
 
-#include "contract.hpp"
-#include "ctl_common.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
-#include "k8s_guard.hpp"
-#include "k8s_quantity.hpp"
-#include "k8s_webhook.hpp"
-#include "pod_templates.hpp"
-#include "profile.hpp"
-#include "yaml.hpp"
+#include "base/error.hpp"
+#include "base/file_io.hpp"
+#include "base/k8s_quantity.hpp"
+#include "ctl/ctl_common.hpp"
+#include "ctl/k8s/k8s_guard.hpp"
+#include "ctl/k8s/k8s_webhook.hpp"
+#include "ctl/k8s/pod_templates.hpp"
+#include "ctl/k8s/yaml.hpp"
+#include "decision/contract.hpp"
+#include "profiles/profile.hpp"
 
 namespace gpurun {
 namespace {

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "profile_store.hpp"
-#include "webhook_config.hpp"
+#include "pod/webhook_config.hpp"
+#include "profiles/profile_store.hpp"
 
 namespace CLI {
 class App;

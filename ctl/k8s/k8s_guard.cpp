@@ -1,14 +1,14 @@
-#include "k8s_guard.hpp"
+#include "ctl/k8s/k8s_guard.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <iostream>
 #include <memory>
 
-#include "error.hpp"
-#include "k8s_quantity.hpp"
-#include "manifest.hpp"
-#include "task_watch.hpp"
+#include "base/error.hpp"
+#include "base/k8s_quantity.hpp"
+#include "ctl/k8s/manifest.hpp"
+#include "guard/task_watch.hpp"
 
 namespace gpurun {
 namespace {

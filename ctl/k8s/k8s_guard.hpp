@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "manifest.hpp"
+#include "ctl/k8s/manifest.hpp"
 
 namespace CLI {
 class App;

@@ -1,4 +1,4 @@
-#include "k8s_webhook.hpp"
+#include "ctl/k8s/k8s_webhook.hpp"
 
 #include <arpa/inet.h>
 #include <openssl/evp.h>
@@ -8,11 +8,11 @@
 #include <iostream>
 #include <memory>
 
-#include "error.hpp"
-#include "file_io.hpp"
-#include "k8s_quantity.hpp"
-#include "manifest.hpp"
-#include "webhook_config.hpp"
+#include "base/error.hpp"
+#include "base/file_io.hpp"
+#include "base/k8s_quantity.hpp"
+#include "ctl/k8s/manifest.hpp"
+#include "pod/webhook_config.hpp"
 
 namespace gpurun {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "k8s_webhook_cert.hpp"
-#include "manifest.hpp"
+#include "ctl/k8s/k8s_webhook_cert.hpp"
+#include "ctl/k8s/manifest.hpp"
 
 namespace CLI {
 class App;

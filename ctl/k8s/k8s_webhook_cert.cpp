@@ -1,4 +1,4 @@
-#include "k8s_webhook_cert.hpp"
+#include "ctl/k8s/k8s_webhook_cert.hpp"
 
 #include <openssl/bn.h>
 #include <openssl/evp.h>
@@ -8,10 +8,10 @@
 
 #include <ctime>
 
-#include "error.hpp"
-#include "fd.hpp"
-#include "file_io.hpp"
-#include "openssl_util.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/file_io.hpp"
+#include "serve/openssl_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,11 +1,11 @@
-#include "manifest.hpp"
+#include "ctl/k8s/manifest.hpp"
 
 #include <cctype>
 #include <regex>
 
-#include "error.hpp"
-#include "k8s_quantity.hpp"
-#include "yaml.hpp"
+#include "base/error.hpp"
+#include "base/k8s_quantity.hpp"
+#include "ctl/k8s/yaml.hpp"
 
 namespace gpurun {
 

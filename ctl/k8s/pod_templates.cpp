@@ -1,9 +1,9 @@
-#include "pod_templates.hpp"
+#include "ctl/k8s/pod_templates.hpp"
 
 #include <string_view>
 
-#include "error.hpp"
-#include "k8s_quantity.hpp"
+#include "base/error.hpp"
+#include "base/k8s_quantity.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "yaml.hpp"
+#include "ctl/k8s/yaml.hpp"
 
 #include <yaml-cpp/yaml.h>
 
@@ -9,7 +9,7 @@
 #include <string_view>
 #include <utility>
 
-#include "error.hpp"
+#include "base/error.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "calibrate.hpp"
+#include "ctl/profiles/calibrate.hpp"
 
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -8,16 +8,16 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "clock.hpp"
-#include "config.hpp"
-#include "ctl_common.hpp"
-#include "error.hpp"
-#include "fd.hpp"
-#include "invocation.hpp"
-#include "measured_run.hpp"
-#include "nccl_segments.hpp"
-#include "program.hpp"
-#include "units.hpp"
+#include "base/clock.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/program.hpp"
+#include "base/units.hpp"
+#include "ctl/ctl_common.hpp"
+#include "decision/config.hpp"
+#include "engine/invocation.hpp"
+#include "engine/measured_run.hpp"
+#include "shm/nccl_segments.hpp"
 
 namespace gpurun {
 namespace {

@@ -4,10 +4,10 @@
 #include <optional>
 #include <string>
 
-#include "host.hpp"
-#include "profile.hpp"
-#include "run_options.hpp"
-#include "sizing.hpp"
+#include "ctl/run_options.hpp"
+#include "decision/sizing.hpp"
+#include "oci/host.hpp"
+#include "profiles/profile.hpp"
 
 namespace CLI {
 class App;

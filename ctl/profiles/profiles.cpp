@@ -1,15 +1,15 @@
-#include "profiles.hpp"
+#include "ctl/profiles/profiles.hpp"
 
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "ctl_common.hpp"
-#include "error.hpp"
-#include "profile.hpp"
-#include "profiles_new.hpp"
-#include "profiles_validate.hpp"
+#include "base/error.hpp"
+#include "ctl/ctl_common.hpp"
+#include "ctl/profiles/profiles_new.hpp"
+#include "ctl/profiles/profiles_validate.hpp"
+#include "profiles/profile.hpp"
 
 namespace gpurun {
 namespace {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "profile_store.hpp"
+#include "profiles/profile_store.hpp"
 
 namespace CLI {
 class App;

@@ -1,18 +1,18 @@
-#include "profiles_new.hpp"
+#include "ctl/profiles/profiles_new.hpp"
 
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
 
-#include "config.hpp"
-#include "ctl_common.hpp"
-#include "error.hpp"
-#include "fd.hpp"
-#include "profile.hpp"
-#include "profile_store.hpp"
-#include "run_options.hpp"
-#include "temp_dir.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/temp_dir.hpp"
+#include "base/units.hpp"
+#include "ctl/ctl_common.hpp"
+#include "ctl/run_options.hpp"
+#include "decision/config.hpp"
+#include "profiles/profile.hpp"
+#include "profiles/profile_store.hpp"
 
 namespace gpurun {
 namespace {

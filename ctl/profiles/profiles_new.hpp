@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "profile.hpp"
+#include "profiles/profile.hpp"
 
 namespace CLI {
 class App;

@@ -1,4 +1,4 @@
-#include "profiles_validate.hpp"
+#include "ctl/profiles/profiles_validate.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -7,13 +7,13 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "ctl_common.hpp"
-#include "error.hpp"
-#include "file_io.hpp"
-#include "json_error.hpp"
-#include "profile.hpp"
-#include "profile_store.hpp"
-#include "profiles.hpp"
+#include "base/error.hpp"
+#include "base/file_io.hpp"
+#include "base/json_error.hpp"
+#include "ctl/ctl_common.hpp"
+#include "ctl/profiles/profiles.hpp"
+#include "profiles/profile.hpp"
+#include "profiles/profile_store.hpp"
 
 namespace gpurun {
 namespace {
@@ -192,7 +192,7 @@ std::string validation_summary(const ValidationReport& report) {
 
 void run_profiles_validate(const ProfilesValidateOptions& o) {
   const Config config = load_ctl_config();
-  const std::vector<fs::path> search_path = profile_search_path({}, config, /*include_user=*/true);
+  const std::vector<fs::path> search_path = profile_search_path({}, config.profile_dirs, /*include_user=*/true);
   const bool explicit_paths = !o.paths.empty();
   const std::vector<fs::path> paths =
       explicit_paths ? std::vector<fs::path>(o.paths.begin(), o.paths.end()) : search_path;

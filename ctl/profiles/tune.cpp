@@ -1,4 +1,4 @@
-#include "tune.hpp"
+#include "ctl/profiles/tune.hpp"
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -11,13 +11,13 @@
 #include <set>
 #include <sstream>
 
-#include "config.hpp"
-#include "ctl_common.hpp"
-#include "error.hpp"
-#include "invocation.hpp"
-#include "measured_run.hpp"
-#include "temp_dir.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/temp_dir.hpp"
+#include "base/units.hpp"
+#include "ctl/ctl_common.hpp"
+#include "decision/config.hpp"
+#include "engine/invocation.hpp"
+#include "engine/measured_run.hpp"
 
 namespace gpurun {
 namespace {

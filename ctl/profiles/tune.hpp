@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "run_options.hpp"
+#include "ctl/run_options.hpp"
 
 namespace CLI {
 class App;

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <string>
 
-#include "temp_dir.hpp"
+#include "base/temp_dir.hpp"
 
 namespace gpurun::test {
 

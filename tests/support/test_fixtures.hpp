@@ -4,8 +4,8 @@
 #include <optional>
 #include <string>
 
-#include "env.hpp"
-#include "host.hpp"
+#include "base/env.hpp"
+#include "oci/host.hpp"
 
 namespace gpurun::test {
 

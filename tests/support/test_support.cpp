@@ -3,9 +3,9 @@
 #include <stdexcept>
 #include <utility>
 
-#include "test_files.hpp"
-#include "test_fixtures.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "support/test_files.hpp"
+#include "support/test_fixtures.hpp"
 
 namespace gpurun::test {
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "error.hpp"
+#include "base/error.hpp"
 
 namespace gpurun {
 

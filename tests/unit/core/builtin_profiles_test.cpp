@@ -19,10 +19,10 @@
 #include <optional>
 #include <string>
 
-#include "config.hpp"
-#include "profile_store.hpp"
-#include "sizing.hpp"
-#include "test_fixtures.hpp"
+#include "decision/config.hpp"
+#include "decision/sizing.hpp"
+#include "profiles/profile_store.hpp"
+#include "support/test_fixtures.hpp"
 
 #ifndef GPU_RUN_SOURCE_PROFILES
 #error "GPU_RUN_SOURCE_PROFILES must name the source tree's profiles/ directory"
@@ -251,7 +251,7 @@ TEST(BuiltinProfiles, EveryBuiltinExtendsDefault) {
 
 TEST(BuiltinProfiles, SearchPathFindsThemThroughTheEnvironment) {
   Config config;
-  ProfileStore store(profile_search_path({}, config, false, test::builtin_only_env));
+  ProfileStore store(profile_search_path({}, config.profile_dirs, false, test::builtin_only_env));
   // Last on the path; /etc/gpu-run/profiles.d on this machine may shadow them, which is fine.
   EXPECT_EQ(store.dirs().back(), fs::path(GPU_RUN_SOURCE_PROFILES));
   EXPECT_EQ(store.load("imagenet").batch_size, 64u);

@@ -1,6 +1,6 @@
 // ConnectionThreads: a thread per task up to the cap, the rest wait for a free one, shutdown
 // waits for all. Tasks block on a gate, as connections in a handshake do.
-#include "connection_threads.hpp"
+#include "serve/connection_threads.hpp"
 
 #include <gtest/gtest.h>
 

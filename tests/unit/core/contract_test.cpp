@@ -1,13 +1,13 @@
 // The container contract: one table from which every door's names are derived.
-#include "contract.hpp"
+#include "decision/contract.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <regex>
 
-#include "shm_decision.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "decision/shm_decision.hpp"
 
 namespace gpurun {
 namespace {

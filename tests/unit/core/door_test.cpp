@@ -1,12 +1,12 @@
 // The doors' shared steps without root or daemons: the plan for one container and the
 // disposition policy, with a counting host probe.
-#include "door.hpp"
+#include "door/door.hpp"
 
 #include <gtest/gtest.h>
 
-#include "test_files.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

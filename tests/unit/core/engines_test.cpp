@@ -1,12 +1,12 @@
-#include "engines.hpp"
+#include "decision/engines.hpp"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "sizing.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "decision/sizing.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace engines_test {

@@ -1,4 +1,4 @@
-#include "env.hpp"
+#include "base/env.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "fd.hpp"
+#include "base/fd.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -9,8 +9,8 @@
 #include <string>
 #include <thread>
 
-#include "error.hpp"
-#include "test_files.hpp"
+#include "base/error.hpp"
+#include "support/test_files.hpp"
 
 namespace gpurun {
 namespace {

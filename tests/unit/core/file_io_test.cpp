@@ -1,4 +1,4 @@
-#include "file_io.hpp"
+#include "base/file_io.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -9,8 +9,8 @@
 #include <cerrno>
 #include <string>
 
-#include "test_files.hpp"
-#include "test_util.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "file_lock.hpp"
+#include "base/file_lock.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "error.hpp"
-#include "temp_dir.hpp"
+#include "base/error.hpp"
+#include "base/temp_dir.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,9 +1,9 @@
-#include "gpus.hpp"
+#include "oci/gpus.hpp"
 
 #include <gtest/gtest.h>
 
-#include "error.hpp"
-#include "test_files.hpp"
+#include "base/error.hpp"
+#include "support/test_files.hpp"
 
 namespace gpurun {
 namespace {

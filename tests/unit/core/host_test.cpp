@@ -1,4 +1,4 @@
-#include "host.hpp"
+#include "oci/host.hpp"
 
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -6,7 +6,7 @@
 #include <limits>
 #include <string>
 
-#include "test_files.hpp"
+#include "support/test_files.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "json_error.hpp"
+#include "base/json_error.hpp"
 
 #include <gtest/gtest.h>
 

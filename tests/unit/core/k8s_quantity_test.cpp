@@ -1,8 +1,8 @@
-#include "k8s_quantity.hpp"
+#include "base/k8s_quantity.hpp"
 
 #include <gtest/gtest.h>
 
-#include "test_util.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "log.hpp"
+#include "base/log.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "test_files.hpp"
-#include "test_util.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "nccl_segments.hpp"
+#include "shm/nccl_segments.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

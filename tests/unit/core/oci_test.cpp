@@ -1,10 +1,10 @@
-#include "oci.hpp"
+#include "oci/oci.hpp"
 
 #include <gtest/gtest.h>
 
-#include "error.hpp"
-#include "test_files.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "support/test_files.hpp"
 
 namespace gpurun {
 namespace {

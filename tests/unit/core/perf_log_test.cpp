@@ -1,4 +1,4 @@
-#include "perf_log.hpp"
+#include "shm/perf_log.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -6,9 +6,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "error.hpp"
-#include "test_files.hpp"
-#include "test_fixtures.hpp"
+#include "base/error.hpp"
+#include "support/test_files.hpp"
+#include "support/test_fixtures.hpp"
 
 namespace gpurun {
 namespace {

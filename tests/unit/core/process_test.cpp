@@ -1,4 +1,4 @@
-#include "process.hpp"
+#include "base/process.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -8,8 +8,8 @@
 
 #include <string>
 
-#include "test_files.hpp"
-#include "test_util.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "profile_cache.hpp"
+#include "serve/profile_cache.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -7,8 +7,8 @@
 #include <string>
 #include <thread>
 
-#include "error.hpp"
-#include "test_files.hpp"
+#include "base/error.hpp"
+#include "support/test_files.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "profile_store.hpp"
+#include "profiles/profile_store.hpp"
 
 #include <grp.h>
 #include <gtest/gtest.h>
@@ -10,11 +10,11 @@
 #include <map>
 #include <string>
 
-#include "config.hpp"
-#include "error.hpp"
-#include "test_files.hpp"
-#include "test_fixtures.hpp"
-#include "test_util.hpp"
+#include "base/error.hpp"
+#include "decision/config.hpp"
+#include "support/test_files.hpp"
+#include "support/test_fixtures.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {
@@ -385,7 +385,7 @@ TEST(ProfileSearchPath, FullOrder) {
                        {"XDG_CONFIG_HOME", "/xdg"},
                        {"HOME", "/home/u"},
                        {"GPU_RUN_BUILTIN_PROFILES", "/builtin"}});
-  auto dirs = profile_search_path({"/cli1", "/cli2"}, config, true, env);
+  auto dirs = profile_search_path({"/cli1", "/cli2"}, config.profile_dirs, true, env);
   EXPECT_EQ(dirs, (std::vector<fs::path>{"/cli1", "/cli2", "/p1", "/p2", "/xdg/gpu-run/profiles", "/cfg/a", "/cfg/b",
                                          "/etc/gpu-run/profiles.d", "/builtin"}));
 }
@@ -422,15 +422,15 @@ TEST(ProfileStore, PreloadKeepsEveryProfileAndReadsNoFileAfterwards) {
 
 TEST(ProfileSearchPath, HomeWhenNoXdg) {
   Config config;
-  auto dirs =
-      profile_search_path({}, config, true, fake_env({{"HOME", "/home/u"}, {"GPU_RUN_BUILTIN_PROFILES", "/b"}}));
+  auto dirs = profile_search_path({}, config.profile_dirs, true,
+                                  fake_env({{"HOME", "/home/u"}, {"GPU_RUN_BUILTIN_PROFILES", "/b"}}));
   EXPECT_EQ(dirs, (std::vector<fs::path>{"/home/u/.config/gpu-run/profiles", "/etc/gpu-run/profiles.d", "/b"}));
   // An empty XDG_CONFIG_HOME counts as unset, as the XDG spec says.
-  dirs = profile_search_path({}, config, true,
+  dirs = profile_search_path({}, config.profile_dirs, true,
                              fake_env({{"XDG_CONFIG_HOME", ""}, {"HOME", "/h"}, {"GPU_RUN_BUILTIN_PROFILES", "/b"}}));
   EXPECT_EQ(dirs.front(), fs::path("/h/.config/gpu-run/profiles"));
   // Neither: no user directory at all.
-  dirs = profile_search_path({}, config, true, fake_env({{"GPU_RUN_BUILTIN_PROFILES", "/b"}}));
+  dirs = profile_search_path({}, config.profile_dirs, true, fake_env({{"GPU_RUN_BUILTIN_PROFILES", "/b"}}));
   EXPECT_EQ(dirs, (std::vector<fs::path>{"/etc/gpu-run/profiles.d", "/b"}));
 }
 
@@ -441,7 +441,7 @@ TEST(ProfileSearchPath, WithoutUserDropsEnvAndXdg) {
                        {"XDG_CONFIG_HOME", "/xdg"},
                        {"HOME", "/home/u"},
                        {"GPU_RUN_BUILTIN_PROFILES", "/builtin"}});
-  auto dirs = profile_search_path({"/cli"}, config, false, env);
+  auto dirs = profile_search_path({"/cli"}, config.profile_dirs, false, env);
   EXPECT_EQ(dirs, (std::vector<fs::path>{"/cli", "/cfg", "/etc/gpu-run/profiles.d", "/builtin"}));
 }
 

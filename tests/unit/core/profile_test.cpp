@@ -1,4 +1,4 @@
-#include "profile.hpp"
+#include "profiles/profile.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "error.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "prometheus.hpp"
+#include "serve/prometheus.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "remount_job.hpp"
+#include "shm/remount_job.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -6,9 +6,9 @@
 #include <chrono>
 #include <thread>
 
-#include "shm_remount.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
+#include "shm/shm_remount.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

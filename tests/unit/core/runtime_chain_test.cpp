@@ -1,10 +1,10 @@
-#include "runtime_chain.hpp"
+#include "oci/runtime_chain.hpp"
 
 #include <gtest/gtest.h>
 
-#include "error.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
+#include "base/error.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,6 +1,6 @@
 // The hook's confinement: the build-time seccomp program matches the policy, and a process
 // that installs it can do its job's syscalls and nothing else.
-#include "sandbox.hpp"
+#include "oci/sandbox.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -21,8 +21,8 @@
 #include <cstring>
 #include <vector>
 
-#include "seccomp_export.hpp"
-#include "test_util.hpp"
+#include "support/test_util.hpp"
+#include "tools/seccomp_export.hpp"
 
 namespace gpurun {
 namespace {

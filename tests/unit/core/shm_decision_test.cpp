@@ -1,11 +1,11 @@
-#include "shm_decision.hpp"
+#include "decision/shm_decision.hpp"
 
 #include <gtest/gtest.h>
 
-#include "contract.hpp"
-#include "error.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "decision/contract.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -7,9 +7,9 @@
 
 #include <filesystem>
 
-#include "container.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
+#include "oci/container.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,6 +1,6 @@
 // The probes core shares between the hook's mount code and gpu-run-ctl doctor:
 // open_dir_in_root, stat_fs, classify_shm (core/shm/shm_mount.hpp) and read_kernel_file
-// (core/decision/host.hpp).
+// (core/oci/host.hpp).
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -16,13 +16,13 @@
 #include <string>
 #include <thread>
 
-#include "error.hpp"
-#include "fd.hpp"
-#include "host.hpp"
-#include "shm_mount.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/units.hpp"
+#include "oci/host.hpp"
+#include "shm/shm_mount.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

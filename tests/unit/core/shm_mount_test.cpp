@@ -1,4 +1,4 @@
-#include "shm_mount.hpp"
+#include "shm/shm_mount.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -12,10 +12,10 @@
 
 #include <cstring>
 
-#include "error.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,7 +1,7 @@
 // Orphaned segments: found by what live processes hold (real child processes holding a segment
 // open, and one mapped), removed by reap without touching those, and not when a process takes
 // one between the listing and the removal. The live tests mount a tmpfs of their own (root).
-#include "shm_orphans.hpp"
+#include "shm/shm_orphans.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "fd.hpp"
-#include "test_util.hpp"
+#include "base/fd.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

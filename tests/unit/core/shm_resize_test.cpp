@@ -1,9 +1,9 @@
-#include "shm_resize.hpp"
+#include "shm/shm_resize.hpp"
 
 #include <gtest/gtest.h>
 
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

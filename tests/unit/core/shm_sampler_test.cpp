@@ -1,9 +1,9 @@
-#include "shm_sampler.hpp"
+#include "shm/shm_sampler.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include "process.hpp"
+#include "base/process.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "sizing.hpp"
+#include "decision/sizing.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,9 +7,9 @@
 #include <set>
 #include <string>
 
-#include "error.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "temp_dir.hpp"
+#include "base/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

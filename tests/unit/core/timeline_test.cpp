@@ -1,11 +1,11 @@
-#include "timeline.hpp"
+#include "shm/timeline.hpp"
 
 #include <gtest/gtest.h>
 
 #include <regex>
 
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

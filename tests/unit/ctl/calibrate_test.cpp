@@ -1,4 +1,4 @@
-#include "calibrate.hpp"
+#include "ctl/profiles/calibrate.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,10 +6,10 @@
 #include <optional>
 #include <string>
 
-#include "profile.hpp"
-#include "sizing.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "decision/sizing.hpp"
+#include "profiles/profile.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

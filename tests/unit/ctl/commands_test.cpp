@@ -1,4 +1,4 @@
-#include "commands.hpp"
+#include "ctl/commands.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <string>
 
-#include "error.hpp"
-#include "test_util.hpp"
+#include "base/error.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

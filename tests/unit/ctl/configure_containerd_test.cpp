@@ -1,4 +1,4 @@
-#include "configure_containerd.hpp"
+#include "ctl/configure/configure_containerd.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,10 +7,10 @@
 #include <toml.hpp>
 #include <vector>
 
-#include "contract.hpp"
-#include "error.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
+#include "base/error.hpp"
+#include "decision/contract.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

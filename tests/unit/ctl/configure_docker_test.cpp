@@ -1,4 +1,4 @@
-#include "configure_docker.hpp"
+#include "ctl/configure/configure_docker.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "error.hpp"
-#include "runtime_chain.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
+#include "base/error.hpp"
+#include "oci/runtime_chain.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "configure_podman.hpp"
+#include "ctl/configure/configure_podman.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,11 +6,11 @@
 #include <regex>
 #include <string>
 
-#include "config.hpp"
-#include "contract.hpp"
-#include "error.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
+#include "base/error.hpp"
+#include "decision/config.hpp"
+#include "decision/contract.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

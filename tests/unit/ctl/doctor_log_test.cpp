@@ -1,7 +1,7 @@
 // doctor's reading of crashed jobs: the corpus in tests/data/crash-logs (logs copied from public
 // issue threads, each with the cause its thread settled on, real PyTorch 1.13 output made here,
 // and a few synthetic ones), listed with the diagnosis each must get in cases.json.
-#include "doctor_log.hpp"
+#include "ctl/doctor/doctor_log.hpp"
 
 #include <gtest/gtest.h>
 
@@ -13,9 +13,9 @@
 #include <sstream>
 #include <string>
 
-#include "doctor_render.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "ctl/doctor/doctor_render.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

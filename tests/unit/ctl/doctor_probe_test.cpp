@@ -1,7 +1,7 @@
 // doctor's probes: what they measure of a container-like tree, and the pure parsers of what
 // they read. The rules and the report are in doctor_test.cpp.
 
-#include "doctor_probe.hpp"
+#include "ctl/doctor/doctor_probe.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -19,8 +19,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "fd.hpp"
-#include "test_util.hpp"
+#include "base/fd.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -4,10 +4,10 @@
 #include <string>
 #include <vector>
 
-#include "doctor_render.hpp"
-#include "doctor_rules.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "ctl/doctor/doctor_render.hpp"
+#include "ctl/doctor/doctor_rules.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "k8s_guard.hpp"
+#include "ctl/k8s/k8s_guard.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "error.hpp"
-#include "test_util.hpp"
+#include "base/error.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "k8s.hpp"
+#include "ctl/k8s/k8s.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,17 +7,17 @@
 #include <string>
 #include <vector>
 
-#include "config.hpp"
-#include "error.hpp"
-#include "k8s_quantity.hpp"
-#include "plan.hpp"
-#include "pod_review.hpp"
-#include "pod_templates.hpp"
-#include "profile_store.hpp"
-#include "test_fixtures.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
-#include "yaml.hpp"
+#include "base/error.hpp"
+#include "base/k8s_quantity.hpp"
+#include "base/units.hpp"
+#include "ctl/k8s/pod_templates.hpp"
+#include "ctl/k8s/yaml.hpp"
+#include "ctl/plan.hpp"
+#include "decision/config.hpp"
+#include "pod/pod_review.hpp"
+#include "profiles/profile_store.hpp"
+#include "support/test_fixtures.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "k8s_webhook_cert.hpp"
+#include "ctl/k8s/k8s_webhook_cert.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -6,11 +6,11 @@
 #include <fstream>
 #include <string>
 
-#include "error.hpp"
-#include "fd.hpp"
-#include "file_io.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
+#include "base/error.hpp"
+#include "base/fd.hpp"
+#include "base/file_io.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,12 +1,12 @@
-#include "k8s_webhook.hpp"
+#include "ctl/k8s/k8s_webhook.hpp"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "error.hpp"
-#include "test_util.hpp"
+#include "base/error.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

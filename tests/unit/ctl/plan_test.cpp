@@ -1,17 +1,17 @@
-#include "plan.hpp"
+#include "ctl/plan.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "config.hpp"
-#include "error.hpp"
-#include "invocation.hpp"
-#include "run_args.hpp"
-#include "test_files.hpp"
-#include "test_fixtures.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "decision/config.hpp"
+#include "engine/invocation.hpp"
+#include "engine/run_args.hpp"
+#include "support/test_files.hpp"
+#include "support/test_fixtures.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

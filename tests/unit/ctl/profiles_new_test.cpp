@@ -1,4 +1,4 @@
-#include "profiles_new.hpp"
+#include "ctl/profiles/profiles_new.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,11 +6,11 @@
 #include <iostream>
 #include <sstream>
 
-#include "error.hpp"
-#include "profile.hpp"
-#include "profile_store.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
+#include "base/error.hpp"
+#include "profiles/profile.hpp"
+#include "profiles/profile_store.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,14 +1,14 @@
-#include "profiles.hpp"
+#include "ctl/profiles/profiles.hpp"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "error.hpp"
-#include "profile_store.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
+#include "base/error.hpp"
+#include "profiles/profile_store.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

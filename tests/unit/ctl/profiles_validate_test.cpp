@@ -1,4 +1,4 @@
-#include "profiles_validate.hpp"
+#include "ctl/profiles/profiles_validate.hpp"
 
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "test_files.hpp"
-#include "test_util.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,10 +1,10 @@
-#include "resize.hpp"
+#include "ctl/resize.hpp"
 
 #include <gtest/gtest.h>
 
-#include "error.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,13 +1,13 @@
-#include "watch.hpp"
+#include "ctl/watch.hpp"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "shm_sampler.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "shm/shm_sampler.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "yaml.hpp"
+#include "ctl/k8s/yaml.hpp"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "error.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
+#include "base/error.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,15 +1,15 @@
-#include "invocation.hpp"
+#include "engine/invocation.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "decision_record.hpp"
-#include "error.hpp"
-#include "test_files.hpp"
-#include "test_fixtures.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "decision/decision_record.hpp"
+#include "support/test_files.hpp"
+#include "support/test_fixtures.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "measured_run.hpp"
+#include "engine/measured_run.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-#include "test_files.hpp"
+#include "support/test_files.hpp"
 
 namespace gpurun {
 namespace {

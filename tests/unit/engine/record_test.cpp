@@ -1,11 +1,11 @@
-#include "record.hpp"
+#include "engine/record.hpp"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "error.hpp"
-#include "test_util.hpp"
+#include "base/error.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

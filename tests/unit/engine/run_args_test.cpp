@@ -1,9 +1,9 @@
-#include "run_args.hpp"
+#include "engine/run_args.hpp"
 
 #include <gtest/gtest.h>
 
-#include "error.hpp"
-#include "test_util.hpp"
+#include "base/error.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

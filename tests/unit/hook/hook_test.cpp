@@ -2,7 +2,7 @@
 // hook's stdin): each run is a forked child, since the hook joins the container's mount
 // namespace. The "container" is a child process in a mount namespace of its own with a tmpfs
 // at <rootfs>/dev/shm.
-#include "hook.hpp"
+#include "hook/hook.hpp"
 
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -17,11 +17,11 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "decision_record.hpp"
-#include "error.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "decision/decision_record.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

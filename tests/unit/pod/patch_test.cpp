@@ -1,14 +1,14 @@
-#include "patch.hpp"
+#include "pod/patch.hpp"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "error.hpp"
-#include "profile_store.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "profiles/profile_store.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace patch_test {

@@ -1,14 +1,14 @@
-#include "pod_request.hpp"
+#include "pod/pod_request.hpp"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
-#include "profile_store.hpp"
-#include "test_files.hpp"
-#include "test_fixtures.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/units.hpp"
+#include "profiles/profile_store.hpp"
+#include "support/test_files.hpp"
+#include "support/test_fixtures.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace pod_request_test {

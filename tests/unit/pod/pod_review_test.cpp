@@ -1,14 +1,14 @@
-#include "pod_review.hpp"
+#include "pod/pod_review.hpp"
 
 #include <gtest/gtest.h>
 
-#include "decision_record.hpp"
-#include "k8s_quantity.hpp"
-#include "profile_store.hpp"
-#include "test_files.hpp"
-#include "test_fixtures.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/k8s_quantity.hpp"
+#include "base/units.hpp"
+#include "decision/decision_record.hpp"
+#include "profiles/profile_store.hpp"
+#include "support/test_files.hpp"
+#include "support/test_fixtures.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,8 +1,8 @@
-#include "webhook_config.hpp"
+#include "pod/webhook_config.hpp"
 
 #include <gtest/gtest.h>
 
-#include "test_util.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

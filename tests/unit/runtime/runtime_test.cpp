@@ -1,16 +1,16 @@
-#include "runtime.hpp"
+#include "runtime/runtime.hpp"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "door.hpp"
-#include "error.hpp"
-#include "oci.hpp"
-#include "shm_decision.hpp"
-#include "test_files.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/error.hpp"
+#include "base/units.hpp"
+#include "decision/shm_decision.hpp"
+#include "door/door.hpp"
+#include "oci/oci.hpp"
+#include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,13 +1,13 @@
-#include "admission.hpp"
+#include "webhook/admission.hpp"
 
 #include <gtest/gtest.h>
 
-#include "k8s_quantity.hpp"
-#include "profile_store.hpp"
-#include "test_files.hpp"
-#include "test_fixtures.hpp"
-#include "test_util.hpp"
-#include "units.hpp"
+#include "base/k8s_quantity.hpp"
+#include "base/units.hpp"
+#include "profiles/profile_store.hpp"
+#include "support/test_files.hpp"
+#include "support/test_fixtures.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

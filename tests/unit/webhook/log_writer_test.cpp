@@ -1,4 +1,4 @@
-#include "log_writer.hpp"
+#include "webhook/log_writer.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "file_io.hpp"
-#include "temp_dir.hpp"
+#include "base/file_io.hpp"
+#include "base/temp_dir.hpp"
 
 namespace gpurun {
 namespace {

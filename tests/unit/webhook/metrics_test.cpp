@@ -1,8 +1,8 @@
-#include "metrics.hpp"
+#include "webhook/metrics.hpp"
 
 #include <gtest/gtest.h>
 
-#include "test_util.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {

@@ -1,4 +1,4 @@
-#include "tls.hpp"
+#include "webhook/tls.hpp"
 
 #include <gtest/gtest.h>
 #include <openssl/err.h>
@@ -11,8 +11,8 @@
 #include <memory>
 #include <thread>
 
-#include "fd.hpp"
-#include "openssl_util.hpp"
+#include "base/fd.hpp"
+#include "serve/openssl_util.hpp"
 
 namespace gpurun {
 namespace {
