@@ -164,11 +164,19 @@ Match match_vllm(std::string_view line) {
 // --- Ray's object store (plasma) ---
 
 Match match_ray(std::string_view line) {
-  if (contains(line, "object store is using /tmp instead of /dev/shm")) {
+  // The directory is /tmp up to 0.8, the user's temp directory after, /tmp/ray in recent releases.
+  const std::size_t using_at = line.find("object store is using ");
+  if (using_at != std::string_view::npos && line.find(" instead of /dev/shm", using_at) != std::string_view::npos) {
     Match m = line_of(CrashLine::kRayStoreOnTmp);
     m->available = number_after(line, "/dev/shm has only ");
     m->detail = rest_after(line, "'--shm-size=");
     if (const std::size_t quote = m->detail.find('\''); quote != std::string::npos) m->detail.resize(quote);
+    return m;
+  }
+  // Ray 0.1 to 0.5 (python/ray/services.py): the store shrunk to 80% of what /dev/shm had.
+  if (contains(line, "Reducing object store memory because /dev/shm has only")) {
+    Match m = line_of(CrashLine::kRayStoreShrunk);
+    m->available = number_after(line, "/dev/shm has only ");
     return m;
   }
   if (contains(line, "System memory request exceeds memory available in /dev/shm")) {
@@ -294,6 +302,7 @@ const char* crash_kind_name(CrashLine::Kind kind) {
                                        "vllm-mq-stalled",
                                        "ray-store-on-tmp",
                                        "ray-store-too-big",
+                                       "ray-store-shrunk",
                                        "triton-shm",
                                        "nccl-shm-attach",
                                        "fd-limit",

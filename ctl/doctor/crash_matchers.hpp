@@ -27,6 +27,7 @@ struct CrashLine {
     kVllmMqStalled,           // "No available shared memory broadcast block found in 60 seconds"
     kRayStoreOnTmp,           // "The object store is using /tmp instead of /dev/shm because /dev/shm has only N bytes"
     kRayStoreTooBig,          // "System memory request exceeds memory available in /dev/shm", "exceeds /dev/shm size"
+    kRayStoreShrunk,          // "Reducing object store memory because /dev/shm has only N bytes available" (Ray <= 0.5)
     kTritonShm,          // "Unable to initialize shared memory key ...", "Failed to increase the shared memory pool"
     kNcclShmAttach,      // "Error while attaching to shared memory segment ...: No such file or directory"
     kFdLimit,            // "received 0 items of ancdata", "Too many open files", Errno 24

@@ -232,8 +232,9 @@ void vllm_rule(const CrashFacts& f, std::vector<Finding>& out) {
 void ray_rule(const CrashFacts& f, std::vector<Finding>& out) {
   const CrashEvidence* big = first(f, CrashEvidence::kRayStoreTooBig);
   const CrashEvidence* tmp = first(f, CrashEvidence::kRayStoreOnTmp);
-  if (!big && !tmp) return;
-  const CrashEvidence& e = big ? *big : *tmp;
+  const CrashEvidence* shrunk = first(f, CrashEvidence::kRayStoreShrunk);
+  if (!big && !tmp && !shrunk) return;
+  const CrashEvidence& e = big ? *big : tmp ? *tmp : *shrunk;
   const std::string store = e.bytes ? " an object store of " + format_size(*e.bytes) : " its object store";
   const std::string shm = e.available ? " /dev/shm had " + format_size(*e.available) : " /dev/shm was smaller";
   const std::string fix =
@@ -247,9 +248,17 @@ void ray_rule(const CrashFacts& f, std::vector<Finding>& out) {
                    "Ray asked for" + store + " and" + shm + " (" + where(e) +
                        "): the raylet stops, or refuses to start, when the store does not fit /dev/shm." + had(f),
                    fix, "Ray"});
+  else if (!tmp)
+    out.push_back({Level::kWarn, "ray-object-store",
+                   "Ray shrank its object store to fit /dev/shm, because" + shm + " (" + where(e) +
+                       "): it starts with 80% of what /dev/shm had, and a job that puts more into the store "
+                       "than that fails or evicts objects later." +
+                       had(f),
+                   fix, "Ray"});
   else
     out.push_back({Level::kWarn, "ray-object-store",
-                   "Ray put its object store on /tmp, on disk, because" + shm + " (" + where(e) +
+                   "Ray put its object store in a directory on disk instead of /dev/shm, because" + shm + " (" +
+                       where(e) +
                        "): it runs, slower (\"This will harm performance!\"), and a large store on a small disk "
                        "fails later." +
                        had(f),

@@ -161,6 +161,30 @@ TEST(DoctorLog, WorkersThatExitedWithoutABusErrorAreOnlyAWarning) {
   EXPECT_NE(findings[0].message.find("OOM"), std::string::npos);
 }
 
+TEST(DoctorLog, RaysOlderWordings) {
+  // Ray 0.1 to 0.5 shrank the store; Ray 1.0 said "This may slow down performance!".
+  const CrashFacts shrunk = read("ray-object-store-reduced-ray-3029.log");
+  ASSERT_EQ(shrunk.evidence.size(), 1u);
+  EXPECT_EQ(shrunk.evidence[0].kind, CrashEvidence::kRayStoreShrunk);
+  EXPECT_EQ(shrunk.evidence[0].available, 65654784u);
+  auto findings = diagnose_crash(shrunk);
+  ASSERT_EQ(checks(findings), "ray-object-store=WARN");
+  EXPECT_CONTAINS(findings[0].message, "shrank its object store");
+  EXPECT_CONTAINS(findings[0].fix, "--object-store-memory");
+  findings = diagnose_crash(read("ray-object-store-tmp-plasma-wording-ray-11951.log"));
+  ASSERT_EQ(checks(findings), "ray-object-store=WARN");
+  // The directory it names is the user's temp directory, /tmp/ray in recent releases.
+  for (const char* dir : {"/tmp/ray", "/scratch/tmp"}) {
+    CrashFacts f;
+    read_crash_log(std::string("WARNING services.py:2248 -- WARNING: The object store is using ") + dir +
+                       " instead of /dev/shm because /dev/shm has only 67108864 bytes available.\n",
+                   f);
+    ASSERT_EQ(f.evidence.size(), 1u) << dir;
+    EXPECT_EQ(f.evidence[0].kind, CrashEvidence::kRayStoreOnTmp);
+    EXPECT_EQ(f.evidence[0].available, 64 * kMiB);
+  }
+}
+
 TEST(DoctorLog, HostileLogs) {
   CrashFacts f;
   // A line of a megabyte, control bytes, and a size that overflows: bounded, no crash.
