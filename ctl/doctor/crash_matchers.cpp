@@ -67,7 +67,7 @@ std::string rest_after(std::string_view line, std::string_view key) {
   if (at == std::string_view::npos) return "";
   std::string_view rest = line.substr(at + key.size());
   while (!rest.empty() && (rest.back() == ' ' || rest.back() == ';' || rest.back() == '`' || rest.back() == '"' ||
-                           rest.back() == '.' || rest.back() == '\t'))
+                           rest.back() == '.' || rest.back() == '\t' || rest.back() == '|'))
     rest.remove_suffix(1);
   return std::string(rest.substr(0, 120));
 }
@@ -196,13 +196,27 @@ Match match_ray(std::string_view line) {
 
 // --- Triton's python backend: a shared-memory region per model instance ---
 
+// Its wordings since r21.05 (src/shm_manager.cc, src/python.cc): "unable to initialize shared-memory
+// key 'K' to requested size: N bytes" (April 2021), "Unable to initialize shared memory key 'K' to
+// requested size (N bytes)" after; "Failed to increase the shared memory pool size for key 'K' to N
+// bytes", without the key since June 2025; "Failed to initialize the model instance M because it run
+// out of shared memory" (spring 2021). "Error: E" follows from June 2021 on.
 Match match_triton(std::string_view line) {
-  const bool init = contains(line, "Unable to initialize shared memory key");
+  const bool init = contains_nocase(line, "to initialize shared memory key") ||
+                    contains_nocase(line, "to initialize shared-memory key");
   const bool grow = contains(line, "Failed to increase the shared memory pool size");
-  if (!init && !grow) return std::nullopt;
+  const bool instance = contains(line, "because it run out of shared memory");
+  if (!init && !grow && !instance) return std::nullopt;
   Match m = line_of(CrashLine::kTritonShm);
-  m->bytes = init ? number_after(line, "to requested size (") : number_after(line, "' to ");
+  if (init) {
+    m->bytes = number_after(line, "to requested size (");
+    if (!m->bytes) m->bytes = number_after(line, "to requested size: ");
+  } else if (grow) {
+    m->bytes = number_after(line, "' to ");
+    if (!m->bytes) m->bytes = number_after(line, "pool size to ");
+  }
   m->detail = rest_after(line, "Error: ");
+  if (instance || contains(line, "no bytes available in /dev/shm")) m->detail = "out of shared memory";
   if (grow) m->detail = "grow: " + m->detail;
   return m;
 }

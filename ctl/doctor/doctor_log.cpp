@@ -275,18 +275,36 @@ void triton_rule(const CrashFacts& f, std::vector<Finding>& out) {
       std::string(grow ? "grow" : "create") + " the shared-memory region " + (key.empty() ? "" : key + " ") +
       "of a model instance" +
       (e->bytes ? " to " + format_size(*e->bytes) + " (" + std::to_string(*e->bytes) + " bytes)" : "");
-  if (error.find("No space left on device") != std::string::npos) {
+  const std::string fix =
+      "give /dev/shm a region per python-backend model instance plus their growth: " + shm_size_fix(f, {}) +
+      " (Triton's own advice: --shm-size); or lower what each starts with: tritonserver "
+      "--backend-config=python,shm-default-byte-size=BYTES (and shm-growth-byte-size), or fewer "
+      "instances (instance_group count); servers that share one /dev/shm each need their own "
+      "--backend-config=python,shm-region-prefix-name=PREFIX";
+  const std::string regions =
+      " Every instance of every python-backend model maps its own region, which starts at "
+      "shm-default-byte-size and grows by shm-growth-byte-size as requests need.";
+  const bool not_space =
+      error.find("File exists") != std::string::npos || error.find("Connection timed out") != std::string::npos;
+  if (error.find("No space left on device") != std::string::npos || error == "out of shared memory") {
     out.push_back(
         {Level::kFail, "triton-python-shm",
-         "Triton's python backend could not " + what + ": /dev/shm is full (" + where(*e) +
-             "). Every instance of every python-backend model maps its own region, which starts at "
-             "shm-default-byte-size and grows by shm-growth-byte-size as requests need." +
-             had(f),
-         "give /dev/shm a region per python-backend model instance plus their growth: " + shm_size_fix(f, {}) +
-             "; or lower what each starts with: tritonserver "
-             "--backend-config=python,shm-default-byte-size=BYTES (and shm-growth-byte-size), or fewer "
-             "instances (instance_group count)",
-         "Triton"});
+         "Triton's python backend could not " + what + ": /dev/shm is full (" + where(*e) + ")." + regions + had(f),
+         fix, "Triton"});
+    return;
+  }
+  // Releases of spring 2021 name no error; those built on Boost.Interprocess 1.76 to 1.78 name the
+  // errno left by an earlier call, as shared_memory_object::truncate() read errno after
+  // posix_fallocate(), which returns its error instead (boostorg/interprocess#166).
+  if (!not_space) {
+    out.push_back({Level::kWarn, "triton-python-shm",
+                   "Triton's python backend could not " + what + " (" + where(*e) + ")" +
+                       (error.empty() ? ", with no error named" : ", with \"" + error + "\"") +
+                       ": the python backend gives up on a region this way when posix_fallocate() finds no room "
+                       "in /dev/shm, and builds on Boost.Interprocess 1.76 to 1.78 print a stale errno (\"No "
+                       "such file or directory\") instead of ENOSPC. df -h /dev/shm shows whether it filled." +
+                       regions + had(f),
+                   fix, "Triton"});
     return;
   }
   out.push_back({Level::kWarn, "triton-python-stub",

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "base/units.hpp"
 #include "ctl/doctor/doctor_render.hpp"
@@ -182,6 +183,45 @@ TEST(DoctorLog, RaysOlderWordings) {
     ASSERT_EQ(f.evidence.size(), 1u) << dir;
     EXPECT_EQ(f.evidence[0].kind, CrashEvidence::kRayStoreOnTmp);
     EXPECT_EQ(f.evidence[0].available, 64 * kMiB);
+  }
+}
+
+TEST(DoctorLog, TritonsRegionGetsTritonsAdviceUnlessItExists) {
+  // A stale errno ("No such file or directory") or none at all: Triton's own --shm-size advice.
+  for (const char* file :
+       {"triton-shm-key-enoent-modelmesh-serving-78.log", "triton-shm-key-enoent-sagemaker-python-sdk-2801.log"}) {
+    const auto findings = diagnose_crash(read(file));
+    ASSERT_EQ(checks(findings), "triton-python-shm=WARN") << file;
+    EXPECT_CONTAINS(findings[0].message, "\"No such file or directory\"");
+    EXPECT_CONTAINS(findings[0].fix, "--shm-size");
+    EXPECT_CONTAINS(findings[0].fix, "shm-default-byte-size");
+    EXPECT_CONTAINS(findings[0].fix, "shm-region-prefix-name");
+  }
+  for (const auto& [line, check, bytes] : std::vector<std::tuple<std::string, std::string, std::uint64_t>>{
+           // April 2021, lower case and no errno.
+           {"unable to initialize shared-memory key '/add_sub_0_CPU_0' to requested size: 67108864 bytes",
+            "triton-python-shm=WARN", 67108864},
+           {"Failed to initialize the model instance add_sub_0 because it run out of shared memory. Increase the "
+            "shared memory size to fix this error.",
+            "triton-python-shm=FAIL", 0},
+           {"Failed to increase the shared memory pool size for key '/m_0' to 67108864 bytes. There are no bytes "
+            "available in /dev/shm.",
+            "triton-python-shm=FAIL", 67108864},
+           // June 2025 on: no key.
+           {"Failed to increase the shared memory pool size to 134217728 bytes. If you are running Triton inside "
+            "docker, use '--shm-size' flag to control the shared memory region size. Error: No space left on device",
+            "triton-python-shm=FAIL", 134217728},
+           {"Unable to initialize shared memory key 'triton_python_backend_shm_region_1' to requested size (1048576 "
+            "bytes). If you are running Triton inside docker, use '--shm-size' flag to control the shared memory "
+            "region size. Each Python backend model instance requires at least 1 MB of shared memory. Error: File "
+            "exists",
+            "triton-python-stub=WARN", 1048576},
+       }) {
+    CrashFacts f;
+    read_crash_log(line + "\n", f);
+    ASSERT_EQ(f.evidence.size(), 1u) << line;
+    EXPECT_EQ(f.evidence[0].bytes.value_or(0), bytes) << line;
+    EXPECT_EQ(checks(diagnose_crash(f)), check) << line;
   }
 }
 
