@@ -243,8 +243,11 @@ std::optional<int> exit_signal(std::string_view line) {
 }
 
 Match match_signal(std::string_view line) {
-  if (contains_any(
-          line, {"Signal 7 (SIGBUS)", "SIGBUS received", "Bus error (core dumped)", "Fatal Python error: Bus error"}))
+  // Stack dumpers: UCX's "Caught signal 7 (Bus error: nonexistent physical address)", glog's
+  // "*** SIGBUS (@0x7f...) received by PID N", absl's "*** SIGBUS received at time=", gdb's.
+  if (contains_any(line,
+                   {"Signal 7 (SIGBUS)", "SIGBUS received", "Bus error (core dumped)", "Fatal Python error: Bus error",
+                    "Caught signal 7 (Bus error", "*** SIGBUS (@0x", "received signal SIGBUS"}))
     return line_of(CrashLine::kSigbusExit);
   if (contains_any(line, {"is killed by signal: Killed", "Signal 9 (SIGKILL)", "signal 9:SIGKILL",
                           "Out of memory: Killed process", "OOMKilled"}))

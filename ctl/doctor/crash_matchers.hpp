@@ -21,7 +21,7 @@ struct CrashLine {
     kTorchShmNoSpace,         // "unable to write to file </torch_...>", with or without ": No space left on device"
     kTorchShmAllocate,        // "unable to allocate shared memory(shm) for file </torch_...>" (PyTorch 2.x)
     kNcclSegment,             // "Error while creating shared memory segment ... (size N)", posix_fallocate's ENOSPC
-    kSigbusExit,              // exit status 135, exitcode -7, "Signal 7 (SIGBUS)", "Bus error (core dumped)"
+    kSigbusExit,              // exit status 135, exitcode -7, "Signal 7 (SIGBUS)", stack dumpers' SIGBUS lines
     kWorkersExited,           // "DataLoader worker (pid(s) ...) exited unexpectedly": a consequence
     kVllmShmInsufficient,     // "Insufficient space in /dev/shm: 160 MiB required, 64 MiB free"
     kVllmMqStalled,           // "No available shared memory broadcast block found in 60 seconds"
@@ -43,7 +43,7 @@ struct CrashLine {
   Kind kind = kSigbusExit;
   std::optional<std::uint64_t> bytes;      // what was asked: a segment, a region, the object store
   std::optional<std::uint64_t> available;  // what /dev/shm had, when the line says
-  std::string detail;                      // the error after the numbers ("No space left on device"), a size hint
+  std::string detail;                      // the error after the numbers, a size hint, "nccl" for NCCL frames
 };
 
 // The family `text` reports, and its numbers; nullopt for a line that reports none.

@@ -322,6 +322,25 @@ void sigbus_rule(const CrashFacts& f, std::vector<Finding>& out) {
       std::any_of(out.begin(), out.end(), [](const Finding& x) { return x.level == Level::kFail; });
   const CrashEvidence* e = first(f, CrashEvidence::kSigbusExit);
   if (any_shm_failure || !(e || (f.exit_code && *f.exit_code == 135))) return;
+  const auto nccl_frames = std::find_if(f.evidence.begin(), f.evidence.end(), [](const CrashEvidence& x) {
+    return x.kind == CrashEvidence::kSigbusExit && x.detail == "nccl";
+  });
+  if (nccl_frames != f.evidence.end()) {
+    out.push_back(
+        {Level::kFail, "sigbus-exit",
+         "a process was killed by SIGBUS in NCCL's own frames (" + where(*nccl_frames) +
+             "): NCCL's SHM transport and its proxy map segments in /dev/shm (/dev/shm/nccl-*), and NCCL 2.12 to "
+             "2.18 size them with ftruncate() alone, so a /dev/shm too small for them is a bus error at the first "
+             "write instead of an error NCCL can print." +
+             had(f),
+         "give /dev/shm room for NCCL's segments: " + ranks_sizing(f) + " counts them for the ranks of a node, or " +
+             (in_kubernetes(f) ? annotation(RequestKey::kShmSize, "SIZE") : std::string("--shm-size SIZE")) +
+             "; NCCL_SHM_DISABLE=1 as a test (the bus error goes away if /dev/shm was the cause; NCCL then uses "
+             "P2P or sockets, slower between GPUs without NVLink); NCCL 2.19 and later fallocate the segments "
+             "and report \"failed to extend\" instead",
+         "NCCL"});
+    return;
+  }
   std::string engine_fix;
   if (names(f, "vLLM"))
     engine_fix =
@@ -454,6 +473,20 @@ void fallback_rules(const CrashFacts& f, std::vector<Finding>& out) {
                  ""});
 }
 
+// The frames a stack dumper prints below a signal's line name NCCL ("ncclShmOpen",
+// "ncclProxyService", "libnccl.so"), within the next `kFrameLines` lines.
+constexpr std::size_t kFrameLines = 24;
+
+bool nccl_frames_below(const std::vector<std::string_view>& lines, std::size_t at) {
+  for (std::size_t i = at + 1; i < lines.size() && i <= at + kFrameLines; ++i) {
+    const std::string_view l = lines[i];
+    if (l.find("libnccl") != std::string_view::npos) return true;
+    for (std::size_t n = l.find("nccl"); n != std::string_view::npos; n = l.find("nccl", n + 1))
+      if (n + 4 < l.size() && std::isupper(static_cast<unsigned char>(l[n + 4]))) return true;
+  }
+  return false;
+}
+
 // A line without its surrounding blanks, for joining a re-wrapped message to its first line.
 std::string_view trimmed(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -499,6 +532,7 @@ void read_crash_log(std::string_view text, CrashFacts& f) {
       if ((match = match_crash_line(joined))) seen_text = joined;
     }
     if (!match) continue;
+    if (match->kind == CrashEvidence::kSigbusExit && nccl_frames_below(lines, i)) match->detail = "nccl";
     CrashEvidence e;
     static_cast<CrashLine&>(e) = std::move(*match);
     e.line = i + 1;

@@ -225,6 +225,36 @@ TEST(DoctorLog, TritonsRegionGetsTritonsAdviceUnlessItExists) {
   }
 }
 
+TEST(DoctorLog, ABusErrorInNcclsFramesIsNcclsSegments) {
+  for (const char* file : {"nccl-sigbus-ucx-frames-pipedream-76.log", "nccl-sigbus-gdb-shm-open-jax-toolbox-183.log"}) {
+    const CrashFacts f = read(file);
+    ASSERT_FALSE(f.evidence.empty()) << file;
+    EXPECT_EQ(f.evidence[0].kind, CrashEvidence::kSigbusExit);
+    EXPECT_EQ(f.evidence[0].detail, "nccl");
+    const auto findings = diagnose_crash(f);
+    ASSERT_EQ(checks(findings), "sigbus-exit=FAIL") << file;
+    EXPECT_EQ(findings[0].engine, "NCCL");
+    EXPECT_CONTAINS(findings[0].message, "NCCL's own frames");
+    EXPECT_CONTAINS(findings[0].fix, "NCCL_SHM_DISABLE=1");
+    EXPECT_CONTAINS(findings[0].fix, "--shm-size");
+  }
+  // glog's form; and a bus error with no NCCL frame below keeps the general finding.
+  CrashFacts glog;
+  read_crash_log(
+      "*** SIGBUS (@0x7f3a2c000000) received by PID 42 (TID 0x7f3a) from PID 0; stack trace: ***\n"
+      "    @     0x7f3b1c2d3e4f  ncclShmOpen()\n",
+      glog);
+  auto findings = diagnose_crash(glog);
+  ASSERT_EQ(checks(findings), "sigbus-exit=FAIL");
+  EXPECT_EQ(findings[0].engine, "NCCL");
+  CrashFacts bare;
+  read_crash_log("[host:1:0:2] Caught signal 7 (Bus error: nonexistent physical address)\n 0 0x1 killpg()  ???:0\n",
+                 bare);
+  findings = diagnose_crash(bare);
+  ASSERT_EQ(checks(findings), "sigbus-exit=FAIL");
+  EXPECT_EQ(findings[0].engine, "");
+}
+
 TEST(DoctorLog, HostileLogs) {
   CrashFacts f;
   // A line of a megabyte, control bytes, and a size that overflows: bounded, no crash.
