@@ -135,6 +135,13 @@ Match match_nccl_timeout(std::string_view line) {
   return std::nullopt;
 }
 
+// ncclGetErrorString(ncclSystemError) in every release; 2.18.1 appends "(run with NCCL_DEBUG=INFO
+// for details)". Which call failed is only in a WARN line, printed when NCCL_DEBUG is set.
+Match match_nccl_system_error(std::string_view line) {
+  if (contains(line, "unhandled system error")) return line_of(CrashLine::kNcclSystemError);
+  return std::nullopt;
+}
+
 Match match_nccl_network(std::string_view line) {
   const bool nccl = contains(line, "NCCL WARN");
   if (nccl && contains_any(line, {"Connection reset by peer", "Connection closed by remote peer", "Connection refused",
@@ -294,8 +301,19 @@ Match match_disk_full(std::string_view line) {
 // In order: a line that says more is read by the matcher that says most (Triton's and NCCL's
 // lines end in "No space left on device", which alone is a disk).
 constexpr Match (*kMatchers[])(std::string_view) = {
-    match_vllm,     match_ray,          match_triton,       match_nccl_shm, match_torch_shm, match_dataloader,
-    match_fd_limit, match_nccl_timeout, match_nccl_network, match_cuda,     match_signal,    match_disk_full,
+    match_vllm,
+    match_ray,
+    match_triton,
+    match_nccl_shm,
+    match_torch_shm,
+    match_dataloader,
+    match_fd_limit,
+    match_nccl_timeout,
+    match_nccl_network,
+    match_cuda,
+    match_signal,
+    match_disk_full,
+    match_nccl_system_error,
 };
 
 }  // namespace
@@ -329,7 +347,9 @@ const char* crash_kind_name(CrashLine::Kind kind) {
                                        "nccl-timeout",
                                        "nccl-network",
                                        "disk-full",
-                                       "torch-mmap-no-memory"};
+                                       "torch-mmap-no-memory",
+                                       "shm-write-no-space",
+                                       "nccl-system-error"};
   return enum_name(kind, kNames);
 }
 

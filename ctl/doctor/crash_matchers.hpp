@@ -39,6 +39,7 @@ struct CrashLine {
     kDiskFull,           // "No space left on device" anywhere but /dev/shm: a checkpoint, a cache
     kTorchMmapNoMemory,  // "unable to mmap N bytes from file </torch_...>: Cannot allocate memory"
     kShmWriteNoSpace,    // "[Errno 28] No space left on device: '/dev/shm/...'": any program writing there
+    kNcclSystemError,    // "unhandled system error": ncclSystemError with no WARN line saying which call failed
   };
   Kind kind = kSigbusExit;
   std::optional<std::uint64_t> bytes;      // what was asked: a segment, a region, the object store

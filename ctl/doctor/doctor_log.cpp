@@ -369,6 +369,31 @@ void sigbus_rule(const CrashFacts& f, std::vector<Finding>& out) {
                  f.engines.empty() ? "" : f.engines.front()});
 }
 
+// ncclSystemError with no line saying which call failed: NCCL prints its WARN lines only when
+// NCCL_DEBUG is set, and the other NCCL rules read those.
+void nccl_system_error_rule(const CrashFacts& f, std::vector<Finding>& out) {
+  const CrashEvidence* e = first(f, CrashEvidence::kNcclSystemError);
+  if (!e || has(f, CrashEvidence::kNcclSegment) || has(f, CrashEvidence::kNcclShmAttach) ||
+      has(f, CrashEvidence::kNcclNetwork) || has(f, CrashEvidence::kNcclTimeout))
+    return;
+  if (std::any_of(out.begin(), out.end(), [](const Finding& x) { return x.level == Level::kFail; })) return;
+  out.push_back(
+      {Level::kWarn, "nccl-system-error",
+       "NCCL stopped with ncclSystemError, \"unhandled system error\" (" + where(*e) +
+           "), and the log has no NCCL WARN line saying which system call failed. In a container the most common "
+           "one is /dev/shm: the SHM transport creates a segment per peer it cannot reach by P2P "
+           "(/dev/shm/nccl-*, nccl-shm-* before 2.12), and Docker's 64 MiB holds a few. Other causes are sockets, "
+           "InfiniBand, /dev/shm's permissions, or a peer that died first." +
+           had(f),
+       "tell them apart: rerun with NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,SHM,NET) and give doctor that log: "
+       "\"Error while creating shared memory segment\", \"failed to extend /dev/shm/nccl-\" or \"posix_fallocate "
+       "failed: No space left on device\" is /dev/shm running out; df -h /dev/shm while it starts; "
+       "NCCL_SHM_DISABLE=1 as a test (if the error goes away, NCCL's segments did not fit). If it is /dev/shm: " +
+           ranks_sizing(f) + " counts NCCL's segments, or " +
+           (in_kubernetes(f) ? annotation(RequestKey::kShmSize, "SIZE") : std::string("--shm-size SIZE")),
+       "NCCL"});
+}
+
 // --- Not /dev/shm: each its own finding, and never a /dev/shm fix ---
 
 void fd_limit_rule(const CrashFacts& f, std::vector<Finding>& out) {
@@ -547,7 +572,7 @@ void read_crash_log(std::string_view text, CrashFacts& f) {
 std::vector<Finding> diagnose_crash(const CrashFacts& f) {
   std::vector<Finding> out;
   for (auto rule : {dataloader_rule, torch_shm_rule, shm_write_rule, nccl_rule, vllm_rule, ray_rule, triton_rule,
-                    sigbus_rule, fd_limit_rule, oom_rule, lookalike_rules, fallback_rules})
+                    sigbus_rule, nccl_system_error_rule, fd_limit_rule, oom_rule, lookalike_rules, fallback_rules})
     rule(f, out);
   return out;
 }

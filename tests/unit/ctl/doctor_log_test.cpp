@@ -255,6 +255,25 @@ TEST(DoctorLog, ABusErrorInNcclsFramesIsNcclsSegments) {
   EXPECT_EQ(findings[0].engine, "");
 }
 
+TEST(DoctorLog, NcclsBareSystemErrorIsAWarningThatSaysHowToTell) {
+  auto findings = diagnose_crash(read("nccl-unhandled-system-error-nccl-473.log"));
+  ASSERT_EQ(checks(findings), "nccl-system-error=WARN");
+  EXPECT_CONTAINS(findings[0].fix, "NCCL_DEBUG=INFO");
+  EXPECT_CONTAINS(findings[0].fix, "NCCL_SHM_DISABLE=1");
+  EXPECT_CONTAINS(findings[0].fix, "--shm-size");
+  // NCCL 2.18's wording, as PyTorch wraps it.
+  CrashFacts wrapped;
+  read_crash_log(
+      "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+      "ProcessGroupNCCL.cpp:1691, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL "
+      "version 2.19.3\n",
+      wrapped);
+  EXPECT_EQ(checks(diagnose_crash(wrapped)), "nccl-system-error=WARN");
+  // With NCCL's WARN lines the segment's own finding says it, and the warning stays out.
+  findings = diagnose_crash(read("nccl-segment-no-space.log"));
+  EXPECT_EQ(checks(findings).find("nccl-system-error"), std::string::npos) << checks(findings);
+}
+
 TEST(DoctorLog, HostileLogs) {
   CrashFacts f;
   // A line of a megabyte, control bytes, and a size that overflows: bounded, no crash.
