@@ -484,10 +484,17 @@ void fallback_rules(const CrashFacts& f, std::vector<Finding>& out) {
   if (const CrashEvidence* e = first(f, CrashEvidence::kWorkersExited)) {
     out.push_back({Level::kWarn, "dataloader-exited",
                    "DataLoader workers exited unexpectedly (" + where(*e) +
-                       "), and the log shows no bus error or /dev/shm allocation failure: the kernel's OOM "
-                       "killer is the other usual cause (dmesg, or `docker inspect` OOMKilled)",
-                   "if they were OOM-killed, raise the memory limit (a full /dev/shm counts against it too); "
-                   "otherwise the worker's own traceback above says why",
+                       ") and the log names no cause. In a container the most common one is a full /dev/shm: a "
+                       "worker killed by SIGBUS while it wrote a batch there is reported this way when no SIGCHLD "
+                       "handler named the signal (PyTorch sets it only when the DataLoader runs in the main thread). "
+                       "The other is the kernel's OOM killer (SIGKILL); a worker's own exception prints its "
+                       "traceback above this line." +
+                       had(f),
+                   "tell them apart: dmesg | grep -i 'killed process', docker inspect --format "
+                   "'{{.State.OOMKilled}}' CONTAINER (a pod's reason OOMKilled) for the OOM killer, which a larger "
+                   "memory limit fixes (a full /dev/shm counts against it too); df -h /dev/shm while the job runs, "
+                   "or gpu-run-ctl doctor --container NAME, for a /dev/shm that filled, which the job's sizing fixes; "
+                   "num_workers=0 shows a worker's own error in the main process",
                    "PyTorch DataLoader"});
     return;
   }

@@ -160,6 +160,17 @@ TEST(DoctorLog, WorkersThatExitedWithoutABusErrorAreOnlyAWarning) {
   const auto findings = diagnose_crash(read("oom-killed-workers.log"));
   ASSERT_EQ(checks(findings), "dataloader-exited=WARN");
   EXPECT_NE(findings[0].message.find("OOM"), std::string::npos);
+  // /dev/shm named as the usual cause in a container, and how to tell it from the OOM killer.
+  EXPECT_CONTAINS(findings[0].message, "most common one is a full /dev/shm");
+  EXPECT_CONTAINS(findings[0].fix, "df -h /dev/shm");
+  EXPECT_CONTAINS(findings[0].fix, "OOMKilled");
+  // PyTorch's other wording, with the exit code, reads the same.
+  CrashFacts f;
+  read_crash_log(
+      "RuntimeError: DataLoader worker (pid 59) exited unexpectedly with exit code 1. Details are lost due "
+      "to multiprocessing. Rerunning with num_workers=0 may give better error trace.\n",
+      f);
+  EXPECT_EQ(checks(diagnose_crash(f)), "dataloader-exited=WARN");
 }
 
 TEST(DoctorLog, RaysOlderWordings) {
