@@ -67,7 +67,7 @@ std::string rest_after(std::string_view line, std::string_view key) {
   if (at == std::string_view::npos) return "";
   std::string_view rest = line.substr(at + key.size());
   while (!rest.empty() && (rest.back() == ' ' || rest.back() == ';' || rest.back() == '`' || rest.back() == '"' ||
-                           rest.back() == '.' || rest.back() == '\t'))
+                           rest.back() == '.' || rest.back() == '\t' || rest.back() == '|'))
     rest.remove_suffix(1);
   return std::string(rest.substr(0, 120));
 }
@@ -135,6 +135,13 @@ Match match_nccl_timeout(std::string_view line) {
   return std::nullopt;
 }
 
+// ncclGetErrorString(ncclSystemError) in every release; 2.18.1 appends "(run with NCCL_DEBUG=INFO
+// for details)". Which call failed is only in a WARN line, printed when NCCL_DEBUG is set.
+Match match_nccl_system_error(std::string_view line) {
+  if (contains(line, "unhandled system error")) return line_of(CrashLine::kNcclSystemError);
+  return std::nullopt;
+}
+
 Match match_nccl_network(std::string_view line) {
   const bool nccl = contains(line, "NCCL WARN");
   if (nccl && contains_any(line, {"Connection reset by peer", "Connection closed by remote peer", "Connection refused",
@@ -164,11 +171,19 @@ Match match_vllm(std::string_view line) {
 // --- Ray's object store (plasma) ---
 
 Match match_ray(std::string_view line) {
-  if (contains(line, "object store is using /tmp instead of /dev/shm")) {
+  // The directory is /tmp up to 0.8, the user's temp directory after, /tmp/ray in recent releases.
+  const std::size_t using_at = line.find("object store is using ");
+  if (using_at != std::string_view::npos && line.find(" instead of /dev/shm", using_at) != std::string_view::npos) {
     Match m = line_of(CrashLine::kRayStoreOnTmp);
     m->available = number_after(line, "/dev/shm has only ");
     m->detail = rest_after(line, "'--shm-size=");
     if (const std::size_t quote = m->detail.find('\''); quote != std::string::npos) m->detail.resize(quote);
+    return m;
+  }
+  // Ray 0.1 to 0.5 (python/ray/services.py): the store shrunk to 80% of what /dev/shm had.
+  if (contains(line, "Reducing object store memory because /dev/shm has only")) {
+    Match m = line_of(CrashLine::kRayStoreShrunk);
+    m->available = number_after(line, "/dev/shm has only ");
     return m;
   }
   if (contains(line, "System memory request exceeds memory available in /dev/shm")) {
@@ -188,13 +203,27 @@ Match match_ray(std::string_view line) {
 
 // --- Triton's python backend: a shared-memory region per model instance ---
 
+// Its wordings since r21.05 (src/shm_manager.cc, src/python.cc): "unable to initialize shared-memory
+// key 'K' to requested size: N bytes" (April 2021), "Unable to initialize shared memory key 'K' to
+// requested size (N bytes)" after; "Failed to increase the shared memory pool size for key 'K' to N
+// bytes", without the key since June 2025; "Failed to initialize the model instance M because it run
+// out of shared memory" (spring 2021). "Error: E" follows from June 2021 on.
 Match match_triton(std::string_view line) {
-  const bool init = contains(line, "Unable to initialize shared memory key");
+  const bool init = contains_nocase(line, "to initialize shared memory key") ||
+                    contains_nocase(line, "to initialize shared-memory key");
   const bool grow = contains(line, "Failed to increase the shared memory pool size");
-  if (!init && !grow) return std::nullopt;
+  const bool instance = contains(line, "because it run out of shared memory");
+  if (!init && !grow && !instance) return std::nullopt;
   Match m = line_of(CrashLine::kTritonShm);
-  m->bytes = init ? number_after(line, "to requested size (") : number_after(line, "' to ");
+  if (init) {
+    m->bytes = number_after(line, "to requested size (");
+    if (!m->bytes) m->bytes = number_after(line, "to requested size: ");
+  } else if (grow) {
+    m->bytes = number_after(line, "' to ");
+    if (!m->bytes) m->bytes = number_after(line, "pool size to ");
+  }
   m->detail = rest_after(line, "Error: ");
+  if (instance || contains(line, "no bytes available in /dev/shm")) m->detail = "out of shared memory";
   if (grow) m->detail = "grow: " + m->detail;
   return m;
 }
@@ -221,8 +250,11 @@ std::optional<int> exit_signal(std::string_view line) {
 }
 
 Match match_signal(std::string_view line) {
-  if (contains_any(
-          line, {"Signal 7 (SIGBUS)", "SIGBUS received", "Bus error (core dumped)", "Fatal Python error: Bus error"}))
+  // Stack dumpers: UCX's "Caught signal 7 (Bus error: nonexistent physical address)", glog's
+  // "*** SIGBUS (@0x7f...) received by PID N", absl's "*** SIGBUS received at time=", gdb's.
+  if (contains_any(line,
+                   {"Signal 7 (SIGBUS)", "SIGBUS received", "Bus error (core dumped)", "Fatal Python error: Bus error",
+                    "Caught signal 7 (Bus error", "*** SIGBUS (@0x", "received signal SIGBUS"}))
     return line_of(CrashLine::kSigbusExit);
   if (contains_any(line, {"is killed by signal: Killed", "Signal 9 (SIGKILL)", "signal 9:SIGKILL",
                           "Out of memory: Killed process", "OOMKilled"}))
@@ -269,8 +301,19 @@ Match match_disk_full(std::string_view line) {
 // In order: a line that says more is read by the matcher that says most (Triton's and NCCL's
 // lines end in "No space left on device", which alone is a disk).
 constexpr Match (*kMatchers[])(std::string_view) = {
-    match_vllm,     match_ray,          match_triton,       match_nccl_shm, match_torch_shm, match_dataloader,
-    match_fd_limit, match_nccl_timeout, match_nccl_network, match_cuda,     match_signal,    match_disk_full,
+    match_vllm,
+    match_ray,
+    match_triton,
+    match_nccl_shm,
+    match_torch_shm,
+    match_dataloader,
+    match_fd_limit,
+    match_nccl_timeout,
+    match_nccl_network,
+    match_cuda,
+    match_signal,
+    match_disk_full,
+    match_nccl_system_error,
 };
 
 }  // namespace
@@ -294,6 +337,7 @@ const char* crash_kind_name(CrashLine::Kind kind) {
                                        "vllm-mq-stalled",
                                        "ray-store-on-tmp",
                                        "ray-store-too-big",
+                                       "ray-store-shrunk",
                                        "triton-shm",
                                        "nccl-shm-attach",
                                        "fd-limit",
@@ -303,7 +347,9 @@ const char* crash_kind_name(CrashLine::Kind kind) {
                                        "nccl-timeout",
                                        "nccl-network",
                                        "disk-full",
-                                       "torch-mmap-no-memory"};
+                                       "torch-mmap-no-memory",
+                                       "shm-write-no-space",
+                                       "nccl-system-error"};
   return enum_name(kind, kNames);
 }
 

@@ -21,12 +21,13 @@ struct CrashLine {
     kTorchShmNoSpace,         // "unable to write to file </torch_...>", with or without ": No space left on device"
     kTorchShmAllocate,        // "unable to allocate shared memory(shm) for file </torch_...>" (PyTorch 2.x)
     kNcclSegment,             // "Error while creating shared memory segment ... (size N)", posix_fallocate's ENOSPC
-    kSigbusExit,              // exit status 135, exitcode -7, "Signal 7 (SIGBUS)", "Bus error (core dumped)"
+    kSigbusExit,              // exit status 135, exitcode -7, "Signal 7 (SIGBUS)", stack dumpers' SIGBUS lines
     kWorkersExited,           // "DataLoader worker (pid(s) ...) exited unexpectedly": a consequence
     kVllmShmInsufficient,     // "Insufficient space in /dev/shm: 160 MiB required, 64 MiB free"
     kVllmMqStalled,           // "No available shared memory broadcast block found in 60 seconds"
     kRayStoreOnTmp,           // "The object store is using /tmp instead of /dev/shm because /dev/shm has only N bytes"
     kRayStoreTooBig,          // "System memory request exceeds memory available in /dev/shm", "exceeds /dev/shm size"
+    kRayStoreShrunk,          // "Reducing object store memory because /dev/shm has only N bytes available" (Ray <= 0.5)
     kTritonShm,          // "Unable to initialize shared memory key ...", "Failed to increase the shared memory pool"
     kNcclShmAttach,      // "Error while attaching to shared memory segment ...: No such file or directory"
     kFdLimit,            // "received 0 items of ancdata", "Too many open files", Errno 24
@@ -38,11 +39,12 @@ struct CrashLine {
     kDiskFull,           // "No space left on device" anywhere but /dev/shm: a checkpoint, a cache
     kTorchMmapNoMemory,  // "unable to mmap N bytes from file </torch_...>: Cannot allocate memory"
     kShmWriteNoSpace,    // "[Errno 28] No space left on device: '/dev/shm/...'": any program writing there
+    kNcclSystemError,    // "unhandled system error": ncclSystemError with no WARN line saying which call failed
   };
   Kind kind = kSigbusExit;
   std::optional<std::uint64_t> bytes;      // what was asked: a segment, a region, the object store
   std::optional<std::uint64_t> available;  // what /dev/shm had, when the line says
-  std::string detail;                      // the error after the numbers ("No space left on device"), a size hint
+  std::string detail;                      // the error after the numbers, a size hint, "nccl" for NCCL frames
 };
 
 // The family `text` reports, and its numbers; nullopt for a line that reports none.

@@ -232,8 +232,9 @@ void vllm_rule(const CrashFacts& f, std::vector<Finding>& out) {
 void ray_rule(const CrashFacts& f, std::vector<Finding>& out) {
   const CrashEvidence* big = first(f, CrashEvidence::kRayStoreTooBig);
   const CrashEvidence* tmp = first(f, CrashEvidence::kRayStoreOnTmp);
-  if (!big && !tmp) return;
-  const CrashEvidence& e = big ? *big : *tmp;
+  const CrashEvidence* shrunk = first(f, CrashEvidence::kRayStoreShrunk);
+  if (!big && !tmp && !shrunk) return;
+  const CrashEvidence& e = big ? *big : tmp ? *tmp : *shrunk;
   const std::string store = e.bytes ? " an object store of " + format_size(*e.bytes) : " its object store";
   const std::string shm = e.available ? " /dev/shm had " + format_size(*e.available) : " /dev/shm was smaller";
   const std::string fix =
@@ -247,9 +248,17 @@ void ray_rule(const CrashFacts& f, std::vector<Finding>& out) {
                    "Ray asked for" + store + " and" + shm + " (" + where(e) +
                        "): the raylet stops, or refuses to start, when the store does not fit /dev/shm." + had(f),
                    fix, "Ray"});
+  else if (!tmp)
+    out.push_back({Level::kWarn, "ray-object-store",
+                   "Ray shrank its object store to fit /dev/shm, because" + shm + " (" + where(e) +
+                       "): it starts with 80% of what /dev/shm had, and a job that puts more into the store "
+                       "than that fails or evicts objects later." +
+                       had(f),
+                   fix, "Ray"});
   else
     out.push_back({Level::kWarn, "ray-object-store",
-                   "Ray put its object store on /tmp, on disk, because" + shm + " (" + where(e) +
+                   "Ray put its object store in a directory on disk instead of /dev/shm, because" + shm + " (" +
+                       where(e) +
                        "): it runs, slower (\"This will harm performance!\"), and a large store on a small disk "
                        "fails later." +
                        had(f),
@@ -266,18 +275,36 @@ void triton_rule(const CrashFacts& f, std::vector<Finding>& out) {
       std::string(grow ? "grow" : "create") + " the shared-memory region " + (key.empty() ? "" : key + " ") +
       "of a model instance" +
       (e->bytes ? " to " + format_size(*e->bytes) + " (" + std::to_string(*e->bytes) + " bytes)" : "");
-  if (error.find("No space left on device") != std::string::npos) {
+  const std::string fix =
+      "give /dev/shm a region per python-backend model instance plus their growth: " + shm_size_fix(f, {}) +
+      " (Triton's own advice: --shm-size); or lower what each starts with: tritonserver "
+      "--backend-config=python,shm-default-byte-size=BYTES (and shm-growth-byte-size), or fewer "
+      "instances (instance_group count); servers that share one /dev/shm each need their own "
+      "--backend-config=python,shm-region-prefix-name=PREFIX";
+  const std::string regions =
+      " Every instance of every python-backend model maps its own region, which starts at "
+      "shm-default-byte-size and grows by shm-growth-byte-size as requests need.";
+  const bool not_space =
+      error.find("File exists") != std::string::npos || error.find("Connection timed out") != std::string::npos;
+  if (error.find("No space left on device") != std::string::npos || error == "out of shared memory") {
     out.push_back(
         {Level::kFail, "triton-python-shm",
-         "Triton's python backend could not " + what + ": /dev/shm is full (" + where(*e) +
-             "). Every instance of every python-backend model maps its own region, which starts at "
-             "shm-default-byte-size and grows by shm-growth-byte-size as requests need." +
-             had(f),
-         "give /dev/shm a region per python-backend model instance plus their growth: " + shm_size_fix(f, {}) +
-             "; or lower what each starts with: tritonserver "
-             "--backend-config=python,shm-default-byte-size=BYTES (and shm-growth-byte-size), or fewer "
-             "instances (instance_group count)",
-         "Triton"});
+         "Triton's python backend could not " + what + ": /dev/shm is full (" + where(*e) + ")." + regions + had(f),
+         fix, "Triton"});
+    return;
+  }
+  // Releases of spring 2021 name no error; those built on Boost.Interprocess 1.76 to 1.78 name the
+  // errno left by an earlier call, as shared_memory_object::truncate() read errno after
+  // posix_fallocate(), which returns its error instead (boostorg/interprocess#166).
+  if (!not_space) {
+    out.push_back({Level::kWarn, "triton-python-shm",
+                   "Triton's python backend could not " + what + " (" + where(*e) + ")" +
+                       (error.empty() ? ", with no error named" : ", with \"" + error + "\"") +
+                       ": the python backend gives up on a region this way when posix_fallocate() finds no room "
+                       "in /dev/shm, and builds on Boost.Interprocess 1.76 to 1.78 print a stale errno (\"No "
+                       "such file or directory\") instead of ENOSPC. df -h /dev/shm shows whether it filled." +
+                       regions + had(f),
+                   fix, "Triton"});
     return;
   }
   out.push_back({Level::kWarn, "triton-python-stub",
@@ -295,6 +322,25 @@ void sigbus_rule(const CrashFacts& f, std::vector<Finding>& out) {
       std::any_of(out.begin(), out.end(), [](const Finding& x) { return x.level == Level::kFail; });
   const CrashEvidence* e = first(f, CrashEvidence::kSigbusExit);
   if (any_shm_failure || !(e || (f.exit_code && *f.exit_code == 135))) return;
+  const auto nccl_frames = std::find_if(f.evidence.begin(), f.evidence.end(), [](const CrashEvidence& x) {
+    return x.kind == CrashEvidence::kSigbusExit && x.detail == "nccl";
+  });
+  if (nccl_frames != f.evidence.end()) {
+    out.push_back(
+        {Level::kFail, "sigbus-exit",
+         "a process was killed by SIGBUS in NCCL's own frames (" + where(*nccl_frames) +
+             "): NCCL's SHM transport and its proxy map segments in /dev/shm (/dev/shm/nccl-*), and NCCL 2.12 to "
+             "2.18 size them with ftruncate() alone, so a /dev/shm too small for them is a bus error at the first "
+             "write instead of an error NCCL can print." +
+             had(f),
+         "give /dev/shm room for NCCL's segments: " + ranks_sizing(f) + " counts them for the ranks of a node, or " +
+             (in_kubernetes(f) ? annotation(RequestKey::kShmSize, "SIZE") : std::string("--shm-size SIZE")) +
+             "; NCCL_SHM_DISABLE=1 as a test (the bus error goes away if /dev/shm was the cause; NCCL then uses "
+             "P2P or sockets, slower between GPUs without NVLink); NCCL 2.19 and later fallocate the segments "
+             "and report \"failed to extend\" instead",
+         "NCCL"});
+    return;
+  }
   std::string engine_fix;
   if (names(f, "vLLM"))
     engine_fix =
@@ -321,6 +367,31 @@ void sigbus_rule(const CrashFacts& f, std::vector<Finding>& out) {
                      "frees them); if the bus error hit while reading a memory-mapped file (a checkpoint, a dataset), "
                      "/dev/shm is not the cause: that file shrank or its disk filled",
                  f.engines.empty() ? "" : f.engines.front()});
+}
+
+// ncclSystemError with no line saying which call failed: NCCL prints its WARN lines only when
+// NCCL_DEBUG is set, and the other NCCL rules read those.
+void nccl_system_error_rule(const CrashFacts& f, std::vector<Finding>& out) {
+  const CrashEvidence* e = first(f, CrashEvidence::kNcclSystemError);
+  if (!e || has(f, CrashEvidence::kNcclSegment) || has(f, CrashEvidence::kNcclShmAttach) ||
+      has(f, CrashEvidence::kNcclNetwork) || has(f, CrashEvidence::kNcclTimeout))
+    return;
+  if (std::any_of(out.begin(), out.end(), [](const Finding& x) { return x.level == Level::kFail; })) return;
+  out.push_back(
+      {Level::kWarn, "nccl-system-error",
+       "NCCL stopped with ncclSystemError, \"unhandled system error\" (" + where(*e) +
+           "), and the log has no NCCL WARN line saying which system call failed. In a container the most common "
+           "one is /dev/shm: the SHM transport creates a segment per peer it cannot reach by P2P "
+           "(/dev/shm/nccl-*, nccl-shm-* before 2.12), and Docker's 64 MiB holds a few. Other causes are sockets, "
+           "InfiniBand, /dev/shm's permissions, or a peer that died first." +
+           had(f),
+       "tell them apart: rerun with NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,SHM,NET) and give doctor that log: "
+       "\"Error while creating shared memory segment\", \"failed to extend /dev/shm/nccl-\" or \"posix_fallocate "
+       "failed: No space left on device\" is /dev/shm running out; df -h /dev/shm while it starts; "
+       "NCCL_SHM_DISABLE=1 as a test (if the error goes away, NCCL's segments did not fit). If it is /dev/shm: " +
+           ranks_sizing(f) + " counts NCCL's segments, or " +
+           (in_kubernetes(f) ? annotation(RequestKey::kShmSize, "SIZE") : std::string("--shm-size SIZE")),
+       "NCCL"});
 }
 
 // --- Not /dev/shm: each its own finding, and never a /dev/shm fix ---
@@ -413,10 +484,17 @@ void fallback_rules(const CrashFacts& f, std::vector<Finding>& out) {
   if (const CrashEvidence* e = first(f, CrashEvidence::kWorkersExited)) {
     out.push_back({Level::kWarn, "dataloader-exited",
                    "DataLoader workers exited unexpectedly (" + where(*e) +
-                       "), and the log shows no bus error or /dev/shm allocation failure: the kernel's OOM "
-                       "killer is the other usual cause (dmesg, or `docker inspect` OOMKilled)",
-                   "if they were OOM-killed, raise the memory limit (a full /dev/shm counts against it too); "
-                   "otherwise the worker's own traceback above says why",
+                       ") and the log names no cause. In a container the most common one is a full /dev/shm: a "
+                       "worker killed by SIGBUS while it wrote a batch there is reported this way when no SIGCHLD "
+                       "handler named the signal (PyTorch sets it only when the DataLoader runs in the main thread). "
+                       "The other is the kernel's OOM killer (SIGKILL); a worker's own exception prints its "
+                       "traceback above this line." +
+                       had(f),
+                   "tell them apart: dmesg | grep -i 'killed process', docker inspect --format "
+                   "'{{.State.OOMKilled}}' CONTAINER (a pod's reason OOMKilled) for the OOM killer, which a larger "
+                   "memory limit fixes (a full /dev/shm counts against it too); df -h /dev/shm while the job runs, "
+                   "or gpu-run-ctl doctor --container NAME, for a /dev/shm that filled, which the job's sizing fixes; "
+                   "num_workers=0 shows a worker's own error in the main process",
                    "PyTorch DataLoader"});
     return;
   }
@@ -425,6 +503,20 @@ void fallback_rules(const CrashFacts& f, std::vector<Finding>& out) {
                      (f.exit_code ? " (exit status " + std::to_string(*f.exit_code) + ")" : "") +
                      ": no DataLoader bus error, no PyTorch, NCCL, vLLM, Ray or Triton shared-memory failure",
                  ""});
+}
+
+// The frames a stack dumper prints below a signal's line name NCCL ("ncclShmOpen",
+// "ncclProxyService", "libnccl.so"), within the next `kFrameLines` lines.
+constexpr std::size_t kFrameLines = 24;
+
+bool nccl_frames_below(const std::vector<std::string_view>& lines, std::size_t at) {
+  for (std::size_t i = at + 1; i < lines.size() && i <= at + kFrameLines; ++i) {
+    const std::string_view l = lines[i];
+    if (l.find("libnccl") != std::string_view::npos) return true;
+    for (std::size_t n = l.find("nccl"); n != std::string_view::npos; n = l.find("nccl", n + 1))
+      if (n + 4 < l.size() && std::isupper(static_cast<unsigned char>(l[n + 4]))) return true;
+  }
+  return false;
 }
 
 // A line without its surrounding blanks, for joining a re-wrapped message to its first line.
@@ -472,6 +564,7 @@ void read_crash_log(std::string_view text, CrashFacts& f) {
       if ((match = match_crash_line(joined))) seen_text = joined;
     }
     if (!match) continue;
+    if (match->kind == CrashEvidence::kSigbusExit && nccl_frames_below(lines, i)) match->detail = "nccl";
     CrashEvidence e;
     static_cast<CrashLine&>(e) = std::move(*match);
     e.line = i + 1;
@@ -486,7 +579,7 @@ void read_crash_log(std::string_view text, CrashFacts& f) {
 std::vector<Finding> diagnose_crash(const CrashFacts& f) {
   std::vector<Finding> out;
   for (auto rule : {dataloader_rule, torch_shm_rule, shm_write_rule, nccl_rule, vllm_rule, ray_rule, triton_rule,
-                    sigbus_rule, fd_limit_rule, oom_rule, lookalike_rules, fallback_rules})
+                    sigbus_rule, nccl_system_error_rule, fd_limit_rule, oom_rule, lookalike_rules, fallback_rules})
     rule(f, out);
   return out;
 }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <tuple>
 
 #include "base/units.hpp"
 #include "ctl/doctor/doctor_render.hpp"
@@ -159,6 +160,129 @@ TEST(DoctorLog, WorkersThatExitedWithoutABusErrorAreOnlyAWarning) {
   const auto findings = diagnose_crash(read("oom-killed-workers.log"));
   ASSERT_EQ(checks(findings), "dataloader-exited=WARN");
   EXPECT_NE(findings[0].message.find("OOM"), std::string::npos);
+  // /dev/shm named as the usual cause in a container, and how to tell it from the OOM killer.
+  EXPECT_CONTAINS(findings[0].message, "most common one is a full /dev/shm");
+  EXPECT_CONTAINS(findings[0].fix, "df -h /dev/shm");
+  EXPECT_CONTAINS(findings[0].fix, "OOMKilled");
+  // PyTorch's other wording, with the exit code, reads the same.
+  CrashFacts f;
+  read_crash_log(
+      "RuntimeError: DataLoader worker (pid 59) exited unexpectedly with exit code 1. Details are lost due "
+      "to multiprocessing. Rerunning with num_workers=0 may give better error trace.\n",
+      f);
+  EXPECT_EQ(checks(diagnose_crash(f)), "dataloader-exited=WARN");
+}
+
+TEST(DoctorLog, RaysOlderWordings) {
+  // Ray 0.1 to 0.5 shrank the store; Ray 1.0 said "This may slow down performance!".
+  const CrashFacts shrunk = read("ray-object-store-reduced-ray-3029.log");
+  ASSERT_EQ(shrunk.evidence.size(), 1u);
+  EXPECT_EQ(shrunk.evidence[0].kind, CrashEvidence::kRayStoreShrunk);
+  EXPECT_EQ(shrunk.evidence[0].available, 65654784u);
+  auto findings = diagnose_crash(shrunk);
+  ASSERT_EQ(checks(findings), "ray-object-store=WARN");
+  EXPECT_CONTAINS(findings[0].message, "shrank its object store");
+  EXPECT_CONTAINS(findings[0].fix, "--object-store-memory");
+  findings = diagnose_crash(read("ray-object-store-tmp-plasma-wording-ray-11951.log"));
+  ASSERT_EQ(checks(findings), "ray-object-store=WARN");
+  // The directory it names is the user's temp directory, /tmp/ray in recent releases.
+  for (const char* dir : {"/tmp/ray", "/scratch/tmp"}) {
+    CrashFacts f;
+    read_crash_log(std::string("WARNING services.py:2248 -- WARNING: The object store is using ") + dir +
+                       " instead of /dev/shm because /dev/shm has only 67108864 bytes available.\n",
+                   f);
+    ASSERT_EQ(f.evidence.size(), 1u) << dir;
+    EXPECT_EQ(f.evidence[0].kind, CrashEvidence::kRayStoreOnTmp);
+    EXPECT_EQ(f.evidence[0].available, 64 * kMiB);
+  }
+}
+
+TEST(DoctorLog, TritonsRegionGetsTritonsAdviceUnlessItExists) {
+  // A stale errno ("No such file or directory") or none at all: Triton's own --shm-size advice.
+  for (const char* file :
+       {"triton-shm-key-enoent-modelmesh-serving-78.log", "triton-shm-key-enoent-sagemaker-python-sdk-2801.log"}) {
+    const auto findings = diagnose_crash(read(file));
+    ASSERT_EQ(checks(findings), "triton-python-shm=WARN") << file;
+    EXPECT_CONTAINS(findings[0].message, "\"No such file or directory\"");
+    EXPECT_CONTAINS(findings[0].fix, "--shm-size");
+    EXPECT_CONTAINS(findings[0].fix, "shm-default-byte-size");
+    EXPECT_CONTAINS(findings[0].fix, "shm-region-prefix-name");
+  }
+  for (const auto& [line, check, bytes] : std::vector<std::tuple<std::string, std::string, std::uint64_t>>{
+           // April 2021, lower case and no errno.
+           {"unable to initialize shared-memory key '/add_sub_0_CPU_0' to requested size: 67108864 bytes",
+            "triton-python-shm=WARN", 67108864},
+           {"Failed to initialize the model instance add_sub_0 because it run out of shared memory. Increase the "
+            "shared memory size to fix this error.",
+            "triton-python-shm=FAIL", 0},
+           {"Failed to increase the shared memory pool size for key '/m_0' to 67108864 bytes. There are no bytes "
+            "available in /dev/shm.",
+            "triton-python-shm=FAIL", 67108864},
+           // June 2025 on: no key.
+           {"Failed to increase the shared memory pool size to 134217728 bytes. If you are running Triton inside "
+            "docker, use '--shm-size' flag to control the shared memory region size. Error: No space left on device",
+            "triton-python-shm=FAIL", 134217728},
+           {"Unable to initialize shared memory key 'triton_python_backend_shm_region_1' to requested size (1048576 "
+            "bytes). If you are running Triton inside docker, use '--shm-size' flag to control the shared memory "
+            "region size. Each Python backend model instance requires at least 1 MB of shared memory. Error: File "
+            "exists",
+            "triton-python-stub=WARN", 1048576},
+       }) {
+    CrashFacts f;
+    read_crash_log(line + "\n", f);
+    ASSERT_EQ(f.evidence.size(), 1u) << line;
+    EXPECT_EQ(f.evidence[0].bytes.value_or(0), bytes) << line;
+    EXPECT_EQ(checks(diagnose_crash(f)), check) << line;
+  }
+}
+
+TEST(DoctorLog, ABusErrorInNcclsFramesIsNcclsSegments) {
+  for (const char* file : {"nccl-sigbus-ucx-frames-pipedream-76.log", "nccl-sigbus-gdb-shm-open-jax-toolbox-183.log"}) {
+    const CrashFacts f = read(file);
+    ASSERT_FALSE(f.evidence.empty()) << file;
+    EXPECT_EQ(f.evidence[0].kind, CrashEvidence::kSigbusExit);
+    EXPECT_EQ(f.evidence[0].detail, "nccl");
+    const auto findings = diagnose_crash(f);
+    ASSERT_EQ(checks(findings), "sigbus-exit=FAIL") << file;
+    EXPECT_EQ(findings[0].engine, "NCCL");
+    EXPECT_CONTAINS(findings[0].message, "NCCL's own frames");
+    EXPECT_CONTAINS(findings[0].fix, "NCCL_SHM_DISABLE=1");
+    EXPECT_CONTAINS(findings[0].fix, "--shm-size");
+  }
+  // glog's form; and a bus error with no NCCL frame below keeps the general finding.
+  CrashFacts glog;
+  read_crash_log(
+      "*** SIGBUS (@0x7f3a2c000000) received by PID 42 (TID 0x7f3a) from PID 0; stack trace: ***\n"
+      "    @     0x7f3b1c2d3e4f  ncclShmOpen()\n",
+      glog);
+  auto findings = diagnose_crash(glog);
+  ASSERT_EQ(checks(findings), "sigbus-exit=FAIL");
+  EXPECT_EQ(findings[0].engine, "NCCL");
+  CrashFacts bare;
+  read_crash_log("[host:1:0:2] Caught signal 7 (Bus error: nonexistent physical address)\n 0 0x1 killpg()  ???:0\n",
+                 bare);
+  findings = diagnose_crash(bare);
+  ASSERT_EQ(checks(findings), "sigbus-exit=FAIL");
+  EXPECT_EQ(findings[0].engine, "");
+}
+
+TEST(DoctorLog, NcclsBareSystemErrorIsAWarningThatSaysHowToTell) {
+  auto findings = diagnose_crash(read("nccl-unhandled-system-error-nccl-473.log"));
+  ASSERT_EQ(checks(findings), "nccl-system-error=WARN");
+  EXPECT_CONTAINS(findings[0].fix, "NCCL_DEBUG=INFO");
+  EXPECT_CONTAINS(findings[0].fix, "NCCL_SHM_DISABLE=1");
+  EXPECT_CONTAINS(findings[0].fix, "--shm-size");
+  // NCCL 2.18's wording, as PyTorch wraps it.
+  CrashFacts wrapped;
+  read_crash_log(
+      "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+      "ProcessGroupNCCL.cpp:1691, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL "
+      "version 2.19.3\n",
+      wrapped);
+  EXPECT_EQ(checks(diagnose_crash(wrapped)), "nccl-system-error=WARN");
+  // With NCCL's WARN lines the segment's own finding says it, and the warning stays out.
+  findings = diagnose_crash(read("nccl-segment-no-space.log"));
+  EXPECT_EQ(checks(findings).find("nccl-system-error"), std::string::npos) << checks(findings);
 }
 
 TEST(DoctorLog, HostileLogs) {
