@@ -674,7 +674,7 @@ std::string dropin_difference(const Effective& e, const std::string& handler) {
         equal_values(runtimes->at("runc"), added_runc_table()))
       runtimes->as_table().erase("runc");
   }
-  return toml_difference(now, copied);
+  return toml_difference(copied, now);
 }
 
 std::string where_cri(const Effective& e) { return e.cri_from.empty() ? "containerd's built-in defaults" : e.cri_from; }

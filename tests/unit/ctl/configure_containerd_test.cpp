@@ -586,6 +586,14 @@ TEST(ContainerdDropin, AWrittenDropinIsIdempotentAndNoticesAnotherToolRewritingT
   EXPECT_CONTAINS(rewritten.edit.file.text, "/usr/local/nvidia/toolkit/nvidia-container-runtime");
   EXPECT_EQ(containerd_chained_runtime(host.sources(), "gpu-run", std::nullopt).binary,
             "/usr/local/nvidia/toolkit/nvidia-container-runtime");
+  // A handler the toolkit adds is named as added (what the files say now, against the copy).
+  host.root.write("etc/containerd/conf.d/99-zz-gpu-run.toml", first.edit.file.text);
+  host.root.write("etc/containerd/conf.d/99-nvidia.toml",
+                  nvidia_fixture("v2", "99-nvidia.toml") +
+                      "\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia-cdi]\nruntime_type = "
+                      "\"io.containerd.runc.v2\"\n");
+  EXPECT_EQ(containerd_dropin_stale(host.sources(), "gpu-run"),
+            R"(key plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-cdi added)");
 }
 
 TEST(ContainerdDropin, Version3DropinIsTheHandlerAloneAsContainerd2MergesKeyByKey) {
