@@ -1092,7 +1092,11 @@ void add_configure_containerd_command(CLI::App& configure) {
       "are kept; the file as it was before gpu-run's handler is saved as <config>.gpu-run.bak and the new\n"
       "one replaces it atomically; --undo restores it byte for byte, and refuses when the file changed\n"
       "otherwise since. Running it again changes nothing. A malformed file, or config version 1, is\n"
-      "reported and never overwritten. containerd reads its config at start: `systemctl restart\n"
+      "reported and never overwritten. config.toml's imports are followed as containerd merges them\n"
+      "(1.x: a plugin's whole section from the last file; 2.x: key by key); when it imports a directory\n"
+      "(NVIDIA's toolkit 1.18: conf.d/*.toml), the handler goes into 99-zz-gpu-run.toml there, read last\n"
+      "(1.x: with the whole CRI section), config.toml unchanged; --undo removes it. --chain HANDLER\n"
+      "chains that handler instead of the default. containerd reads its config at start: `systemctl restart\n"
       "containerd`. gpu-run-runtime reads $GPU_RUN_CONFIG from containerd's environment, else\n"
       "/etc/gpu-run/config.json (printed, with a systemd drop-in, when --config names another file).");
   cmd->callback([o] { run_configure_containerd(*o); });
