@@ -667,7 +667,9 @@ std::string dropin_difference(const Effective& e, const std::string& handler) {
   const CriPaths p = cri_paths(e.version);
   Toml copied = cri_document(*e.dropin_doc, e.version);
   const Toml now = cri_document(e.before, e.version);
-  if (Toml* runtimes = const_cast<Toml*>(find_table(copied, runtimes_keys(p)))) {
+  if (find_table(copied, runtimes_keys(p))) {
+    Toml* runtimes = &copied;
+    for (const std::string& k : runtimes_keys(p)) runtimes = &runtimes->as_table()[k];
     runtimes->as_table().erase(handler);
     const Toml* before_runtimes = find_table(now, runtimes_keys(p));
     if (!(before_runtimes && before_runtimes->contains("runc")) && runtimes->contains("runc") &&
