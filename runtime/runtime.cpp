@@ -245,8 +245,9 @@ void run_runtime(int argc, char** argv) {
       prepare_bundle(ra.bundle.value_or("."), ctx, real);
     } else {
       // state, start, kill, delete, ...: containerd's shim runs several per container; they
-      // need the real runtime's name only, not the log or the profile store.
-      real = find_real_runtime(load_config(config_path(std::nullopt)).runtimes);
+      // need the real runtime's name only, not the log or the profile store, and a malformed
+      // config never stops them: the real runtime answers with its own exit code and words.
+      real = find_real_runtime(passthrough_runtimes(config_path(std::nullopt)));
     }
   } catch (const Error& e) {
     report_runtime_error(ra, e.what());

@@ -131,6 +131,25 @@ Config load_config(const fs::path& path) {
   return parse_config(read_small_file(path, 1 << 20, "config"), path.string());
 }
 
+std::vector<std::string> passthrough_runtimes(const fs::path& path) {
+  try {
+    return load_config(path).runtimes;
+  } catch (const Error&) {
+    // The config's own runtimes when they read, though another key does not.
+  }
+  try {
+    const json doc = json::parse(read_small_file(path, 1 << 20, "config"), nullptr, /*allow_exceptions=*/false);
+    if (doc.is_object() && doc.contains("runtimes")) {
+      json only = json::object();
+      only["runtimes"] = doc["runtimes"];
+      return parse_config(only.dump(), path.string()).runtimes;
+    }
+  } catch (const std::exception&) {
+    // Unreadable, or its runtimes are malformed too: the default.
+  }
+  return Config{}.runtimes;
+}
+
 std::string effective_gpu_request(const Config& config, const std::string& engine) {
   if (!config.gpu_request.empty()) return config.gpu_request;
   return engine == "podman" ? "cdi" : "docker";

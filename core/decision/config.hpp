@@ -41,6 +41,12 @@ fs::path config_path(const std::optional<fs::path>& explicit_path);
 // a bad value is an Error naming the file and the key.
 Config load_config(const fs::path& path);
 
+// The runtimes gpu-run-runtime passes a verb other than create/run to (state, start, kill,
+// delete, ...): the config's `runtimes`; when the file cannot be read or is malformed, its
+// `runtimes` key alone when that reads, else the default (runc). Never throws: a broken config
+// never blocks a container's teardown (only a create may be refused for it).
+std::vector<std::string> passthrough_runtimes(const fs::path& path);
+
 // Parses config text (for tests and the loader).
 Config parse_config(const std::string& text, const std::string& source);
 

@@ -208,9 +208,12 @@ void gather_runtime_entries(DoctorFacts& f, const std::string& daemon_json, cons
   } catch (const Error&) {
   }
   try {
-    add_runtime_entries(
-        f, "containerd", containerd_config,
-        containerd_runtimes(read_existing_file(containerd_config, "containerd config"), containerd_config), runtimes);
+    // What containerd makes of config.toml and its imports (gpu-run's drop-in included).
+    const ContainerdSources sources = read_containerd_sources(containerd_config, kDefaultRuntimeHandler);
+    add_runtime_entries(f, "containerd", containerd_config, containerd_effective_runtimes(sources), runtimes);
+    for (const ContainerdSource& s : sources.files)
+      if (s.dropin && s.text) f.containerd_dropin = s.path;
+    f.containerd_dropin_stale = containerd_dropin_stale(sources, kDefaultRuntimeHandler);
   } catch (const Error&) {
   }
 }

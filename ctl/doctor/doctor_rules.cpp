@@ -406,6 +406,18 @@ void check_runtime_chain(const DoctorFacts& f, std::vector<Finding>& out) {
   }
 }
 
+// gpu-run's containerd drop-in carries a copy of the CRI section (containerd 1.x replaces a
+// plugin's whole section): when another tool (NVIDIA's toolkit) rewrote the section since, the
+// drop-in, read last, undoes that change.
+void check_containerd_dropin(const DoctorFacts& f, std::vector<Finding>& out) {
+  if (f.containerd_dropin.empty() || f.containerd_dropin_stale.empty()) return;
+  add(out, Level::kWarn, "containerd-dropin",
+      f.containerd_dropin + " carries a copy of containerd's CRI section that another tool changed since (" +
+          f.containerd_dropin_stale +
+          "): containerd 1.x reads the drop-in last and takes the whole section from it, so that change is undone",
+      "gpu-run-ctl configure containerd (it copies the section again), then systemctl restart containerd");
+}
+
 void check_sysctls(const DoctorFacts& f, std::vector<Finding>& out) {
   if (f.sysctls.empty()) return;
   std::string set;
@@ -433,6 +445,7 @@ std::vector<Finding> diagnose(const DoctorFacts& f) {
   if (f.on_host) {
     check_host(f, out);
     check_runtime_chain(f, out);
+    check_containerd_dropin(f, out);
     return out;
   }
   check_mount(f, out);

@@ -48,6 +48,26 @@ TEST(Config, EmptyObjectGivesDefaults) {
   EXPECT_EQ(c.source, p);
 }
 
+TEST(Config, PassthroughRuntimesNeverThrowForABrokenConfig) {
+  TempDir d;
+  const std::vector<std::string> runc{"runc"}, crun{"crun", "/usr/bin/runc"};
+  EXPECT_EQ(passthrough_runtimes(d / "missing.json"), runc);
+  EXPECT_EQ(passthrough_runtimes(d.write("good.json", R"({"runtimes": ["crun", "/usr/bin/runc"]})")), crun);
+  // Another key is bad: the file's own runtimes still hold.
+  EXPECT_EQ(passthrough_runtimes(d.write("bad-key.json", R"({"runtimes": ["crun", "/usr/bin/runc"], "x": 1})")), crun);
+  EXPECT_THROW(load_config(d / "bad-key.json"), Error);
+  // Not JSON, runtimes malformed, not an object, a number out of range, a directory: the default.
+  for (const char* text :
+       {"{", R"({"runtimes": "crun"})", R"({"runtimes": []})", "[1]", R"({"memory_fraction_max": 1e999})"}) {
+    const fs::path p = d.write("broken.json", text);
+    EXPECT_THROW(load_config(p), Error) << text;
+    EXPECT_EQ(passthrough_runtimes(p), runc) << text;
+  }
+  fs::create_directory(d / "dir.json");
+  EXPECT_THROW(load_config(d / "dir.json"), Error);
+  EXPECT_EQ(passthrough_runtimes(d / "dir.json"), runc);
+}
+
 TEST(Config, EveryKeyParsed) {
   TempDir d;
   fs::path p = d.write("config.json", R"({

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <toml.hpp>
@@ -473,6 +474,301 @@ TEST(ContainerdConfig, ATomlGivenAsGpuRunsConfigIsRefusedNamingTheRightOption) {
   const Error e = expect_error([&] { run_configure_containerd(o); });
   EXPECT_EQ(e.exit_code(), kExitUsage);
   EXPECT_CONTAINS(e.what(), "give containerd's config.toml as --containerd-config");
+}
+
+// --- drop-ins: config.toml's imports, as containerd reads them ------------------------------------
+
+constexpr const char* kNvidia = "/usr/bin/nvidia-container-runtime";
+constexpr const char* kEntry = "/etc/containerd/gpu-run-runtime.gpu-run";
+
+std::string nvidia_fixture(const std::string& version, const std::string& file) {
+  return test::read_text(std::string(GPU_RUN_SOURCE_TEST_DATA) + "/containerd/nvidia-ctk-1.18/" + version + "/" + file);
+}
+
+// A host root holding /etc/containerd as NVIDIA's toolkit 1.18 leaves it (config version "v2" or "v3").
+struct Host {
+  test::TempDir root;
+  fs::path config() const { return root / "etc/containerd/config.toml"; }
+  fs::path conf_d(const std::string& name) const { return root / "etc/containerd/conf.d" / name; }
+  ContainerdSources sources(const std::string& handler = "gpu-run") const {
+    return read_containerd_sources(config(), handler, root.path());
+  }
+  explicit Host(const std::string& version) {
+    root.write("etc/containerd/config.toml", nvidia_fixture(version, "config.toml"));
+    root.write("etc/containerd/conf.d/99-nvidia.toml", nvidia_fixture(version, "99-nvidia.toml"));
+  }
+};
+
+std::vector<std::string> source_names(const ContainerdSources& s) {
+  std::vector<std::string> out;
+  for (const ContainerdSource& f : s.files)
+    out.push_back(fs::path(f.path).filename().string() + (f.dropin ? (f.text ? " (ours)" : " (ours, new)") : ""));
+  return out;
+}
+
+std::vector<std::string> names_of(const std::vector<NamedRuntime>& runtimes) {
+  std::vector<std::string> out;
+  for (const NamedRuntime& r : runtimes) out.push_back(r.name + "=" + r.binary);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+const toml::value& cri(const toml::value& doc, const std::string& plugin = "io.containerd.grpc.v1.cri") {
+  return doc.at("plugins").at(plugin);
+}
+
+TEST(ContainerdDropin, FollowsTheImportAndPutsGpuRunsDropinAfterNvidias) {
+  const Host host("v2");
+  const ContainerdSources s = host.sources();
+  EXPECT_EQ(source_names(s),
+            (std::vector<std::string>{"config.toml", "99-nvidia.toml", "99-zz-gpu-run.toml (ours, new)"}));
+  EXPECT_EQ(s.files[2].path, host.conf_d("99-zz-gpu-run.toml").string());
+  EXPECT_EQ(containerd_dropin_name("shm"), "99-zz-gpu-run-shm.toml");
+  // config.toml alone says runc; containerd reads NVIDIA's drop-in after it.
+  EXPECT_EQ(containerd_default_runtime(*s.files[0].text, "config.toml", "gpu-run").name, "runc");
+  const DefaultRuntime d = containerd_chained_runtime(s, "gpu-run", std::nullopt);
+  EXPECT_EQ(d.name, "nvidia");
+  EXPECT_EQ(d.binary, kNvidia);
+  EXPECT_CONTAINS(d.where, host.conf_d("99-nvidia.toml").string());
+}
+
+TEST(ContainerdDropin, Version2DropinCarriesTheWholeCriSectionAndTheHandler) {
+  const Host host("v2");
+  const std::string before = test::read_text(host.config().string());
+  const ContainerdPlan plan = plan_containerd(host.sources(), kEntry, "gpu-run", std::nullopt);
+  ASSERT_TRUE(plan.dropin);
+  EXPECT_EQ(plan.path, host.conf_d("99-zz-gpu-run.toml").string());
+  EXPECT_TRUE(plan.edit.file.changed);
+  EXPECT_TRUE(plan.warnings.empty());
+  EXPECT_EQ(plan.stale, "");
+  const std::string& text = plan.edit.file.text;
+  EXPECT_EQ(text.rfind("# Written by `gpu-run-ctl configure containerd`", 0), 0U) << text;
+  EXPECT_CONTAINS(text, "carries the CRI section of " + host.conf_d("99-nvidia.toml").string());
+  const toml::value doc = parsed(text);
+  EXPECT_EQ(doc.at("version").as_integer(), 2);
+  // Everything NVIDIA's drop-in says, as containerd 1.x replaces the whole section with this one.
+  EXPECT_EQ(cri(doc).at("sandbox_image").as_string(), "registry.k8s.io/pause:3.9");
+  EXPECT_EQ(cri(doc).at("containerd").at("default_runtime_name").as_string(), "nvidia");
+  EXPECT_EQ(runtimes(doc).at("nvidia").at("options").at("BinaryName").as_string(), kNvidia);
+  EXPECT_TRUE(runtimes(doc).at("runc").at("options").at("SystemdCgroup").as_boolean());
+  // gpu-run's handler: the chain file, NVIDIA's handler's options.
+  const toml::value& ours = runtimes(doc).at("gpu-run");
+  EXPECT_EQ(ours.at("options").at("BinaryName").as_string(), kEntry);
+  EXPECT_TRUE(ours.at("options").at("SystemdCgroup").as_boolean());
+  EXPECT_EQ(strings(ours.at("pod_annotations")), request_annotation_globs());
+  EXPECT_EQ(test::read_text(host.config().string()), before);  // plan_containerd writes nothing
+}
+
+TEST(ContainerdDropin, AWrittenDropinIsIdempotentAndNoticesAnotherToolRewritingTheSection) {
+  const Host host("v2");
+  const ContainerdPlan first = plan_containerd(host.sources(), kEntry, "gpu-run", std::nullopt);
+  host.root.write("etc/containerd/conf.d/99-zz-gpu-run.toml", first.edit.file.text);
+  EXPECT_EQ(source_names(host.sources()),
+            (std::vector<std::string>{"config.toml", "99-nvidia.toml", "99-zz-gpu-run.toml (ours)"}));
+  const ContainerdPlan again = plan_containerd(host.sources(), kEntry, "gpu-run", std::nullopt);
+  EXPECT_FALSE(again.edit.file.changed);
+  EXPECT_FALSE(again.edit.file.first);
+  EXPECT_EQ(containerd_dropin_stale(host.sources(), "gpu-run"), "");
+  // The effective handlers: NVIDIA's, runc and gpu-run's, all from gpu-run's drop-in.
+  EXPECT_EQ(names_of(containerd_effective_runtimes(host.sources())),
+            (std::vector<std::string>{"gpu-run=" + std::string(kEntry), "nvidia=" + std::string(kNvidia), "runc="}));
+
+  // The toolkit rewrites its drop-in (an upgrade moves the binary): gpu-run's copy is stale.
+  std::string moved = nvidia_fixture("v2", "99-nvidia.toml");
+  moved.replace(moved.find(kNvidia), std::string(kNvidia).size(), "/usr/local/nvidia/toolkit/nvidia-container-runtime");
+  host.root.write("etc/containerd/conf.d/99-nvidia.toml", moved);
+  const std::string stale = containerd_dropin_stale(host.sources(), "gpu-run");
+  EXPECT_CONTAINS(stale,
+                  R"(key plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options.BinaryName changed)");
+  const ContainerdPlan rewritten = plan_containerd(host.sources(), kEntry, "gpu-run", std::nullopt);
+  EXPECT_EQ(rewritten.stale, stale);
+  EXPECT_TRUE(rewritten.edit.file.changed);
+  EXPECT_CONTAINS(rewritten.edit.file.text, "/usr/local/nvidia/toolkit/nvidia-container-runtime");
+  EXPECT_EQ(containerd_chained_runtime(host.sources(), "gpu-run", std::nullopt).binary,
+            "/usr/local/nvidia/toolkit/nvidia-container-runtime");
+  // A handler the toolkit adds is named as added (what the files say now, against the copy).
+  host.root.write("etc/containerd/conf.d/99-zz-gpu-run.toml", first.edit.file.text);
+  host.root.write("etc/containerd/conf.d/99-nvidia.toml",
+                  nvidia_fixture("v2", "99-nvidia.toml") +
+                      "\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia-cdi]\nruntime_type = "
+                      "\"io.containerd.runc.v2\"\n");
+  EXPECT_EQ(containerd_dropin_stale(host.sources(), "gpu-run"),
+            R"(key plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia-cdi added)");
+}
+
+TEST(ContainerdDropin, Version3DropinIsTheHandlerAloneAsContainerd2MergesKeyByKey) {
+  const Host host("v3");
+  const DefaultRuntime d = containerd_chained_runtime(host.sources(), "gpu-run", std::nullopt);
+  EXPECT_EQ(d.name, "nvidia");
+  const ContainerdPlan plan = plan_containerd(host.sources(), kEntry, "gpu-run", std::nullopt);
+  ASSERT_TRUE(plan.dropin);
+  const toml::value doc = parsed(plan.edit.file.text);
+  EXPECT_EQ(doc.at("version").as_integer(), 3);  // the main file's: no migration skipped
+  const std::string plugin = "io.containerd.cri.v1.runtime";
+  EXPECT_EQ(cri(doc, plugin).at("containerd").at("runtimes").as_table().size(), 1U);
+  EXPECT_FALSE(cri(doc, plugin).at("containerd").contains("default_runtime_name"));
+  const toml::value& ours = runtimes(doc, plugin).at("gpu-run");
+  EXPECT_EQ(ours.at("options").at("BinaryName").as_string(), kEntry);
+  EXPECT_TRUE(ours.at("options").at("SystemdCgroup").as_boolean());
+  EXPECT_NOT_CONTAINS(plan.edit.file.text, "carries the CRI section");
+  // Merged key by key: every file's handlers, NVIDIA's still the default.
+  host.root.write("etc/containerd/conf.d/99-zz-gpu-run.toml", plan.edit.file.text);
+  EXPECT_EQ(names_of(containerd_effective_runtimes(host.sources())),
+            (std::vector<std::string>{"gpu-run=" + std::string(kEntry), "nvidia=" + std::string(kNvidia), "runc="}));
+  EXPECT_EQ(containerd_chained_runtime(host.sources(), "gpu-run", std::nullopt).name, "nvidia");
+  EXPECT_EQ(containerd_dropin_stale(host.sources(), "gpu-run"), "");
+}
+
+// containerd 1.x replaces a plugin's whole section with an import's; 2.x merges (upstream's
+// TestMergingPluginsWithTwoCriRuntimeDropInConfigs: a runc-only file, then an nvidia-only one).
+TEST(ContainerdDropin, AMinimalDropinReplacesTheSectionOn1xAndMergesOn2x) {
+  for (const int version : {2, 3}) {
+    const std::string plugin = version == 2 ? "io.containerd.grpc.v1.cri" : "io.containerd.cri.v1.runtime";
+    const std::string table = "[plugins.\"" + plugin + "\".containerd";
+    test::TempDir root;
+    root.write("etc/containerd/config.toml", "version = " + std::to_string(version) +
+                                                 "\nimports = [\"/etc/containerd/conf.d/*.toml\"]\n" + table +
+                                                 ".runtimes.runc]\nruntime_type = \"io.containerd.runc.v2\"\n");
+    root.write("etc/containerd/conf.d/99-nvidia.toml",
+               table + "]\ndefault_runtime_name = \"nvidia\"\n" + table +
+                   ".runtimes.nvidia]\nruntime_type = \"io.containerd.runc.v2\"\n" + table +
+                   ".runtimes.nvidia.options]\nBinaryName = \"" + kNvidia + "\"\n");
+    const ContainerdSources s = read_containerd_sources(root / "etc/containerd/config.toml", "gpu-run", root.path());
+    EXPECT_EQ(containerd_chained_runtime(s, "gpu-run", std::nullopt).binary, kNvidia) << version;
+    const std::vector<std::string> want = version == 2
+                                              ? std::vector<std::string>{"nvidia=" + std::string(kNvidia)}
+                                              : std::vector<std::string>{"nvidia=" + std::string(kNvidia), "runc="};
+    EXPECT_EQ(names_of(containerd_effective_runtimes(s)), want) << version;
+  }
+}
+
+TEST(ContainerdDropin, ImportsAreBreadthFirstRelativeToTheirFileAndReadOnce) {
+  test::TempDir root;
+  root.write("c/config.toml", "version = 2\nimports = [\"conf.d/*.toml\", \"conf.d/10-a.toml\"]\n");
+  root.write("c/conf.d/10-a.toml", "imports = [\"../nested/n.toml\"]\n");
+  root.write("c/conf.d/20-b.toml", "");
+  root.write("c/conf.d/notes.txt", "not toml");
+  root.write("c/nested/n.toml", "");
+  const ContainerdSources s = read_containerd_sources(root / "c/config.toml", "gpu-run");
+  EXPECT_EQ(source_names(s), (std::vector<std::string>{"config.toml", "10-a.toml", "20-b.toml",
+                                                       "99-zz-gpu-run.toml (ours, new)", "n.toml"}));
+  // A missing explicit import: containerd does not start.
+  root.write("d/config.toml", "version = 2\nimports = [\"/nowhere/x.toml\"]\n");
+  const Error e = expect_error([&] { read_containerd_sources(root / "d/config.toml", "gpu-run", root.path()); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "imports /nowhere/x.toml, which does not exist (" + (root / "nowhere/x.toml").string());
+  // A malformed import is named with its line.
+  root.write("e/config.toml", "version = 2\nimports = [\"/etc/e/*.toml\"]\n");
+  root.write("etc/e/50-bad.toml", "version = 2\n[plugins\n");
+  EXPECT_CONTAINS(expect_error([&] { read_containerd_sources(root / "e/config.toml", "gpu-run", root.path()); }).what(),
+                  (root / "etc/e/50-bad.toml").string() + ":2");
+}
+
+TEST(ContainerdDropin, AFileReadAfterGpuRunsThatReplacesTheSectionIsRefused) {
+  const Host host("v2");
+  host.root.write("etc/containerd/conf.d/zz-late.toml", nvidia_fixture("v2", "99-nvidia.toml"));
+  const Error e = expect_error([&] { plan_containerd(host.sources(), kEntry, "gpu-run", std::nullopt); });
+  EXPECT_CONTAINS(e.what(), host.conf_d("zz-late.toml").string() + " is read after gpu-run's drop-in");
+  EXPECT_CONTAINS(e.what(), "rename it to sort before 99-zz-gpu-run.toml");
+}
+
+TEST(ContainerdDropin, WithoutADirectoryImportConfigTomlIsEditedUnlessAnImportReplacesItsSection) {
+  test::TempDir root;
+  // An explicit import with the CRI section: on 1.x, config.toml's handler would be lost.
+  std::string config = nvidia_fixture("v2", "config.toml");
+  const std::string glob = "/etc/containerd/conf.d/*.toml";
+  config.replace(config.find(glob), glob.size(), "/etc/containerd/nvidia.toml");
+  root.write("etc/containerd/config.toml", config);
+  root.write("etc/containerd/nvidia.toml", nvidia_fixture("v2", "99-nvidia.toml"));
+  const auto sources = [&] {
+    return read_containerd_sources(root / "etc/containerd/config.toml", "gpu-run", root.path());
+  };
+  const Error e = expect_error([&] { plan_containerd(sources(), kEntry, "gpu-run", std::nullopt); });
+  EXPECT_CONTAINS(e.what(), "its import " + (root / "etc/containerd/nvidia.toml").string() +
+                                " replaces the whole io.containerd.grpc.v1.cri section");
+  // An import that leaves the CRI section alone: config.toml gets the handler.
+  root.write("etc/containerd/nvidia.toml", "version = 2\n[debug]\nlevel = \"debug\"\n");
+  const ContainerdPlan plan = plan_containerd(sources(), kEntry, "gpu-run", std::nullopt);
+  EXPECT_FALSE(plan.dropin);
+  EXPECT_EQ(plan.path, (root / "etc/containerd/config.toml").string());
+  EXPECT_EQ(runtimes(parsed(plan.edit.file.text)).at("gpu-run").at("options").at("BinaryName").as_string(), kEntry);
+}
+
+// GPU Operator 25.10 with CDI: handlers nvidia*, the default stays runc.
+std::string cdi_operator_config(bool nvidia_handler) {
+  std::string text =
+      "version = 2\n[plugins.\"io.containerd.grpc.v1.cri\"]\nenable_cdi = true\n"
+      "[plugins.\"io.containerd.grpc.v1.cri\".containerd]\ndefault_runtime_name = \"runc\"\n"
+      "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.runc]\nruntime_type = \"io.containerd.runc.v2\"\n";
+  if (nvidia_handler)
+    text +=
+        "[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia]\nruntime_type = "
+        "\"io.containerd.runc.v2\"\n[plugins.\"io.containerd.grpc.v1.cri\".containerd.runtimes.nvidia.options]\n"
+        "BinaryName = \"/usr/local/nvidia/toolkit/nvidia-container-runtime\"\n";
+  return text;
+}
+
+TEST(ContainerdDropin, ChainingRuncNextToNvidiasHandlerWarnsAndChainNamesTheHandler) {
+  const ContainerdSources s = single_containerd_source(cdi_operator_config(true), "config.toml");
+  const ContainerdPlan plan = plan_containerd(s, "/usr/bin/gpu-run-runtime", "gpu-run", std::nullopt);
+  ASSERT_EQ(plan.warnings.size(), 1U);
+  EXPECT_CONTAINS(plan.warnings[0],
+                  "chains runc (containerd's runc) while the handler \"nvidia\" "
+                  "(/usr/local/nvidia/toolkit/nvidia-container-runtime) runs NVIDIA's runtime");
+  EXPECT_CONTAINS(plan.warnings[0], "--chain NAME");
+  for (const std::string& n : plan.edit.file.notes) EXPECT_NOT_CONTAINS(n, "CDI devices");
+  EXPECT_EQ(bypassed_gpu_handlers(containerd_runtimes(cdi_operator_config(true), "c"), ""),
+            "\"nvidia\" (/usr/local/nvidia/toolkit/nvidia-container-runtime)");
+
+  const DefaultRuntime d = containerd_chained_runtime(s, "gpu-run", std::string("nvidia"));
+  EXPECT_EQ(d.name, "nvidia");
+  EXPECT_EQ(d.binary, "/usr/local/nvidia/toolkit/nvidia-container-runtime");
+  EXPECT_CONTAINS(d.where, "--chain");
+  const ContainerdPlan chained = plan_containerd(s, kEntry, "gpu-run", std::string("nvidia"));
+  EXPECT_TRUE(chained.warnings.empty());
+  // The default stays runc; the handler has the chained handler's settings.
+  const toml::value doc = parsed(chained.edit.file.text);
+  EXPECT_EQ(cri(doc).at("containerd").at("default_runtime_name").as_string(), "runc");
+  EXPECT_EQ(runtimes(doc).at("gpu-run").at("options").at("BinaryName").as_string(), kEntry);
+
+  EXPECT_CONTAINS(
+      expect_error([&] { containerd_chained_runtime(s, "gpu-run", std::string("kata")); }).what(),
+      "--chain kata: config.toml has no [" + std::string(kV2Runtimes) + ".kata] (its handlers: runc, nvidia)");
+  EXPECT_CONTAINS(expect_error([&] { containerd_chained_runtime(s, "gpu-run", std::string("gpu-run")); }).what(),
+                  "that is gpu-run's own handler");
+}
+
+TEST(ContainerdDropin, OnACdiNodeWithoutNvidiasHandlerTheChainIsRuncAndConfigureSaysWhy) {
+  const ContainerdPlan plan = plan_containerd(single_containerd_source(cdi_operator_config(false), "config.toml"),
+                                              "/usr/bin/gpu-run-runtime", "gpu-run", std::nullopt);
+  EXPECT_TRUE(plan.warnings.empty());
+  std::string notes;
+  for (const std::string& n : plan.edit.file.notes) notes += n + "\n";
+  EXPECT_CONTAINS(notes,
+                  "the chain is runc: containerd has CDI on (enable_cdi = true) and no handler runs NVIDIA's "
+                  "runtime, so GPUs reach pods as CDI devices");
+  // containerd 2.x has CDI on by default.
+  const ContainerdPlan v3 = plan_containerd(single_containerd_source("version = 3\n", "config.toml"),
+                                            "/usr/bin/gpu-run-runtime", "gpu-run", std::nullopt);
+  notes.clear();
+  for (const std::string& n : v3.edit.file.notes) notes += n + "\n";
+  EXPECT_CONTAINS(notes, "CDI on (containerd 2.x's default)");
+  // CDI off, no GPU handler: plain runc, nothing to explain.
+  const ContainerdPlan plain = plan_containerd(single_containerd_source(node_config(), "config.toml"),
+                                               "/usr/bin/gpu-run-runtime", "gpu-run", std::nullopt);
+  for (const std::string& n : plain.edit.file.notes) EXPECT_NOT_CONTAINS(n, "CDI");
+}
+
+TEST(ContainerdDropin, UndoRemovesOnlyADropinGpuRunWrote) {
+  const Host host("v2");
+  const ContainerdPlan plan = plan_containerd(host.sources(), kEntry, "gpu-run", std::nullopt);
+  const std::string path = plan.path;
+  const UndoEdit undo = undo_containerd_dropin(plan.edit.file.text, path, "gpu-run");
+  EXPECT_EQ(undo.kind, UndoEdit::kRemove);
+  EXPECT_EQ(undo.entry_binary, kEntry);
+  EXPECT_EQ(undo_containerd_dropin(std::nullopt, path, "gpu-run").kind, UndoEdit::kNothing);
+  const Error e = expect_error([&] { undo_containerd_dropin("version = 2\n", path, "gpu-run"); });
+  EXPECT_CONTAINS(e.what(), path + ": not a drop-in gpu-run-ctl configure wrote");
 }
 
 }  // namespace

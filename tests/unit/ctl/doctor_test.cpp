@@ -260,6 +260,21 @@ TEST(Doctor, OnTheHostAGpuRunEntryWhoseChainedRuntimeIsGoneFails) {
   EXPECT_CONTAINS(chain.message, "not an executable file here, so every container started through it fails");
 }
 
+TEST(Doctor, OnTheHostAStaleContainerdDropinWarnsNamingTheKey) {
+  DoctorFacts f = host_with_entries("/usr/bin/nvidia-container-runtime", "its chain file");
+  f.containerd_dropin = "/etc/containerd/conf.d/99-zz-gpu-run.toml";
+  EXPECT_EQ(find(diagnose(f), "containerd-dropin"), nullptr);
+  f.containerd_dropin_stale = "key plugins.x.containerd.runtimes.nvidia-cdi added";
+  const Finding& stale = finding(f, "containerd-dropin");
+  EXPECT_EQ(stale.level, Level::kWarn);
+  EXPECT_CONTAINS(stale.message,
+                  "/etc/containerd/conf.d/99-zz-gpu-run.toml carries a copy of containerd's CRI "
+                  "section that another tool changed since (key plugins.x.containerd.runtimes."
+                  "nvidia-cdi added)");
+  EXPECT_CONTAINS(stale.fix, "gpu-run-ctl configure containerd");
+  EXPECT_EQ(doctor_exit_code(diagnose(f)), kDoctorExitWarn);
+}
+
 TEST(Doctor, HostShmBoundInWarns) {
   DoctorFacts f = sized();
   f.shm_is_host = true;
