@@ -81,9 +81,12 @@ void take_env_keys(WrapperOptions& o, EngineOptionFacts& facts, const EnvLookup&
         flag = &facts.shm_size, flag_name = "--shm-size";
         break;
     }
-    if (*flag && **flag != *e.value)
-      throw usage_error(std::string(flag_name) + " " + (*flag)->substr(0, 40) + " and " + given + " name one key (" +
-                        k.name + ") with two values: give one");
+    if (*flag && **flag != *e.value) {
+      // How the person gave it: the flag, or the engine's own sizing of /dev/shm (--tmpfs ...).
+      std::string as_given = std::string(flag_name) + " " + (*flag)->substr(0, 40);
+      if (k.key == RequestKey::kShmSize && !facts.shm_size_flag.empty()) as_given = facts.shm_size_flag.substr(0, 80);
+      throw usage_error(as_given + " and " + given + " name one key (" + k.name + ") with two values: give one");
+    }
     if (k.key == RequestKey::kShmSize && !*flag) facts.shm_size_flag = given;
     *flag = *e.value;
   }
