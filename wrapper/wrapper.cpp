@@ -60,9 +60,9 @@ With --record or --guard, a job that exits 135 (SIGBUS) or fills /dev/shm is tol
 peak, the size, a size that would have fitted and the command to rerun with.
   --help, --version
 
-A request key given to the engine with -e, --env or --env-file (GPU_RUN_PROFILE, GPU_RUN_GPUS,
-GPU_RUN_WORKERS or its alias GPU_RUN_NUM_WORKERS, GPU_RUN_BATCH_SIZE, GPU_RUN_SHM_SIZE) is read as
-its flag; one key with two values is refused.
+A request key given to the engine with -e (or its long form, or an env file): GPU_RUN_PROFILE,
+GPU_RUN_GPUS, GPU_RUN_WORKERS or its alias GPU_RUN_NUM_WORKERS, GPU_RUN_BATCH_SIZE, GPU_RUN_SHM_SIZE,
+is read as its flag; one key with two values is refused.
 
 The container gets GPU_RUN_PROFILE, GPU_RUN_GPUS (with --gpus), GPU_RUN_WORKERS (also as
 GPU_RUN_NUM_WORKERS), GPU_RUN_BATCH_SIZE and GPU_RUN_SHM_SIZE in its environment and the labels

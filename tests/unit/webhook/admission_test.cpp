@@ -389,15 +389,17 @@ TEST_F(ReviewTest, ExistingGpuRunEnvIsReplacedNotDuplicated) {
       json::array({{{"name", "GPU_RUN_NUM_WORKERS"}, {"value", "9"}}, {{"name", "GPU_RUN_DECISION"}, {"value", "{}"}}});
   const json out = patched(p, run(review_of(p)));
   const json& env = out["spec"]["containers"][0]["env"];
-  // Profile, GPUs, workers (under the request's name and its older one), batch size, shm size,
+  // Profile, GPUs, workers (under the request's name and its alias), batch size, shm size,
   // its limit, the decision record: each once (a record the pod carried is the webhook's now).
+  // The container's GPU_RUN_NUM_WORKERS=9 is its request, read as GPU_RUN_WORKERS (one name per
+  // fact): 2 * 9 batches of 4 MiB + 4096 * (8 + 5 * 9) -> 73 MiB.
   EXPECT_EQ(env.size(), 8u);
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_DECISION"),
             out["metadata"]["annotations"]["gpu-run.decision"].get<std::string>());
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_GPUS"), "1");
-  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_WORKERS"), "2");
-  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "2");
-  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "17m");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_WORKERS"), "9");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "9");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "73m");
 }
 
 TEST_F(ReviewTest, ContainerEnvIsARequestAsTheContractSays) {
@@ -415,8 +417,12 @@ TEST_F(ReviewTest, ContainerEnvIsARequestAsTheContractSays) {
 // same size, which differs from not giving it.
 TEST_F(ReviewTest, EveryNameOfAFactPlansTheSameSize) {
   using Keys = std::map<std::string, std::string>;
+  // A pod asks with an annotation: the other fact's, with the fact under test under each name.
+  Keys asks;
   auto size_of = [&](const Keys& env, const Keys& annotations) {
-    json p = pod(annotations, {container("main", {{"nvidia.com/gpu", "2"}})});
+    Keys all = asks;
+    all.insert(annotations.begin(), annotations.end());
+    json p = pod(all, {container("main", {{"nvidia.com/gpu", "2"}})});
     json& e = p["spec"]["containers"][0]["env"] = json::array();
     for (const auto& [k, v] : env) e.push_back({{"name", k}, {"value", v}});
     return shm_volume_size(patched(p, run(review_of(p))));
@@ -427,9 +433,8 @@ TEST_F(ReviewTest, EveryNameOfAFactPlansTheSameSize) {
                                                    {RequestKey::kBatchSize, "32"},
                                                    {RequestKey::kShmSize, "3g"}};
   for (const RequestKeySpec& k : kRequestKeys) {
-    Keys base = {{"GPU_RUN_PROFILE", "webtest"}};
-    base.erase(k.env);
-    if (base.empty()) base = {{"GPU_RUN_GPUS", "2"}};
+    asks = k.key == RequestKey::kProfile ? Keys{{"gpu-run.gpus", "2"}} : Keys{{"gpu-run.profile", "webtest"}};
+    const Keys base;
     const std::string without = size_of(base, {});
     Keys by_env = base;
     by_env[k.env] = value.at(k.key);
