@@ -1,5 +1,6 @@
 #include "decision/command_line.hpp"
 
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -15,7 +16,12 @@ std::optional<CommandWorkers> command_worker_flag(const std::vector<std::string>
   std::vector<std::string> words;
   for (const auto& arg : command) {
     std::istringstream in(arg);
-    for (std::string w; in >> w;) words.push_back(w);
+    for (std::string w; in >> w;) {
+      // A shell's punctuation around a word: `-j 8; next`, `(python t.py -j 8)`, `"-j" "8"`.
+      while (!w.empty() && std::strchr(";&|)'\"", w.back())) w.pop_back();
+      while (!w.empty() && std::strchr("('\"", w.front())) w.erase(0, 1);
+      if (!w.empty()) words.push_back(w);
+    }
   }
   auto count = [](const std::string& s) -> std::optional<std::uint64_t> {
     if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;

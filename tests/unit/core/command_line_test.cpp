@@ -23,6 +23,9 @@ TEST(CommandLineTest, FindsTheWorkerCountACommandLineGives) {
   EXPECT_EQ(seen({"python", "t.py", "--dataloader_num_workers", "5"}), (W{{"--dataloader_num_workers 5", 5}}));
   // A shell's one-string command is read word by word; the last flag wins, as argparse has it.
   EXPECT_EQ(seen({"sh", "-c", "python train.py -j 2 --workers 7"}), (W{{"--workers 7", 7}}));
+  // ...with the shell's punctuation around a word.
+  EXPECT_EQ(seen({"sh", "-c", "cd /w && python train.py -j 8; echo done"}), (W{{"-j 8", 8}}));
+  EXPECT_EQ(seen({"bash", "-c", "(python t.py --workers=3)"}), (W{{"--workers=3", 3}}));
   // Nothing that is not a count: no flag, a value that is not a number, a flag at the end.
   EXPECT_EQ(seen({"python", "train.py"}), W{});
   EXPECT_EQ(seen({"python", "train.py", "--workers", "auto"}), W{});
