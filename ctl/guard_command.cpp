@@ -22,7 +22,7 @@ constexpr const char* kGuardFooter =
     "containers, a pod's series labelled with namespace, pod and container. Where docker's or podman's cannot\n"
     "be found, it says so and lists `<engine> ps` every 2 s instead. One guard a host (a second one exits 1).\n"
     "A container keeps the headroom its door recorded free (one batch per worker of every rank) and grows\n"
-    "up to the recorded ceiling; one sized before the record with GPU_RUN_PROFILE, GPU_RUN_NUM_WORKERS and\n"
+    "up to the recorded ceiling; one sized before the record with GPU_RUN_PROFILE, GPU_RUN_WORKERS and\n"
     "GPU_RUN_BATCH_SIZE is planned from them; any other keeps the config's min_free_fraction. Never beyond\n"
     "the profile's max_shm nor the memory budget of --memory, whatever a record says.\n"
     "Runs until SIGTERM or SIGINT (exit 0). Needs root. Packaged as gpu-run-guard.service (not enabled).\n"

@@ -2,6 +2,11 @@
 
 #include <sys/statvfs.h>
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+
 #include "base/error.hpp"
 #include "base/units.hpp"
 #include "decision/contract.hpp"
@@ -17,45 +22,92 @@ std::optional<std::uint64_t> host_shm_size() {
   return static_cast<std::uint64_t>(st.f_blocks) * st.f_frsize;
 }
 
-// When the container's command line starts another number of DataLoader workers than the plan
-// holds (docs/docker-and-podman.md, "Workers"): one line with both sizes and the two ways to agree.
-std::optional<std::string> worker_flag_warning(const WrapperOptions& o, const ShmPlan& plan,
-                                               const ContainerRequest& request, const SpecFacts& spec,
-                                               const Config& config, const ProfileStore& store, const HostFacts& host) {
-  const auto seen = command_worker_flag(o.command);
-  if (!seen || seen->workers == plan.workers) return std::nullopt;
-  const std::string n = std::to_string(seen->workers);
-  std::string origin = "the profile's workers_per_gpu";
-  if (o.sizing.workers)
-    origin = "--workers";
-  else if (plan.workers_auto)
-    origin = "auto: " + std::to_string(plan.cpus) + " CPUs / " + std::to_string(plan.ranks) + " ranks";
-  std::string line = "the command line's '" + seen->flag + "' asks for " + n + " DataLoader workers, but /dev/shm (" +
-                     format_size(plan.shm) + ") is planned for " + std::to_string(plan.workers) + " DataLoader worker" +
-                     (plan.workers == 1 ? "" : "s") + " per GPU rank (" + origin + ")";
-  ContainerRequest asked = request;
-  asked.workers = n;
-  try {
-    const ShmPlan other = plan_request(asked, spec, config, store, host);
-    line += "; " + n + " need " + format_size(other.shm);
-  } catch (const Error&) {
-    // The line still says what to do; the rerun with --workers says why that count cannot be planned.
+// The GPU_RUN_* request keys the engine options put in the container's environment (-e, --env,
+// --env-file, the last of a name winning as with the engine), read as the runtime reads them:
+// each key under either of its names (core's env_value), "NAME" alone from gpu-run's environment.
+std::map<std::string, std::string> env_request_keys(const EngineOptionFacts& facts, const EnvLookup& env) {
+  std::map<std::string, std::string> keys;
+  auto take = [&](const std::string& item) {
+    const auto eq = item.find('=');
+    const std::string name = item.substr(0, eq);
+    if (!request_key_of_env(name)) return;
+    if (eq != std::string::npos) {
+      keys[name] = item.substr(eq + 1);
+    } else if (auto v = env(name)) {
+      keys[name] = *v;
+    } else {
+      keys.erase(name);  // the engine passes a NAME it cannot find as unset
+    }
+  };
+  for (const std::string& file : facts.env_files) {
+    std::ifstream in(file);
+    if (!in) throw usage_error("--env-file " + file.substr(0, 200) + ": cannot read it (" + std::strerror(errno) + ")");
+    for (std::string line; std::getline(in, line);) {
+      const auto start = line.find_first_not_of(" \t");
+      if (start == std::string::npos || line[start] == '#') continue;
+      take(line.substr(start));
+    }
   }
-  return line + ": pass --workers " + n + " to gpu-run, or make the script read GPU_RUN_NUM_WORKERS";
+  for (const std::string& item : facts.env) take(item);
+  return keys;
+}
+
+// Folds the request keys given with -e into gpu-run's own flags, as if each were its flag
+// (GPU_RUN_WORKERS=8 is --workers 8, GPU_RUN_SHM_SIZE=1g is --shm-size 1g): one request whatever
+// name carried it. A key given both ways with two values is refused in one line naming both.
+void take_env_keys(WrapperOptions& o, EngineOptionFacts& facts, const EnvLookup& env) {
+  const std::map<std::string, std::string> keys = env_request_keys(facts, env);
+  for (const RequestKeySpec& k : kRequestKeys) {
+    const EnvValue e = env_value(keys, k);
+    if (!e.conflict.empty()) throw usage_error("-e " + e.conflict);
+    if (!e.value) continue;
+    const std::string given = "-e " + e.name + "=" + e.value->substr(0, 40);
+    std::optional<std::string>* flag = nullptr;
+    const char* flag_name = "";
+    switch (k.key) {
+      case RequestKey::kProfile:
+        flag = &o.sizing.profile, flag_name = "--profile";
+        break;
+      case RequestKey::kGpus:
+        flag = &o.sizing.gpus, flag_name = "--gpus";
+        break;
+      case RequestKey::kWorkers:
+        flag = &o.sizing.workers, flag_name = "--workers";
+        break;
+      case RequestKey::kBatchSize:
+        flag = &o.sizing.batch_size, flag_name = "--batch-size";
+        break;
+      case RequestKey::kShmSize:
+        flag = &facts.shm_size, flag_name = "--shm-size";
+        break;
+    }
+    if (*flag && **flag != *e.value) {
+      // How the person gave it: the flag, or the engine's own sizing of /dev/shm (--tmpfs ...).
+      std::string as_given = std::string(flag_name) + " " + (*flag)->substr(0, 40);
+      if (k.key == RequestKey::kShmSize && !facts.shm_size_flag.empty()) as_given = facts.shm_size_flag.substr(0, 80);
+      throw usage_error(as_given + " and " + given + " name one key (" + k.name + ") with two values: give one");
+    }
+    if (k.key == RequestKey::kShmSize && !*flag) facts.shm_size_flag = given;
+    *flag = *e.value;
+  }
 }
 
 }  // namespace
 
-EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, const HostInfo& host,
+EngineInvocation prepare_run(const WrapperOptions& given, const Config& config, const HostInfo& host,
                              const EnvLookup& env) {
   EngineInvocation inv;
+  WrapperOptions o = given;
+  EngineOptionFacts facts = scan_engine_options(o.engine_options);
+  const bool engine_shm_size = facts.shm_size.has_value() || facts.tmpfs_shm;
+  take_env_keys(o, facts, env);
   inv.engine = o.engine.value_or(config.engine);
   if (inv.engine != "docker" && inv.engine != "podman")
     throw usage_error("--engine '" + inv.engine.substr(0, 40) + "': expected docker or podman");
   const std::string gpu_mode = gpu_request_mode(o.sizing, config, inv.engine);
 
-  // The door reads its flags and the engine options; core's one decision sizes.
-  const EngineOptionFacts facts = scan_engine_options(o.engine_options);
+  // The door reads its flags, the engine options and the request keys given with -e; core's one
+  // decision sizes.
   ContainerRequest request = flags_request(o.sizing);
   request.shm_size = facts.shm_size;
   if (o.over_budget && !facts.shm_size)
@@ -65,6 +117,7 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
   request.over_budget_chosen = o.over_budget;
   SpecFacts spec = engine_option_spec(facts);
   add_gpu_reach(spec, o.sizing, gpu_mode, inv.engine);
+  spec.args = o.command;
   const ProfileStore store = sizing_store(o.sizing, config, env);
   const HostFacts host_facts = command_host_facts(host);
   const ShmDecision d = decide_shm(request, spec, config, store, host_facts);
@@ -121,10 +174,7 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
                            "OOM-killed (recorded as the label " +
                            kLabelOverBudget + ")");
   }
-  if (inv.sized && !request.shm_size) {
-    if (auto line = worker_flag_warning(o, inv.plan, request, spec, config, store, host_facts))
-      inv.warnings.push_back(*line);
-  }
+  if (inv.sized && !request.shm_size && !d.command_warning.empty()) inv.warnings.push_back(d.command_warning);
   if (inv.sized && !spec.memory_limit && host.mem_total > 0 && inv.applied_shm > host.mem_available) {
     inv.warnings.push_back("/dev/shm of " + format_size(inv.applied_shm) +
                            " is more than this host's available memory (" + format_size(host.mem_available) +
@@ -133,9 +183,10 @@ EngineInvocation prepare_run(const WrapperOptions& o, const Config& config, cons
 
   std::vector<std::string>& a = inv.argv;
   a = {inv.engine, "run"};
-  if (inv.sized && !request.shm_size) {
+  // The plan's size, or one given with -e GPU_RUN_SHM_SIZE (the engine does not read that).
+  if (inv.sized && (!request.shm_size || !engine_shm_size)) {
     a.push_back("--shm-size");
-    a.push_back(engine_size(inv.plan.shm));
+    a.push_back(engine_size(inv.applied_shm));
   }
   // --gpus 0 is no GPU: nothing to request (Docker's own --gpus 0 fails to select a driver).
   const bool wants_gpus = o.sizing.gpus && gpu_mode != "none" && inv.plan.gpus > 0;

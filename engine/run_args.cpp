@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <set>
-#include <sstream>
 #include <utility>
 
 #include "base/error.hpp"
@@ -248,6 +247,10 @@ EngineOptionFacts scan_engine_options(const std::vector<std::string>& o) {
       facts.cpus = value;
     else if (name == "--cpuset-cpus")
       facts.cpuset_cpus = value;
+    else if (name == "--env" || name == "-e")
+      facts.env.push_back(value);
+    else if (name == "--env-file")
+      facts.env_files.push_back(value);
     else if ((name == "--volume" || name == "-v") && mounts_host_shm(value))
       facts.host_shm_mount = true;
     else if (name == "--mount" && mount_targets_shm(value))
@@ -264,40 +267,6 @@ EngineOptionFacts scan_engine_options(const std::vector<std::string>& o) {
   else if (facts.shm_size)
     facts.shm_size_flag = "--shm-size " + *facts.shm_size;
   return facts;
-}
-
-std::optional<CommandWorkers> command_worker_flag(const std::vector<std::string>& command) {
-  static const std::set<std::string> long_flags = {"--workers", "--num-workers", "--num_workers",
-                                                   "--dataloader-num-workers", "--dataloader_num_workers"};
-  std::vector<std::string> words;
-  for (const auto& arg : command) {
-    std::istringstream in(arg);
-    for (std::string w; in >> w;) words.push_back(w);
-  }
-  auto count = [](const std::string& s) -> std::optional<std::uint64_t> {
-    if (s.empty() || s.size() > 6 || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-    return std::stoull(s);
-  };
-  std::optional<CommandWorkers> seen;
-  for (std::size_t i = 0; i < words.size(); ++i) {
-    const std::string& w = words[i];
-    const auto eq = w.find('=');
-    const std::string name = w.substr(0, eq);
-    std::optional<std::uint64_t> n;
-    std::string flag;
-    if (long_flags.count(name) && eq != std::string::npos) {
-      n = count(w.substr(eq + 1));
-      flag = w;
-    } else if ((long_flags.count(w) || w == "-j") && i + 1 < words.size()) {
-      n = count(words[i + 1]);
-      flag = w + " " + words[i + 1];
-    } else if (w.size() > 2 && w.compare(0, 2, "-j") == 0) {
-      n = count(w.substr(2));
-      flag = w;
-    }
-    if (n) seen = CommandWorkers{flag, *n};
-  }
-  return seen;
 }
 
 std::string shell_quote(const std::string& arg) {

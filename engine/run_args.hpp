@@ -45,21 +45,12 @@ struct EngineOptionFacts {
   std::optional<std::string> cpus;            // --cpus
   std::optional<std::string> cpuset_cpus;     // --cpuset-cpus
   bool gpus_given = false;                    // --gpus among engine options (cannot happen: ours)
+  std::vector<std::string> env;               // each -e/--env, as given: NAME=VALUE or NAME
+  std::vector<std::string> env_files;         // each --env-file
 };
 
 // Reads the engine options gpu-run must respect.
 EngineOptionFacts scan_engine_options(const std::vector<std::string>& engine_options);
-
-// A DataLoader worker count the container's command line gives: `-j N`, `-jN`, `--workers N`,
-// `--num-workers N`, `--num_workers N`, `--dataloader-num-workers N` (and `--flag=N`), as
-// written, and N. Each argument is read word by word (a shell's `-c "python train.py -j 4"`);
-// the last one wins, as with argparse. gpu-run only reads it: a script's DataLoader is its own.
-struct CommandWorkers {
-  std::string flag;  // "-j 4", "--workers=4"
-  std::uint64_t workers = 0;
-  bool operator==(const CommandWorkers& o) const { return flag == o.flag && workers == o.workers; }
-};
-std::optional<CommandWorkers> command_worker_flag(const std::vector<std::string>& command);
 
 // Quotes one argument for a POSIX shell (only when needed).
 std::string shell_quote(const std::string& arg);

@@ -23,6 +23,7 @@ const RequestWords kFlagWords = {
     nullptr,
     "--profile",
     "--prefetch-factor",
+    "pass --workers {n} to gpu-run",
 };
 
 ContainerRequest flags_request(const SizingFlags& o) {

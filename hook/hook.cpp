@@ -111,6 +111,7 @@ HookResult run_hook(const HookOptions& o) {
   } catch (const Error& e) {
     ctx.log.warn(who + " action=warn error=" + log_quote(std::string("cannot keep the decision record: ") + e.what()));
   }
+  if (!d.command_warning.empty()) ctx.log.warn(who + " action=warn warning=" + log_quote(d.command_warning));
   try {
     UniqueFd ns(open_mount_namespace(state.pid));
     join_mount_namespace(ns.get(), state.pid);

@@ -34,6 +34,8 @@ const RequestWords kPodWords = {
     k8s_limit,
     "profiles this webhook knows",
     request_key(RequestKey::kProfile).annotation,
+    "prefetch-factor",
+    "annotate the pod gpu-run.workers: \"{n}\"",
 };
 
 PodRefusal leave_alone(std::string reason, bool warn = false) {
@@ -167,6 +169,9 @@ std::optional<PodRefusal> PodRequest::decide_target(PodShmTarget& t) {
     for (const json& e : array_at(c, "env"))
       if (const json* v = member(e, "value"); v && v->is_string())
         facts.env[string_at(e, "name")] = v->get<std::string>();
+    for (const char* list : {"command", "args"})
+      for (const json& a : array_at(c, list))
+        if (a.is_string()) facts.args.push_back(a.get<std::string>());
     facts.gpu_devices = container_gpus(c);
     facts.has_ipc_namespace = true;
     // The budget is core's check; under "raise" the patch raises the limit to hold the shm instead.

@@ -1,6 +1,8 @@
 #include "pod/pod_review.hpp"
 
+#include "base/k8s_quantity.hpp"
 #include "pod/patch.hpp"
+#include "pod/pod_json.hpp"
 #include "pod/pod_request.hpp"
 
 namespace gpurun {
@@ -37,6 +39,10 @@ PodReview review_pod(const nlohmann::json& pod, const WebhookConfig& config, con
       r.size = request.total();
       r.containers = request.target_names();
       r.default_profile_used = request.default_profile_used();
+      for (const PodShmTarget& t : request.targets())
+        if (!t.decision.command_warning.empty())
+          r.warnings.push_back("container '" + k8s_shown(container_name(*t.container)) +
+                               "': " + t.decision.command_warning);
       return r;
     } catch (const Error& e) {
       refused = PodRefusal{PodRefusal::Kind::kCannotMeet, e.what(), false};

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "pod/webhook_config.hpp"
 #include "profiles/profile_store.hpp"
@@ -27,6 +28,9 @@ struct PodReview {
   std::uint64_t size = 0;            // patched: the plan, the sum over the containers that got /dev/shm
   std::string containers;            // patched: their names, comma-separated
   std::string default_profile_used;  // patched with `default_profile` (the pod named none), else ""
+  // patched: a container's command line starting other workers than its plan, one line each
+  // ("container 'train': the command line's '-j 8' asks for 8 DataLoader workers, ...").
+  std::vector<std::string> warnings;
 };
 
 // Reviews the Pod `pod` (a Pod's JSON as the API server sends it: metadata, spec). Its gpu-run.*

@@ -202,6 +202,8 @@ bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx, c
   // What it decided, once, in the spec (decision_record.hpp): written with the spec's edit, or alone when
   // the size is applied on the host or was there already.
   record_decision(bundle.spec, decision_record(plan.decision, "gpu-run-runtime"));
+  if (!plan.decision.command_warning.empty())
+    ctx.log.warn(who + " action=warn warning=" + log_quote(plan.decision.command_warning));
   if (const std::optional<bool> done = resize_on_host(bundle, plan.decision, ctx, who)) {
     write_bundle(bundle);
     return *done;

@@ -77,6 +77,7 @@ ReviewResult review_admission(const std::string& body, const WebhookConfig& conf
     const PodReview pod_review =
         review_pod(*pod, config, store, ns_default == config.namespace_profiles.end() ? nullptr : &ns_default->second);
     if (!pod_review.warning.empty()) warn(pod_review.warning);
+    for (const std::string& line : pod_review.warnings) response["warnings"].push_back("gpu-run: " + line);
     if (pod_review.outcome == ReviewOutcome::kPatched) {
       response["patchType"] = "JSONPatch";
       response["patch"] = base64_encode(pod_review.patch.dump());

@@ -36,7 +36,7 @@ gpu-run options:
   --profile NAME|FILE.json  workload profile (default: the host's default_profile, else "default")
   --gpus N|all|device=0,1   GPU ranks, Docker's syntax (default and 0: one loader, no GPU request)
   --workers N               DataLoader workers per GPU (default: the profile's, or from the CPUs);
-                            the script must start as many (read GPU_RUN_NUM_WORKERS)
+                            the script must start as many (read GPU_RUN_WORKERS)
   --batch-size N            batch size per GPU
   --prefetch-factor N       DataLoader prefetch_factor
   --profile-dir DIR         look for profiles in DIR first (repeatable)
@@ -59,6 +59,10 @@ gpu-run options:
 With --record or --guard, a job that exits 135 (SIGBUS) or fills /dev/shm is told the
 peak, the size, a size that would have fitted and the command to rerun with.
   --help, --version
+
+A request key given to the engine with -e (or its long form, or an env file): GPU_RUN_PROFILE,
+GPU_RUN_GPUS, GPU_RUN_WORKERS or its alias GPU_RUN_NUM_WORKERS, GPU_RUN_BATCH_SIZE, GPU_RUN_SHM_SIZE,
+is read as its flag; one key with two values is refused.
 
 The container gets GPU_RUN_PROFILE, GPU_RUN_GPUS (with --gpus), GPU_RUN_WORKERS (also as
 GPU_RUN_NUM_WORKERS), GPU_RUN_BATCH_SIZE and GPU_RUN_SHM_SIZE in its environment and the labels

@@ -12,6 +12,31 @@ const RequestKeySpec& request_key(RequestKey key) {
   return kRequestKeys[0];  // unreachable: every enumerator has an entry
 }
 
+const RequestKeySpec* request_key_of_env(const std::string& name) {
+  for (const RequestKeySpec& k : kRequestKeys)
+    if (name == k.env || (k.env_alias && name == k.env_alias)) return &k;
+  return nullptr;
+}
+
+EnvValue env_value(const std::map<std::string, std::string>& env, const RequestKeySpec& key) {
+  EnvValue out;
+  const auto main = env.find(key.env);
+  const auto alias = key.env_alias ? env.find(key.env_alias) : env.end();
+  if (main != env.end()) {
+    out.value = &main->second;
+    out.name = key.env;
+  }
+  if (alias == env.end()) return out;
+  if (!out.value) {
+    out.value = &alias->second;
+    out.name = key.env_alias;
+  } else if (alias->second != main->second) {
+    out.conflict = std::string(key.env) + "=" + main->second.substr(0, 40) + " and " + key.env_alias + "=" +
+                   alias->second.substr(0, 40) + " name one key (" + key.name + ") with two values: give one";
+  }
+  return out;
+}
+
 bool is_pod_app_container(const std::map<std::string, std::string>& annotations) {
   for (const char* key : {kCriContainerTypeAnnotation, kCrioContainerTypeAnnotation}) {
     auto it = annotations.find(key);

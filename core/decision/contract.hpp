@@ -23,13 +23,16 @@ struct RequestKeySpec {
   const char* name;        // "profile": the annotation's suffix, also used in messages
   const char* annotation;  // "gpu-run.profile"
   const char* env;         // "GPU_RUN_PROFILE"
+  // Another name of the same key in the environment, read exactly as `env` by every door (the
+  // wrapper's -e, a spec's process.env, a pod's env); both given with two values is refused.
+  const char* env_alias = nullptr;  // "GPU_RUN_NUM_WORKERS"
 };
 
 inline constexpr const char* kAnnotationPrefix = "gpu-run.";
 inline constexpr std::array<RequestKeySpec, 5> kRequestKeys = {{
     {RequestKey::kProfile, "profile", "gpu-run.profile", "GPU_RUN_PROFILE"},
     {RequestKey::kGpus, "gpus", "gpu-run.gpus", "GPU_RUN_GPUS"},
-    {RequestKey::kWorkers, "workers", "gpu-run.workers", "GPU_RUN_WORKERS"},
+    {RequestKey::kWorkers, "workers", "gpu-run.workers", "GPU_RUN_WORKERS", "GPU_RUN_NUM_WORKERS"},
     {RequestKey::kBatchSize, "batch-size", "gpu-run.batch-size", "GPU_RUN_BATCH_SIZE"},
     {RequestKey::kShmSize, "shm-size", "gpu-run.shm-size", "GPU_RUN_SHM_SIZE"},
 }};
@@ -51,6 +54,19 @@ inline constexpr const char* kCrioContainerTypeAnnotation = "io.kubernetes.cri-o
 inline constexpr const char* kPodAppContainerType = "container";
 
 const RequestKeySpec& request_key(RequestKey key);
+
+// The request key an environment variable names (its `env` or its `env_alias`), or null.
+const RequestKeySpec* request_key_of_env(const std::string& name);
+
+// One key's value read from an environment under each of its names: none, the one given, or
+// the refusal of two different values ("GPU_RUN_WORKERS=4 and GPU_RUN_NUM_WORKERS=8 name one
+// key (workers) with two values: give one"). `conflict` is empty unless both differ.
+struct EnvValue {
+  const std::string* value = nullptr;  // into `env`
+  std::string name;                    // the name it was given under
+  std::string conflict;
+};
+EnvValue env_value(const std::map<std::string, std::string>& env, const RequestKeySpec& key);
 
 // True when `annotations` (a spec's, set by containerd or CRI-O) mark an app container of a pod.
 bool is_pod_app_container(const std::map<std::string, std::string>& annotations);
@@ -75,9 +91,9 @@ std::vector<std::string> request_annotation_globs();
 inline constexpr const char* kEnvProfile = "GPU_RUN_PROFILE";
 inline constexpr const char* kEnvGpus = kRequestKeys[1].env;
 inline constexpr const char* kEnvWorkers = kRequestKeys[2].env;
-// The workers' older name, still written beside GPU_RUN_WORKERS for the jobs that read it as
-// num_workers, and read back from a container sized before the decision record.
-inline constexpr const char* kEnvNumWorkers = "GPU_RUN_NUM_WORKERS";
+// The workers' other name (kRequestKeys' env_alias): read as GPU_RUN_WORKERS is, and still written
+// beside it for the jobs that read it.
+inline constexpr const char* kEnvNumWorkers = kRequestKeys[2].env_alias;
 inline constexpr const char* kEnvBatchSize = "GPU_RUN_BATCH_SIZE";
 inline constexpr const char* kEnvShmSize = "GPU_RUN_SHM_SIZE";
 // The most the node guard may grow a pod's emptyDir /dev/shm to: its sizeLimit (the webhook).

@@ -85,6 +85,8 @@ DecisionRecord decision_record(const ShmDecision& d, const std::string& door, bo
     r.workers = d.workers;
   }
   if (ceiling) r.ceiling = *ceiling;
+  r.command_flag = d.command_flag.substr(0, kMaxWords);
+  r.command_workers = std::min<std::uint64_t>(d.command_workers, kMaxCount);
   return r;
 }
 
@@ -103,6 +105,10 @@ std::string decision_text(const DecisionRecord& r) {
   j["workers"] = r.workers;
   j["batch_size"] = r.batch_size;
   j["reason"] = r.reason;
+  if (!r.command_flag.empty()) {
+    j["command_flag"] = r.command_flag;
+    j["command_workers"] = r.command_workers;
+  }
   return j.dump();
 }
 
@@ -132,6 +138,8 @@ DecisionRecord parse_decision(const std::string& text, const std::string& where)
   r.workers = number_at(doc, "workers", kMaxCount, where);
   r.batch_size = number_at(doc, "batch_size", kMaxCount, where);
   r.reason = words_at(doc, "reason", where);
+  r.command_flag = words_at(doc, "command_flag", where);
+  r.command_workers = number_at(doc, "command_workers", kMaxCount, where);
   return r;
 }
 

@@ -43,6 +43,10 @@ struct DecisionRecord {
   std::uint64_t workers = 0;
   std::uint64_t batch_size = 0;
   std::string reason;  // how the size was found, in the decision's words
+  // The workers the container's command line gives, when the door saw one ("-j 8", 8): doctor
+  // names a crash of a plan for other workers by it.
+  std::string command_flag;
+  std::uint64_t command_workers = 0;
 };
 
 // The record of a decision a door acted on: its size (none when `applied` is false), the

@@ -51,6 +51,8 @@ struct RequestWords {
   // Keys named only when they cannot be read (sizing_request): the contract's unless a door says.
   const char* profile = "profile";                  // "--profile", "gpu-run.profile"
   const char* prefetch_factor = "prefetch-factor";  // "--prefetch-factor" (no container key carries it)
+  // How to plan for N DataLoader workers, "{n}" standing for N ("pass --workers {n} to gpu-run").
+  const char* set_workers = "set GPU_RUN_WORKERS={n}";
 };
 
 // A container's keys, as the contract names them (the hook, the runtime, the guard).

@@ -5,6 +5,7 @@
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "base/units.hpp"
+#include "decision/command_line.hpp"
 #include "decision/contract.hpp"
 #include "oci/gpus.hpp"
 #include "oci/host.hpp"
@@ -60,9 +61,10 @@ ContainerRequest container_request(const std::map<std::string, std::string>& sta
     if (v) {
       r.*field_of(k.key) = *v;
       add_source(r.source, "annotation");
-    } else if ((v = lookup(spec.env, k.env))) {
-      r.*field_of(k.key) = *v;
+    } else if (const EnvValue e = env_value(spec.env, k); e.value) {
+      r.*field_of(k.key) = *e.value;
       add_source(r.source, "env");
+      if (r.conflict.empty()) r.conflict = e.conflict;
     }
   }
   if (!r.shm_size) {
@@ -182,6 +184,13 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
   } catch (const Error& e) {
     error = e.what();
   }
+  if (!request.conflict.empty()) error = request.conflict;
+  if (const auto seen = command_worker_flag(spec.args)) {
+    d.command_flag = seen->flag.substr(0, 80);
+    d.command_workers = seen->workers;
+  }
+  if (d.plan && !request.shm_size)
+    d.command_warning = command_workers_warning(request, *d.plan, spec, config, store, host);
   if (uses_host_shm(spec)) {
     d.host_ipc = true;
     d.reason = spec.has_ipc_namespace

@@ -29,6 +29,9 @@ struct ContainerRequest {
   std::optional<std::string> shm_size;
   bool over_budget_chosen = false;  // flags only: a person keeps shm_size over the memory budget
   std::string source;               // "annotation", "env", "annotation+env", "flags", "recorded" or "" when none
+  // Two different values for one key (its two environment names, or a flag and -e): the one line
+  // refusing it; decide_shm refuses the request with it.
+  std::string conflict;
   RequestOrigin origin = RequestOrigin::kContainer;
   // How the door that read the request names its keys in a refusal (refusal.hpp).
   const RequestWords* words = &kContainerWords;  // never null
@@ -62,6 +65,11 @@ struct ShmDecision {
   std::optional<Refusal> refusal;  // set when core refused the size (over the budget, the profile's max_shm)
   bool budget_waived = false;      // refusal is over the budget, and the size applied: over_budget_chosen
   std::optional<ShmPlan> plan;     // the plan, when one could be made (also beside an explicit size)
+  // The container's command line starts another number of DataLoader workers than the plan holds
+  // (command_line.hpp): the one line a door shows where it sizes, and the flag it read.
+  std::string command_warning;
+  std::string command_flag;           // the workers flag the command line gives ("-j 8"), if any
+  std::uint64_t command_workers = 0;  // and its count
 };
 
 // Host facts the decision needs (so tests can fix them).

@@ -71,7 +71,7 @@ json parse_spec(const std::string& text, SpecParts parts, const std::string& sou
     keys[d] = parsed.get<std::string>();
     const std::string& k = keys[d];
     if (d == 1) return k == "root" || k == "annotations" || k == "process" || k == "linux" || k == "mounts";
-    if (d == 2 && keys[1] == "process") return k == "env";
+    if (d == 2 && keys[1] == "process") return k == "env" || k == "args";
     if (d == 2 && keys[1] == "linux")
       return k == "resources" || k == "devices" || k == "namespaces" || k == "cgroupsPath";
     return true;
@@ -106,6 +106,11 @@ SpecFacts spec_facts(const json& spec, const fs::path& bundle) {
       auto eq = s.find('=');
       if (eq != std::string::npos) f.env[s.substr(0, eq)] = s.substr(eq + 1);
     }
+  }
+  if (spec.contains("process") && spec["process"].is_object() && spec["process"].contains("args") &&
+      spec["process"]["args"].is_array()) {
+    for (const auto& a : spec["process"]["args"])
+      if (a.is_string()) f.args.push_back(a.get<std::string>());
   }
   static const json kEmpty = json::object();
   auto member = [](const json& obj, const char* key) -> const json& {

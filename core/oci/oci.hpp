@@ -36,7 +36,7 @@ OciState parse_state(const std::string& text);
 OciState read_state(int fd);
 
 // Loads <bundle>/config.json (bounded, regular file only). kFacts keeps only what
-// spec_facts reads (root, annotations, process.env, mounts, linux.{resources,devices,
+// spec_facts reads (root, annotations, process.env and args, mounts, linux.{resources,devices,
 // namespaces,cgroupsPath}) and skips the rest while parsing, e.g. Docker's seccomp profile: for the
 // hook, which never writes the spec back.
 enum class SpecParts { kWhole, kFacts };
@@ -53,6 +53,7 @@ struct SpecFacts {
   fs::path rootfs;  // absolute
   std::map<std::string, std::string> annotations;
   std::map<std::string, std::string> env;
+  std::vector<std::string> args;  // the command line: process.args, a pod's command and args
   std::optional<std::uint64_t> memory_limit;
   std::optional<std::string> cgroups_path;  // linux.cgroupsPath, as the engine wrote it
   // The memory limit of the pod's cgroup (the parent of cgroups_path), read by plan_container

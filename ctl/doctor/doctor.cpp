@@ -36,7 +36,8 @@ int report(const std::string& target, const std::vector<Finding>& findings, cons
 }
 
 int report_crash(const CrashFacts& crash, bool as_json) {
-  const std::vector<Finding> findings = diagnose_crash(crash);
+  std::vector<Finding> findings = diagnose_crash(crash);
+  put_workers_mismatch_first(crash, findings);
   return report(crash.source, findings, crash_json(crash, findings), as_json);
 }
 

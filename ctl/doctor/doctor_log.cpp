@@ -414,6 +414,16 @@ void fd_limit_rule(const CrashFacts& f, std::vector<Finding>& out) {
 void oom_rule(const CrashFacts& f, std::vector<Finding>& out) {
   const CrashEvidence* e = first(f, CrashEvidence::kOomKilled);
   if (!e && !(f.exit_code && *f.exit_code == 137)) return;
+  if (!e && f.oom_killed == false) {
+    out.push_back({Level::kWarn, "killed",
+                   "the container was stopped by a SIGKILL from outside (exit status 137, and the engine says it was "
+                   "not OOM-killed): `docker kill`, `docker stop` past its timeout, a supervisor; not memory, not "
+                   "/dev/shm",
+                   "see who stopped it (`docker events --filter container=NAME`); give `docker stop` a longer -t if "
+                   "the job needs time to exit",
+                   ""});
+    return;
+  }
   out.push_back({Level::kFail, "oom-killed",
                  std::string("a process was killed by SIGKILL") + (e ? " (" + where(*e) + ")" : " (exit status 137)") +
                      engines_named(f) +

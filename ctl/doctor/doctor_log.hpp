@@ -40,6 +40,10 @@ struct CrashFacts {
   std::optional<std::uint64_t> planned_shm;  // GPU_RUN_SHM_SIZE: the size gpu-run applied
   CrashDoor door = CrashDoor::kEngine;       // doctor --for k8s, or the log's own signs
   std::optional<std::string> pod;            // the pod `kubectl logs --prefix` names, when it does
+  std::optional<bool> oom_killed;            // the engine's State.OOMKilled, when a container's
+  std::optional<std::string> command_flag;   // the workers its command line gives ("-j 4"), when known
+  std::uint64_t command_workers = 0;         // and their count
+  std::string door_name;                     // the door that sized it (its record's), for the fix's words
 };
 
 // Reads a log: every line that says why the job died (/dev/shm running out, and the failures

@@ -252,8 +252,8 @@ template <typename Env>
 void gather_crash_env(const Env& env, CrashFacts& crash) {
   crash.profile = env(kEnvProfile);
   crash.gpus = env(kEnvGpus);
-  crash.workers = env(kEnvNumWorkers);
-  if (!crash.workers) crash.workers = env(request_key(RequestKey::kWorkers).env);
+  crash.workers = env(request_key(RequestKey::kWorkers).env);
+  if (!crash.workers) crash.workers = env(kEnvNumWorkers);
   crash.batch_size = env(kEnvBatchSize);
   if (const auto size = env(kEnvShmSize)) {
     try {
@@ -272,6 +272,7 @@ CrashFacts gather_crash(const InspectedContainer& container) {
   crash.source = container.target + ", exited with status " + std::to_string(c.exit_code.value_or(-1)) +
                  (c.oom_killed ? ", OOM-killed" : "");
   crash.exit_code = c.exit_code;
+  if (c.engine == "docker" || c.engine == "podman") crash.oom_killed = c.oom_killed;
   crash.shm_size = c.shm_size;
   const auto env = [&](const char* name) -> std::optional<std::string> {
     const auto it = c.env.find(name);
@@ -286,6 +287,11 @@ CrashFacts gather_crash(const InspectedContainer& container) {
     if (r.workers) crash.workers = std::to_string(r.workers);
     if (r.batch_size) crash.batch_size = std::to_string(r.batch_size);
     crash.planned_shm = r.size;
+    crash.door_name = r.door;
+    if (!r.command_flag.empty()) {
+      crash.command_flag = r.command_flag;
+      crash.command_workers = r.command_workers;
+    }
   } else {
     gather_crash_env(env, crash);
   }

@@ -6,6 +6,7 @@
 #include "base/enum_name.hpp"
 #include "base/error.hpp"
 #include "base/units.hpp"
+#include "ctl/doctor/doctor_log.hpp"
 #include "decision/contract.hpp"
 #include "decision/sizing.hpp"
 
@@ -37,7 +38,20 @@ std::optional<std::string> env_of(const DoctorFacts& f, const std::string& name)
 }
 
 // "GPU_RUN_SHM_SIZE=2g"
-std::string assignment(const char* name, const std::string& value) { return std::string(name) + "=" + value; }
+std::string assignment(const std::string& name, const std::string& value) { return name + "=" + value; }
+
+// How to plan for `n` workers, in the words of the door that sized the container.
+std::string workers_fix(std::uint64_t n, const std::string& door) {
+  const std::string count = std::to_string(n);
+  const std::string read = std::string(", or make the script read ") + request_key(RequestKey::kWorkers).env +
+                           " (it holds the workers planned)";
+  if (door == "gpu-run-webhook" || door == "gpu-run-ctl k8s")
+    return "plan for " + count + ": annotate the pod " + request_key(RequestKey::kWorkers).annotation + ": \"" + count +
+           "\"" + read;
+  if (door == "gpu-run-runtime" || door == "gpu-run-hook")
+    return "plan for " + count + ": start it with -e " + request_key(RequestKey::kWorkers).env + "=" + count + read;
+  return "plan for " + count + ": rerun with gpu-run --workers " + count + read;
+}
 
 bool ipc_is(const DoctorFacts& f, IpcKind kind) { return f.ipc && f.ipc->kind == kind; }
 
@@ -271,20 +285,36 @@ void check_decision(const DoctorFacts& f, std::vector<Finding>& out) {
       "see the host log of gpu-run (/var/log/gpu-run.log or the config's log) for that container's start");
 }
 
+// The plan's workers against the command line's, as the door that sized the container saw them
+// and warned of at its start (the record's command_flag).
+bool check_command_workers(const DoctorFacts& f, std::vector<Finding>& out) {
+  if (!f.recorded.record) return false;
+  const DecisionRecord& r = *f.recorded.record;
+  if (r.command_flag.empty() || r.command_workers == r.workers) return false;
+  add(out, r.command_workers > r.workers ? Level::kWarn : Level::kOk, "workers",
+      "the command line's '" + r.command_flag + "' starts " + std::to_string(r.command_workers) +
+          " DataLoader workers, but " + (r.door.empty() ? std::string("gpu-run") : r.door) + " planned /dev/shm (" +
+          (r.size ? format_size(*r.size) : std::string("none")) + ") for " + std::to_string(r.workers) +
+          " (its record, gpu-run.decision)",
+      workers_fix(r.command_workers, r.door));
+  return true;
+}
+
 void check_workers(const DoctorFacts& f, std::vector<Finding>& out) {
+  if (check_command_workers(f, out)) return;
   const std::string cpus = f.cpus ? std::to_string(*f.cpus) + " CPU" + (*f.cpus == 1 ? "" : "s") +
                                         (f.cpus_source.empty() ? "" : " (" + f.cpus_source + ")")
                                   : std::string("an unknown number of CPUs");
   // The workers gpu-run planned: its record's, else the environment's (the name it writes, else
   // the request's).
-  const char* name = kEnvNumWorkers;
+  std::string name = request_key(RequestKey::kWorkers).env;
   std::optional<std::string> workers;
   if (f.recorded.record && f.recorded.record->workers) {
     name = "gpu-run.decision workers";
     workers = std::to_string(f.recorded.record->workers);
-  } else if (!(workers = env_of(f, kEnvNumWorkers))) {
-    name = request_key(RequestKey::kWorkers).env;
-    workers = env_of(f, name);
+  } else if (const EnvValue e = env_value(f.env, request_key(RequestKey::kWorkers)); e.value) {
+    name = e.name;
+    workers = e.value->substr(0, 80);
   }
   if (!workers) {
     // gpu-run-runtime and the hook size /dev/shm in the spec and leave the environment alone.
@@ -299,7 +329,7 @@ void check_workers(const DoctorFacts& f, std::vector<Finding>& out) {
     else
       why = " (gpu-run and the webhook set it; gpu-run-runtime and the hook size /dev/shm without it)";
     add(out, Level::kOk, "workers",
-        "the container may use " + cpus + "; " + kEnvNumWorkers + " is not set" + why +
+        "the container may use " + cpus + "; " + request_key(RequestKey::kWorkers).env + " is not set" + why +
             (why[0] == ':' ? ", so the job's DataLoader picks its own workers (the plan assumed the profile's)" : ""));
     return;
   }
@@ -431,6 +461,25 @@ void check_sysctls(const DoctorFacts& f, std::vector<Finding>& out) {
 }
 
 }  // namespace
+
+void put_workers_mismatch_first(const CrashFacts& f, std::vector<Finding>& findings) {
+  if (!f.command_flag || !f.workers || worst_level(findings) != Level::kFail) return;
+  std::uint64_t planned = 0;
+  try {
+    planned = parse_count(*f.workers, "workers");
+  } catch (const Error&) {
+    return;
+  }
+  if (f.command_workers <= planned) return;
+  findings.insert(findings.begin(),
+                  {Level::kFail, "workers-mismatch",
+                   "the command line's '" + *f.command_flag + "' started " + std::to_string(f.command_workers) +
+                       " DataLoader workers, but /dev/shm" +
+                       (f.planned_shm ? " (" + format_size(*f.planned_shm) + ")" : std::string()) +
+                       " was planned for " + *f.workers + " (gpu-run said so at the start): the job needed more than " +
+                       "the plan because it ran other workers than planned",
+                   workers_fix(f.command_workers, f.door_name)});
+}
 
 const char* level_name(Level level) {
   static const char* const kNames[] = {"OK", "WARN", "FAIL"};

@@ -28,6 +28,12 @@ struct Finding {
 // The findings for `facts`, in a fixed order. Pure: no I/O.
 std::vector<Finding> diagnose(const DoctorFacts& facts);
 
+struct CrashFacts;  // doctor_log.hpp
+
+// A crash of a job whose command line started more DataLoader workers than the recorded plan
+// holds: that cause, first, before what the log shows (a full /dev/shm is its consequence).
+void put_workers_mismatch_first(const CrashFacts& facts, std::vector<Finding>& findings);
+
 // The worst level among `findings` (kOk when empty).
 Level worst_level(const std::vector<Finding>& findings);
 

@@ -34,7 +34,8 @@ void note_reviews(const std::vector<TemplateReview>& reviews, const std::string&
     if (r.outcome == ReviewOutcome::kPatched)
       result.notes.push_back(which + ": /dev/shm " + k8s_quantity(r.size) + " for " + r.containers +
                              (r.default_profile_used.empty() ? "" : " (profile " + r.default_profile_used + ")"));
-    else
+    for (const std::string& line : r.warnings) result.notes.push_back("warning: " + which + ": " + line);
+    if (r.outcome != ReviewOutcome::kPatched)
       result.notes.push_back((r.outcome == ReviewOutcome::kWarned ? "warning: " : "") + which +
                              ": unchanged: " + r.reason);
   }

@@ -139,7 +139,7 @@ void run_calibrate(const CalibrateOptions& o) {
                 kExitFailure);
   if (run.shm.peak == 0)
     throw Error(
-        "calibrate: the workload used no /dev/shm (does it read GPU_RUN_NUM_WORKERS or take --workers?): "
+        "calibrate: the workload used no /dev/shm (does it read GPU_RUN_WORKERS or take --workers?): "
         "no profile written",
         0, kExitFailure);
 

@@ -271,7 +271,7 @@ void run_tune(const TuneOptions& o) {
   }
   if (!has_workers_placeholder(w.command))
     std::cerr << "gpu-run-ctl tune: warning: no {workers} in the command: the workload must read the worker count "
-                 "from GPU_RUN_NUM_WORKERS\n";
+                 "from GPU_RUN_WORKERS\n";
   if (o.repeats < 2 || o.repeats > 100)
     throw usage_error("--repeats " + std::to_string(o.repeats) +
                       ": expected 2..100 (tune needs the spread of at least two runs per count)");
@@ -337,7 +337,7 @@ void add_tune_command(CLI::App& app) {
   cmd->footer(
       "Usage: gpu-run-ctl tune [OPTIONS] [--counts 0,1,2,4,8] -- [docker run options] IMAGE COMMAND...\n\n"
       "Each count N runs --repeats times (round by round over the counts) through gpu-run's logic with\n"
-      "--workers N: /dev/shm planned for N, GPU_RUN_NUM_WORKERS=N in the container and every {workers} in\n"
+      "--workers N: /dev/shm planned for N, GPU_RUN_WORKERS=N in the container and every {workers} in\n"
       "COMMAND replaced by N. Measures wall time (the median of the runs, and their spread: the slowest\n"
       "minus the fastest) and peak /dev/shm (100 Hz); the budget of a run is its planned /dev/shm (bounded\n"
       "by --memory). The fastest count is recommended only when its median beats every other count's by\n"

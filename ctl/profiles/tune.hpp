@@ -16,7 +16,7 @@ namespace gpurun {
 
 // `gpu-run-ctl tune [gpu-run options] [--counts 0,1,2,4,8] [--repeats N] -- [docker run options]
 // IMAGE CMD...`: runs the command `repeats` times per worker count ({workers} substituted,
-// GPU_RUN_NUM_WORKERS set, /dev/shm planned for that count), and recommends the fastest within
+// GPU_RUN_WORKERS set, /dev/shm planned for that count), and recommends the fastest within
 // the shm budget when it is faster by more than the runs' spread.
 struct TuneOptions {
   RunOptions run;

@@ -185,6 +185,24 @@ assert_exit 3 docker run --rm --ipc host "${inside[@]}" "$inside_image" /gpu-run
 assert_eq WARN "$(level "$IT_OUT" ipc)" "inside --ipc host: WARN"
 
 # --- podman: its own default, gpu-run's size, and --ipc host -----------------------------------
+# --- doctor names the cause (issue 40) --------------------------------------------------------
+# A SIGKILL from outside (docker kill): exit 137 with OOMKilled false is not an OOM kill.
+start --name killed "$IMAGE" sleep 300
+docker kill killed >/dev/null
+assert_eq "137 false" "$(docker inspect -f '{{.State.ExitCode}} {{.State.OOMKilled}}' killed)" "docker kill: exit 137, not OOM-killed"
+out=$(doc --json killed 2>/dev/null)
+assert_eq "" "$(level "$out" oom-killed)" "docker kill: no oom-killed finding"
+assert_eq WARN "$(level "$out" killed)" "docker kill: a SIGKILL from outside"
+# A crash of a job whose command line started more workers than gpu-run planned: that first.
+"$GPU_RUN" --engine docker --gpu-request none --profile cifar --workers 1 -d --name mismatch "$IMAGE" sh -c \
+  'echo python train.py -j 8; echo "RuntimeError: DataLoader worker (pid 42) is killed by signal: Bus error."; exit 1' \
+  >/dev/null 2>"$work/mismatch.err" || it_die "gpu-run mismatch failed: $(cat "$work/mismatch.err")"
+assert_contains "$(cat "$work/mismatch.err")" "the command line's '-j 8' asks for 8 DataLoader workers" "gpu-run warned at the start"
+docker wait mismatch >/dev/null
+out=$(doc --json mismatch 2>/dev/null)
+assert_eq workers-mismatch "$(jq -r '.findings[0].check' <<<"$out")" "the workers' mismatch is the first finding"
+assert_contains "$(jq -r '.findings[0].fix' <<<"$out")" "gpu-run --workers 8" "its fix plans for the command line's workers"
+
 if command -v podman >/dev/null 2>&1 && command -v conmon >/dev/null 2>&1; then
   p=$(it_tmpdir)
   it_on_exit it_podman_cleanup "$p"

@@ -45,6 +45,25 @@ rc=$?
 ((rc != 0)) && it_pass "unknown profile: docker run fails (exit $rc)" || it_fail "unknown profile: docker run succeeded"
 assert_contains "$out" "unknown profile 'imagenett'" "docker shows gpu-run's message"
 
+# One name per fact (issue 40): GPU_RUN_NUM_WORKERS=8 planned the default workers; it is read as
+# GPU_RUN_WORKERS=8, the size gpu-run --workers 8 plans, and the two with two values fail the start.
+w8=$(expected_kib imagenet 2 --workers 8)
+assert_eq "$w8" "$(shm_kib "${req[@]}" -e GPU_RUN_WORKERS=8)" "GPU_RUN_WORKERS=8: the size of gpu-run --workers 8"
+assert_eq "$w8" "$(shm_kib "${req[@]}" -e GPU_RUN_NUM_WORKERS=8)" "GPU_RUN_NUM_WORKERS=8: the same size"
+[[ $w8 != "$expected" ]] && it_pass "8 workers plan another size than the default's" || it_fail "8 workers planned as the default"
+out=$(docker run --rm --runtime gpu-run "${req[@]}" -e GPU_RUN_WORKERS=4 -e GPU_RUN_NUM_WORKERS=8 gpurun-busybox true 2>&1)
+rc=$?
+((rc != 0)) && it_pass "two workers values: docker run fails (exit $rc)" || it_fail "two workers values: docker run succeeded"
+assert_contains "$out" "GPU_RUN_WORKERS=4 and GPU_RUN_NUM_WORKERS=8 name one key (workers) with two values" "docker shows the line naming both"
+
+# The command line (the spec's process.args, a shell's string too): the warning in the host log
+# (and the flag in the decision record: runtime_test).
+got=$(docker run --rm --runtime gpu-run "${req[@]}" gpurun-busybox sh -c 'echo train.py -j 8 >/dev/null; df -k /dev/shm | tail -n 1' | awk '{print $2}')
+assert_eq "$expected" "$got" "a command line of other workers keeps the plan"
+warn=$(grep 'action=warn warning=' "$log" | tail -n 1)
+assert_contains "$warn" "the command line's '-j 8' asks for 8 DataLoader workers" "the runtime logs the command line's workers"
+assert_contains "$warn" "set GPU_RUN_WORKERS=8" "in the container's words"
+
 # Runtime pass-through keeps every other subcommand working: exec, kill, stop.
 cid=$(docker run -d --runtime gpu-run "${req[@]}" gpurun-busybox sleep 300)
 assert_eq "$expected" "$(docker exec "$cid" df -k /dev/shm | tail -n 1 | awk '{print $2}')" "docker exec in a gpu-run container"

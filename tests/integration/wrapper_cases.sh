@@ -143,10 +143,25 @@ EOF
   check_size "pin_memory profile without a GPU" --profile "$work/custom-pin.json" --gpus 0
   assert_eq $((901 * 1048576)) "$PLANNED_BYTES" "pin_memory with --gpus 0: hand-computed 901 MiB (hold 3)"
 
+  # One name per fact (issue 40): the workers given with -e under either name plan as --workers
+  # (they were passed to the container and ignored by the plan); two values are refused.
+  check_size "--workers 8" --profile imagenet --gpus 2 --workers 8
+  n=$PLANNED_BYTES
+  check_size "-e GPU_RUN_WORKERS=8" --profile imagenet --gpus 2 -e GPU_RUN_WORKERS=8
+  assert_eq "$n" "$PLANNED_BYTES" "-e GPU_RUN_WORKERS=8 plans as --workers 8"
+  check_size "-e GPU_RUN_NUM_WORKERS=8" --profile imagenet --gpus 2 -e GPU_RUN_NUM_WORKERS=8
+  assert_eq "$n" "$PLANNED_BYTES" "-e GPU_RUN_NUM_WORKERS=8 plans as --workers 8"
+  check_size "-e GPU_RUN_PROFILE, -e GPU_RUN_GPUS" -e GPU_RUN_PROFILE=imagenet -e GPU_RUN_GPUS=2 --workers 8
+  assert_eq "$n" "$PLANNED_BYTES" "the profile and GPUs given with -e plan as their flags"
+  check_bad "-e GPU_RUN_WORKERS=4 -e GPU_RUN_NUM_WORKERS=8" --profile imagenet -e GPU_RUN_WORKERS=4 \
+    -e GPU_RUN_NUM_WORKERS=8 --rm "$IMAGE" true
+  assert_contains "$IT_ERR" "GPU_RUN_WORKERS=4 and GPU_RUN_NUM_WORKERS=8 name one key (workers)" "the line names both"
+
   # What the container is told: env and label.
   out=$(gr --gpu-request none --profile cifar --gpus 1 --workers 2 --rm "$IMAGE" env 2>&1)
   assert_contains "$out" "GPU_RUN_PROFILE=cifar" "env GPU_RUN_PROFILE"
-  assert_contains "$out" "GPU_RUN_NUM_WORKERS=2" "env GPU_RUN_NUM_WORKERS"
+  assert_contains "$out" "GPU_RUN_WORKERS=2" "env GPU_RUN_WORKERS"
+  assert_contains "$out" "GPU_RUN_NUM_WORKERS=2" "env GPU_RUN_NUM_WORKERS, its alias, for the scripts that read it"
   assert_contains "$out" "GPU_RUN_BATCH_SIZE=128" "env GPU_RUN_BATCH_SIZE"
   assert_contains "$out" "GPU_RUN_SHM_SIZE=" "env GPU_RUN_SHM_SIZE"
   eng rm -f gr-label >/dev/null 2>&1

@@ -55,7 +55,10 @@ TEST(Contract, EveryRequestKeyReachesTheRequestByAnnotationAndByEnv) {
     by_env.env[k.env] = "7";
     SpecFacts by_annotation;
     by_annotation.annotations[k.annotation] = "7";
-    for (const SpecFacts& spec : {by_env, by_annotation}) {
+    // The key's other name, where it has one, read exactly as its own.
+    SpecFacts by_alias = by_env;
+    if (k.env_alias) by_alias.env = {{k.env_alias, "7"}};
+    for (const SpecFacts& spec : {by_env, by_annotation, by_alias}) {
       const ContainerRequest r = container_request({}, spec);
       EXPECT_TRUE(r.named_anything()) << k.name;
       const std::optional<std::string>* fields[] = {&r.profile, &r.gpus, &r.workers, &r.batch_size, &r.shm_size};
@@ -70,7 +73,7 @@ TEST(Contract, EnvAndLabelsOfASizedContainer) {
   const NameValues env = container_env("imagenet", 0, 4, 64, 1536 * kMiB);
   ASSERT_EQ(env.size(), 5u);
   EXPECT_EQ(env[0], (std::pair<std::string, std::string>{"GPU_RUN_PROFILE", "imagenet"}));
-  // The request's own name, and the older one jobs read as num_workers.
+  // The request's own name, and its alias, still written for the jobs that read it.
   EXPECT_EQ(env[1], (std::pair<std::string, std::string>{"GPU_RUN_WORKERS", "4"}));
   EXPECT_EQ(env[2], (std::pair<std::string, std::string>{"GPU_RUN_NUM_WORKERS", "4"}));
   EXPECT_EQ(env[3], (std::pair<std::string, std::string>{"GPU_RUN_BATCH_SIZE", "64"}));
@@ -89,6 +92,28 @@ TEST(Contract, EnvAndLabelsOfASizedContainer) {
   for (const char* n :
        {"GPU_RUN_PROFILE", "GPU_RUN_GPUS", "GPU_RUN_WORKERS", "GPU_RUN_NUM_WORKERS", "GPU_RUN_SHM_SIZE"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+}
+
+// The trap: GPU_RUN_NUM_WORKERS=8 was ignored by the runtime, the hook and the pods.
+TEST(Contract, TheWorkersAliasIsReadAsTheWorkersAndTwoValuesAreRefused) {
+  EXPECT_EQ(std::string(request_key(RequestKey::kWorkers).env_alias), "GPU_RUN_NUM_WORKERS");
+  EXPECT_EQ(request_key_of_env("GPU_RUN_NUM_WORKERS"), &request_key(RequestKey::kWorkers));
+  EXPECT_EQ(request_key_of_env("GPU_RUN_WORKERS"), &request_key(RequestKey::kWorkers));
+  EXPECT_EQ(request_key_of_env("GPU_RUN_SHM_LIMIT"), nullptr);
+  SpecFacts spec;
+  spec.env = {{"GPU_RUN_NUM_WORKERS", "8"}};
+  EXPECT_EQ(container_request({}, spec).workers, "8");
+  spec.env["GPU_RUN_WORKERS"] = "8";
+  EXPECT_TRUE(container_request({}, spec).conflict.empty());
+  spec.env["GPU_RUN_WORKERS"] = "4";
+  const ContainerRequest r = container_request({}, spec);
+  EXPECT_EQ(r.conflict, "GPU_RUN_WORKERS=4 and GPU_RUN_NUM_WORKERS=8 name one key (workers) with two values: give one");
+  // decide_shm refuses it, naming both, as it refuses any bad key: the start fails.
+  spec.has_ipc_namespace = true;
+  const ShmDecision d = decide_shm(r, spec, Config{}, ProfileStore{{GPU_RUN_SOURCE_PROFILES}}, HostFacts{2, 0, kGiB});
+  EXPECT_FALSE(d.act);
+  EXPECT_TRUE(d.explicit_request);
+  EXPECT_EQ(d.error, r.conflict);
 }
 
 TEST(ContractTest, PodAppContainerByContainerdOrCrioKey) {

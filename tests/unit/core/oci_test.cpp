@@ -80,7 +80,7 @@ TEST(OciSpecTest, FactsOnlyParseKeepsWhatSpecFactsReads) {
   json facts = load_spec(dir.path(), SpecParts::kFacts);
   EXPECT_FALSE(facts.contains("hooks"));
   EXPECT_FALSE(facts["process"].contains("capabilities"));
-  EXPECT_FALSE(facts["process"].contains("args"));
+  EXPECT_EQ(facts["process"]["args"], whole["process"]["args"]);  // the command line's workers (command_line.hpp)
   EXPECT_FALSE(facts["linux"].contains("seccomp"));
   EXPECT_FALSE(facts["linux"].contains("maskedPaths"));
   EXPECT_EQ(facts["annotations"]["seccomp"], whole["annotations"]["seccomp"]);

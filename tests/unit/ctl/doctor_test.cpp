@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "base/units.hpp"
+#include "ctl/doctor/doctor_log.hpp"
 #include "ctl/doctor/doctor_render.hpp"
 #include "ctl/doctor/doctor_rules.hpp"
 #include "support/test_util.hpp"
@@ -518,6 +519,75 @@ TEST(Doctor, JsonReport) {
     }
   }
   EXPECT_TRUE(saw_fail);
+}
+
+// The workers gpu-run planned under either name, and the command line's against the plan as the
+// door that sized the container recorded it (its record's command_flag): named by doctor.
+TEST(Doctor, TheRecordedCommandLinesWorkersAgainstThePlan) {
+  DoctorFacts f = sized();
+  f.cpus = 4;
+  f.env.erase("GPU_RUN_NUM_WORKERS");
+  f.env["GPU_RUN_WORKERS"] = "5";
+  EXPECT_EQ(level_of(f, "workers"), Level::kWarn) << "GPU_RUN_WORKERS read as its alias is";
+  DecisionRecord r;
+  r.door = "gpu-run-runtime";
+  r.size = 256 * kMiB;
+  r.workers = 1;
+  r.command_flag = "-j 4";
+  r.command_workers = 4;
+  f.recorded.record = r;
+  const Finding x = finding(f, "workers");
+  EXPECT_EQ(x.level, Level::kWarn);
+  EXPECT_EQ(x.message,
+            "the command line's '-j 4' starts 4 DataLoader workers, but gpu-run-runtime planned /dev/shm (256MiB) for "
+            "1 (its record, gpu-run.decision)");
+  EXPECT_CONTAINS(x.fix, "start it with -e GPU_RUN_WORKERS=4");
+  f.recorded.record->command_workers = 1;
+  f.recorded.record->command_flag = "-j 1";
+  EXPECT_NOT_CONTAINS(finding(f, "workers").message, "command line");
+}
+
+// The traps at doctor: exit 137 without the OOM killer is not an OOM kill, and a crash
+// of a plan for fewer workers than the command line started says so first.
+TEST(Doctor, ASigkillFromOutsideIsNotAnOomKill) {
+  CrashFacts f;
+  f.exit_code = 137;
+  f.oom_killed = false;
+  std::vector<Finding> findings = diagnose_crash(f);
+  EXPECT_EQ(find(findings, "oom-killed"), nullptr);
+  ASSERT_NE(find(findings, "killed"), nullptr);
+  EXPECT_CONTAINS(find(findings, "killed")->message, "SIGKILL from outside");
+  EXPECT_NOT_CONTAINS(find(findings, "killed")->fix, "memory limit");
+  f.oom_killed = true;
+  EXPECT_NE(find(diagnose_crash(f), "oom-killed"), nullptr);
+  f.oom_killed.reset();  // a log alone: the exit status is all there is
+  EXPECT_NE(find(diagnose_crash(f), "oom-killed"), nullptr);
+}
+
+TEST(Doctor, ACrashOfAPlanForFewerWorkersThanTheCommandLineNamesThatFirst) {
+  CrashFacts f;
+  f.exit_code = 1;
+  read_crash_log(
+      "RuntimeError: DataLoader worker (pid 42) is killed by signal: Bus error. It is possible that "
+      "dataloader's workers are out of shared memory.\n",
+      f);
+  f.profile = "imagenet";
+  f.workers = "1";
+  f.planned_shm = 256 * kMiB;
+  std::vector<Finding> findings = diagnose_crash(f);
+  ASSERT_FALSE(findings.empty());
+  put_workers_mismatch_first(f, findings);
+  EXPECT_NE(findings[0].check, "workers-mismatch") << "no command line known: nothing to say";
+  f.command_flag = "-j 4";
+  f.command_workers = 4;
+  f.door_name = "gpu-run";
+  put_workers_mismatch_first(f, findings);
+  ASSERT_EQ(findings[0].check, "workers-mismatch");
+  EXPECT_EQ(findings[0].level, Level::kFail);
+  EXPECT_CONTAINS(findings[0].message,
+                  "the command line's '-j 4' started 4 DataLoader workers, but /dev/shm (256MiB) "
+                  "was planned for 1");
+  EXPECT_CONTAINS(findings[0].fix, "rerun with gpu-run --workers 4");
 }
 
 }  // namespace

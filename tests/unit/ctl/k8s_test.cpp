@@ -255,6 +255,29 @@ TEST_F(K8sRenderTest, SizedOnceAndWorkersFromThePodsCpusOnly) {
       << "as `plan --cpus 16` on a 1-CPU host";
 }
 
+// The traps at `k8s -f`: a command line of other workers than the plan, planned in
+// silence; now a warning on stderr (the notes), in the webhook's words.
+TEST_F(K8sRenderTest, TheCommandLinesWorkersAreAWarning) {
+  const std::string manifest =
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: t, annotations: {gpu-run.profile: imagenet}}\nspec:\n"
+      "  containers:\n  - name: train\n    image: x\n    args: [python, train.py, --workers, \"16\"]\n"
+      "    resources: {limits: {nvidia.com/gpu: 1, cpu: 4}}\n";
+  const K8sResult r = render(manifest);
+  ASSERT_EQ(r.notes.size(), 2u);
+  EXPECT_CONTAINS(r.notes[0], "Pod t: /dev/shm ");
+  EXPECT_CONTAINS(r.notes[1],
+                  "warning: Pod t: container 'train': the command line's '--workers 16' asks for 16 "
+                  "DataLoader workers");
+  EXPECT_CONTAINS(r.notes[1], "annotate the pod gpu-run.workers: \"16\"");
+  const std::string shell =
+      "apiVersion: v1\nkind: Pod\nmetadata: {name: t, annotations: {gpu-run.profile: imagenet}}\nspec:\n"
+      "  containers:\n  - name: train\n    image: x\n    command: [sh, -c, \"python train.py -j 8\"]\n"
+      "    resources: {limits: {nvidia.com/gpu: 1}}\n";
+  const K8sResult s = render(shell);
+  ASSERT_EQ(s.notes.size(), 2u);
+  EXPECT_CONTAINS(s.notes[1], "'-j 8' asks for 8 DataLoader workers");
+}
+
 TEST_F(K8sRenderTest, ADefaultProfileForTemplatesThatNameNone) {
   const std::string manifest =
       "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: nightly}\nspec:\n  schedule: \"0 3 * * *\"\n"

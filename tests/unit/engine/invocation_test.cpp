@@ -205,6 +205,97 @@ TEST_F(WrapperTest, MemoryBoundsThePlan) {
   EXPECT_NO_THROW(run({"--profile", "imagenet", "--gpus", "2", "--memory", "4g", "img"}));
 }
 
+// The contract table as the wrapper reads it: each fact under each name it accepts (its flag,
+// -e/--env/--env-file under the key's env name and its alias) plans the same size.
+TEST_F(WrapperTest, EveryNameOfAFactPlansTheSameSize) {
+  struct Fact {
+    Args flag;
+    std::vector<std::string> env;  // NAME=VALUE under each accepted name
+  };
+  const std::vector<Fact> facts = {
+      {{"--profile", "imagenet"}, {"GPU_RUN_PROFILE=imagenet"}},
+      {{"--gpus", "2"}, {"GPU_RUN_GPUS=2"}},
+      {{"--workers", "8"}, {"GPU_RUN_WORKERS=8", "GPU_RUN_NUM_WORKERS=8"}},
+      {{"--batch-size", "128"}, {"GPU_RUN_BATCH_SIZE=128"}},
+      {{"--shm-size", "3g"}, {"GPU_RUN_SHM_SIZE=3g"}},
+  };
+  // The other facts of the job, by flag; --gpu-request none as on a host without NVIDIA's runtime.
+  const Args base = {"--gpu-request", "none", "--profile", "imagenet", "--gpus", "2"};
+  auto without = [&](const Args& flag) {
+    Args out;
+    for (std::size_t i = 0; i < base.size(); i += 2)
+      if (base[i] != flag[0]) out.insert(out.end(), {base[i], base[i + 1]});
+    return out;
+  };
+  test::TempDir dir;
+  for (const Fact& fact : facts) {
+    Args by_flag = without(fact.flag);
+    by_flag.insert(by_flag.end(), fact.flag.begin(), fact.flag.end());
+    by_flag.push_back("img");
+    const EngineInvocation want = run(by_flag);
+    for (const std::string& item : fact.env) {
+      const std::string name = item.substr(0, item.find('='));
+      const std::string file = dir.write("env", "# a comment\n" + item + "\n").string();
+      for (const Args& given : {Args{"-e", item}, Args{"--env=" + item}, Args{"--env-file", file}}) {
+        Args by_env = without(fact.flag);
+        by_env.insert(by_env.end(), given.begin(), given.end());
+        by_env.push_back("img");
+        const EngineInvocation got = run(by_env);
+        EXPECT_EQ(got.applied_shm, want.applied_shm) << item << " by " << given[0];
+        EXPECT_TRUE(has_pair(got.argv, "--shm-size", engine_size(want.applied_shm))) << item << " by " << given[0];
+      }
+      // -e NAME alone takes the value from gpu-run's environment, as the engine does.
+      const std::string value = item.substr(item.find('=') + 1);
+      env_ = [&](const std::string& n) -> std::optional<std::string> {
+        if (n == name) return value;
+        return test::builtin_only_env(n);
+      };
+      Args by_name = without(fact.flag);
+      by_name.insert(by_name.end(), {"-e", name, "img"});
+      EXPECT_EQ(run(by_name).applied_shm, want.applied_shm) << name;
+      env_ = test::builtin_only_env;
+    }
+  }
+}
+
+// The trap: -e GPU_RUN_NUM_WORKERS=8 was passed to the container and ignored by the plan
+// (425m instead of --workers 8's size); now both names and the flag plan 8, and two values are
+// refused in one line naming both.
+TEST_F(WrapperTest, WorkersUnderEitherNameOrTheFlagAgreeOrAreRefused) {
+  const Args job = {"--profile", "imagenet", "--gpus", "2", "--gpu-request", "none"};
+  auto with = [&](Args extra) {
+    Args a = job;
+    a.insert(a.end(), extra.begin(), extra.end());
+    a.push_back("img");
+    return run(a);
+  };
+  const EngineInvocation flag = with({"--workers", "8"});
+  EXPECT_EQ(flag.plan.workers, 8u);
+  EXPECT_EQ(with({"-e", "GPU_RUN_NUM_WORKERS=8"}).plan.workers, 8u);
+  EXPECT_EQ(with({"-e", "GPU_RUN_NUM_WORKERS=8"}).applied_shm, flag.applied_shm);
+  EXPECT_EQ(with({"-e", "GPU_RUN_WORKERS=8", "-e", "GPU_RUN_NUM_WORKERS=8", "--workers", "8"}).applied_shm,
+            flag.applied_shm);
+  auto refused = [&](Args extra) {
+    try {
+      with(extra);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), kExitUsage);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(refused({"-e", "GPU_RUN_WORKERS=4", "-e", "GPU_RUN_NUM_WORKERS=8"}),
+            "-e GPU_RUN_WORKERS=4 and GPU_RUN_NUM_WORKERS=8 name one key (workers) with two values: give one");
+  EXPECT_EQ(refused({"--workers", "4", "-e", "GPU_RUN_NUM_WORKERS=8"}),
+            "--workers 4 and -e GPU_RUN_NUM_WORKERS=8 name one key (workers) with two values: give one");
+  EXPECT_EQ(refused({"--shm-size", "1g", "-e", "GPU_RUN_SHM_SIZE=2g"}),
+            "--shm-size 1g and -e GPU_RUN_SHM_SIZE=2g name one key (shm-size) with two values: give one");
+  // A later -e of a name wins, as with the engine: one value, no conflict.
+  EXPECT_EQ(with({"-e", "GPU_RUN_WORKERS=4", "-e", "GPU_RUN_WORKERS=8"}).plan.workers, 8u);
+  EXPECT_NE(refused({"--env-file", "/nonexistent/env"}).find("--env-file /nonexistent/env: cannot read it"),
+            std::string::npos);
+}
+
 TEST_F(WrapperTest, SaysLoudlyWhenTheCommandLineStartsOtherWorkersThanThePlan) {
   // imagenet on 2 GPUs and 2 CPUs: auto gives 1 worker per rank (BuildsTheEngineCommand), 256m.
   const EngineInvocation inv =
@@ -216,7 +307,7 @@ TEST_F(WrapperTest, SaysLoudlyWhenTheCommandLineStartsOtherWorkersThanThePlan) {
   const std::string four = format_size(run({"--profile", "imagenet", "--gpus", "2", "--workers", "4", "img"}).plan.shm);
   for (const std::string& part :
        std::vector<std::string>{"'-j 4'", "1 DataLoader worker per GPU rank (auto", "256MiB", four + ":",
-                                "pass --workers 4 to gpu-run", "GPU_RUN_NUM_WORKERS"})
+                                "pass --workers 4 to gpu-run", "make the script read GPU_RUN_WORKERS"})
     EXPECT_NE(w.find(part), std::string::npos) << part << " not in: " << w;
   // gpu-run's own --workers that the script contradicts is as wrong.
   const EngineInvocation told =

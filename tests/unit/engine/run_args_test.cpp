@@ -90,26 +90,6 @@ TEST(RunArgsTest, ScansWhatMattersForShm) {
   EXPECT_FALSE(scan_engine_options({"-e", "--ipc=host"}).ipc);
 }
 
-TEST(RunArgsTest, FindsTheWorkerCountACommandLineGives) {
-  using W = std::optional<CommandWorkers>;
-  auto seen = [](const Args& command) { return command_worker_flag(command); };
-  EXPECT_EQ(seen({"python", "train.py", "-j", "4"}), (W{{"-j 4", 4}}));
-  EXPECT_EQ(seen({"python", "train.py", "-j8"}), (W{{"-j8", 8}}));
-  EXPECT_EQ(seen({"python", "train.py", "--workers", "6", "--lr", "0.1"}), (W{{"--workers 6", 6}}));
-  EXPECT_EQ(seen({"python", "train.py", "--workers=3"}), (W{{"--workers=3", 3}}));
-  EXPECT_EQ(seen({"python", "train.py", "--num-workers", "2"}), (W{{"--num-workers 2", 2}}));
-  EXPECT_EQ(seen({"python", "train.py", "--num_workers=0"}), (W{{"--num_workers=0", 0}}));
-  EXPECT_EQ(seen({"python", "t.py", "--dataloader_num_workers", "5"}), (W{{"--dataloader_num_workers 5", 5}}));
-  // A shell's one-string command is read word by word; the last flag wins, as argparse has it.
-  EXPECT_EQ(seen({"sh", "-c", "python train.py -j 2 --workers 7"}), (W{{"--workers 7", 7}}));
-  // Nothing that is not a count: no flag, a value that is not a number, a flag at the end.
-  EXPECT_EQ(seen({"python", "train.py"}), W{});
-  EXPECT_EQ(seen({"python", "train.py", "--workers", "auto"}), W{});
-  EXPECT_EQ(seen({"python", "train.py", "-j"}), W{});
-  EXPECT_EQ(seen({"make", "--jobs", "4"}), W{});
-  EXPECT_EQ(seen({}), W{});
-}
-
 TEST(RunArgsTest, ShellQuote) {
   EXPECT_EQ(shell_quote("plain-arg_1.0:/x=y"), "plain-arg_1.0:/x=y");
   EXPECT_EQ(shell_quote("a b"), "'a b'");

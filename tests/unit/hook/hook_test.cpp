@@ -19,6 +19,7 @@
 
 #include "base/error.hpp"
 #include "base/units.hpp"
+#include "decision/contract.hpp"
 #include "decision/decision_record.hpp"
 #include "support/test_files.hpp"
 #include "support/test_util.hpp"
@@ -198,6 +199,73 @@ TEST_F(HookTest, AStateWithoutAPidFailsAnExplicitRequest) {
   const HookRun r = run(state(0));
   EXPECT_EQ(r.rc, kExitFailure);
   EXPECT_CONTAINS(r.error_line, "pid");
+}
+
+// The contract table as the hook reads it: every fact under each name a container may give it
+// (its environment name, the name's alias, its annotation in the state or the spec) sizes the
+// container's /dev/shm the same, which differs from not giving it.
+TEST_F(HookTest, EveryNameOfAFactSizesTheSame) {
+  SKIP_UNLESS(::geteuid() == 0, "needs root for a mount namespace (CI runs as root)");
+  using Keys = std::map<std::string, std::string>;
+  auto size_of = [&](const Keys& env, const Keys& spec_annotations, const Keys& state_annotations) {
+    std::vector<std::string> envs;
+    for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+    write_spec(envs);
+    if (!spec_annotations.empty()) {
+      nlohmann::json spec = nlohmann::json::parse(test::read_text(dir_ / "bundle/config.json"));
+      spec["annotations"] = spec_annotations;
+      dir_.write("bundle/config.json", spec.dump());
+    }
+    start_container(64);
+    nlohmann::json st = nlohmann::json::parse(state(container_));
+    if (!state_annotations.empty()) st["annotations"] = state_annotations;
+    const HookRun r = run(st.dump());
+    EXPECT_EQ(r.rc, kExitOk) << r.error_line;
+    const std::uint64_t size = container_shm_size();
+    ::kill(container_, SIGKILL);
+    ::waitpid(container_, nullptr, 0);
+    container_ = -1;
+    return size;
+  };
+  const std::map<RequestKey, std::string> value = {{RequestKey::kProfile, "imagenet"},
+                                                   {RequestKey::kGpus, "2"},
+                                                   {RequestKey::kWorkers, "8"},
+                                                   {RequestKey::kBatchSize, "128"},
+                                                   {RequestKey::kShmSize, "3g"}};
+  for (const RequestKeySpec& k : kRequestKeys) {
+    Keys base = {{"GPU_RUN_PROFILE", "imagenet"}, {"GPU_RUN_GPUS", "2"}};
+    base.erase(k.env);
+    const std::uint64_t without = size_of(base, {}, {});
+    Keys by_env = base;
+    by_env[k.env] = value.at(k.key);
+    const std::uint64_t want = size_of(by_env, {}, {});
+    EXPECT_NE(want, without) << k.name << ": the test's value must change the size";
+    EXPECT_EQ(size_of(base, {{k.annotation, value.at(k.key)}}, {}), want) << k.annotation << " in the spec";
+    EXPECT_EQ(size_of(base, {}, {{k.annotation, value.at(k.key)}}), want) << k.annotation << " in the state";
+    if (k.env_alias) {
+      Keys by_alias = base;
+      by_alias[k.env_alias] = value.at(k.key);
+      EXPECT_EQ(size_of(by_alias, {}, {}), want) << k.env_alias;
+    }
+  }
+}
+
+// The command line's workers, read from the spec's process.args: in the host log and the record.
+TEST_F(HookTest, TheCommandLinesWorkersAreLoggedAndRecorded) {
+  SKIP_UNLESS(::geteuid() == 0, "needs root for a mount namespace (CI runs as root)");
+  write_spec({"GPU_RUN_PROFILE=imagenet"});
+  nlohmann::json spec = nlohmann::json::parse(test::read_text(dir_ / "bundle/config.json"));
+  spec["process"]["args"] = {"python", "train.py", "--workers", "6"};
+  dir_.write("bundle/config.json", spec.dump());
+  start_container(64);
+  const HookRun r = run(state(container_));
+  EXPECT_EQ(r.rc, kExitOk) << r.error_line;
+  EXPECT_CONTAINS(log(), "action=warn warning=");
+  EXPECT_CONTAINS(log(), "the command line's '--workers 6' asks for 6 DataLoader workers");
+  const Recorded rec = read_recorded({nullptr, nullptr, nullptr, "hooktest", dir_ / "decisions"});
+  ASSERT_TRUE(rec.record) << rec.error;
+  EXPECT_EQ(rec.record->command_flag, "--workers 6");
+  EXPECT_EQ(rec.record->command_workers, 6u);
 }
 
 TEST(HookArgsTest, RemountModeTakesItsOwnArguments) {

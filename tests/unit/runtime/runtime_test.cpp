@@ -6,6 +6,8 @@
 
 #include "base/error.hpp"
 #include "base/units.hpp"
+#include "decision/contract.hpp"
+#include "decision/decision_record.hpp"
 #include "decision/shm_decision.hpp"
 #include "door/door.hpp"
 #include "oci/oci.hpp"
@@ -188,6 +190,82 @@ TEST(PrepareBundleTest, AnExplicitSizeOverTheBudgetFailsTheStart) {
   EXPECT_CONTAINS(e.what(),
                   "shm-size 600MiB does not fit the memory limit 1GiB (shm pages count against it; at most 50% = "
                   "512MiB may be shm): raise the memory limit to at least 1200m or ask for less");
+}
+
+// The contract table (docs/ARCHITECTURE.md, "The container contract") as the runtime reads it:
+// every fact under each name a container may give it (its environment name, the name's alias,
+// its annotation) plans the same size, which differs from not giving it.
+TEST(PrepareBundleTest, EveryNameOfAFactPlansTheSameSize) {
+  test::TempDir d;
+  d.write(
+      "config.json",
+      nlohmann::json{{"log_file", (d / "gpu-run.log").string()}, {"profile_dirs", {GPU_RUN_SOURCE_PROFILES}}}.dump());
+  using Keys = std::map<std::string, std::string>;
+  auto size_of = [&](const Keys& env, const Keys& annotations) -> std::uint64_t {
+    nlohmann::json envs = nlohmann::json::array();
+    for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+    nlohmann::json spec = {{"ociVersion", "1.0.2"},
+                           {"process", {{"env", envs}}},
+                           {"mounts", nlohmann::json::array({kTmpfs64m})},
+                           {"linux", {{"namespaces", {{{"type", "ipc"}}}}}}};
+    if (!annotations.empty()) spec["annotations"] = annotations;
+    d.write("bundle/config.json", spec.dump());
+    const DecisionContext ctx(d / "config.json", "gpu-run-runtime");
+    prepare_bundle((d / "bundle").string(), ctx, "/usr/sbin/runc");
+    return spec_facts(load_spec(d / "bundle"), d / "bundle").shm_size.value_or(0);
+  };
+  const std::map<RequestKey, std::string> value = {{RequestKey::kProfile, "imagenet"},
+                                                   {RequestKey::kGpus, "2"},
+                                                   {RequestKey::kWorkers, "8"},
+                                                   {RequestKey::kBatchSize, "128"},
+                                                   {RequestKey::kShmSize, "3g"}};
+  for (const RequestKeySpec& k : kRequestKeys) {
+    Keys base = {{"GPU_RUN_PROFILE", "imagenet"}, {"GPU_RUN_GPUS", "2"}};
+    base.erase(k.env);
+    const std::uint64_t without = size_of(base, {});
+    Keys by_env = base;
+    by_env[k.env] = value.at(k.key);
+    const std::uint64_t want = size_of(by_env, {});
+    EXPECT_NE(want, without) << k.name << ": the test's value must change the size";
+    EXPECT_EQ(size_of(base, {{k.annotation, value.at(k.key)}}), want) << k.annotation;
+    if (k.env_alias) {
+      Keys by_alias = base;
+      by_alias[k.env_alias] = value.at(k.key);
+      EXPECT_EQ(size_of(by_alias, {}), want) << k.env_alias;
+    }
+  }
+}
+
+// The traps at the runtime: GPU_RUN_NUM_WORKERS=8 planned the default workers, and a
+// command line of other workers went unsaid. Two values for the workers fail the start, naming both.
+TEST(PrepareBundleTest, TheCommandLinesWorkersAreLoggedAndRecordedAndTwoWorkerValuesFail) {
+  test::TempDir d;
+  d.write(
+      "config.json",
+      nlohmann::json{{"log_file", (d / "gpu-run.log").string()}, {"profile_dirs", {GPU_RUN_SOURCE_PROFILES}}}.dump());
+  nlohmann::json spec = {
+      {"ociVersion", "1.0.2"},
+      {"process", {{"env", {"GPU_RUN_PROFILE=imagenet"}}, {"args", {"sh", "-c", "python t.py -j 8"}}}},
+      {"mounts", nlohmann::json::array({kTmpfs64m})},
+      {"linux", {{"namespaces", {{{"type", "ipc"}}}}}}};
+  d.write("bundle/config.json", spec.dump());
+  const DecisionContext ctx(d / "config.json", "gpu-run-runtime");
+  prepare_bundle((d / "bundle").string(), ctx, "/usr/sbin/runc");
+  const std::string log = test::read_text(d / "gpu-run.log");
+  EXPECT_CONTAINS(log, "action=warn warning=");
+  EXPECT_CONTAINS(log, "the command line's '-j 8' asks for 8 DataLoader workers");
+  EXPECT_CONTAINS(log, "set GPU_RUN_WORKERS=8");
+  const nlohmann::json written = load_spec(d / "bundle");
+  const DecisionRecord r = parse_decision(written["annotations"][kDecisionKey].get<std::string>(), "test");
+  EXPECT_EQ(r.command_flag, "-j 8");
+  EXPECT_EQ(r.command_workers, 8u);
+  EXPECT_NE(r.workers, 8u);
+
+  spec["process"]["env"] = {"GPU_RUN_PROFILE=imagenet", "GPU_RUN_WORKERS=4", "GPU_RUN_NUM_WORKERS=8"};
+  d.write("bundle/config.json", spec.dump());
+  const Error e = expect_error([&] { prepare_bundle((d / "bundle").string(), ctx, "/usr/sbin/runc"); });
+  EXPECT_CONTAINS(e.what(),
+                  "GPU_RUN_WORKERS=4 and GPU_RUN_NUM_WORKERS=8 name one key (workers) with two values: give one");
 }
 
 }  // namespace

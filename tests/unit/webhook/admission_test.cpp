@@ -4,6 +4,7 @@
 
 #include "base/k8s_quantity.hpp"
 #include "base/units.hpp"
+#include "decision/contract.hpp"
 #include "profiles/profile_store.hpp"
 #include "support/test_files.hpp"
 #include "support/test_fixtures.hpp"
@@ -388,15 +389,17 @@ TEST_F(ReviewTest, ExistingGpuRunEnvIsReplacedNotDuplicated) {
       json::array({{{"name", "GPU_RUN_NUM_WORKERS"}, {"value", "9"}}, {{"name", "GPU_RUN_DECISION"}, {"value", "{}"}}});
   const json out = patched(p, run(review_of(p)));
   const json& env = out["spec"]["containers"][0]["env"];
-  // Profile, GPUs, workers (under the request's name and its older one), batch size, shm size,
+  // Profile, GPUs, workers (under the request's name and its alias), batch size, shm size,
   // its limit, the decision record: each once (a record the pod carried is the webhook's now).
+  // The container's GPU_RUN_NUM_WORKERS=9 is its request, read as GPU_RUN_WORKERS (one name per
+  // fact): 2 * 9 batches of 4 MiB + 4096 * (8 + 5 * 9) -> 73 MiB.
   EXPECT_EQ(env.size(), 8u);
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_DECISION"),
             out["metadata"]["annotations"]["gpu-run.decision"].get<std::string>());
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_GPUS"), "1");
-  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_WORKERS"), "2");
-  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "2");
-  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "17m");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_WORKERS"), "9");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "9");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "73m");
 }
 
 TEST_F(ReviewTest, ContainerEnvIsARequestAsTheContractSays) {
@@ -407,6 +410,77 @@ TEST_F(ReviewTest, ContainerEnvIsARequestAsTheContractSays) {
   EXPECT_EQ(shm_volume_size(out), "2Gi");
   EXPECT_EQ(size_limit(out), "2Gi");                          // above max_shm, asked for: no room to grow
   EXPECT_EQ(out["spec"]["containers"][0]["env"].size(), 3u);  // the size, its limit, the record
+}
+
+// The contract table as the webhook reads it: every fact under each name a pod may give it (the
+// pod's annotation, the container's environment under the key's name and its alias) plans the
+// same size, which differs from not giving it.
+TEST_F(ReviewTest, EveryNameOfAFactPlansTheSameSize) {
+  using Keys = std::map<std::string, std::string>;
+  // A pod asks with an annotation: the other fact's, with the fact under test under each name.
+  Keys asks;
+  auto size_of = [&](const Keys& env, const Keys& annotations) {
+    Keys all = asks;
+    all.insert(annotations.begin(), annotations.end());
+    json p = pod(all, {container("main", {{"nvidia.com/gpu", "2"}})});
+    json& e = p["spec"]["containers"][0]["env"] = json::array();
+    for (const auto& [k, v] : env) e.push_back({{"name", k}, {"value", v}});
+    return shm_volume_size(patched(p, run(review_of(p))));
+  };
+  const std::map<RequestKey, std::string> value = {{RequestKey::kProfile, "webtest"},
+                                                   {RequestKey::kGpus, "1"},
+                                                   {RequestKey::kWorkers, "8"},
+                                                   {RequestKey::kBatchSize, "32"},
+                                                   {RequestKey::kShmSize, "3g"}};
+  for (const RequestKeySpec& k : kRequestKeys) {
+    asks = k.key == RequestKey::kProfile ? Keys{{"gpu-run.gpus", "2"}} : Keys{{"gpu-run.profile", "webtest"}};
+    const Keys base;
+    const std::string without = size_of(base, {});
+    Keys by_env = base;
+    by_env[k.env] = value.at(k.key);
+    const std::string want = size_of(by_env, {});
+    EXPECT_NE(want, without) << k.name << ": the test's value must change the size";
+    EXPECT_EQ(size_of(base, {{k.annotation, value.at(k.key)}}), want) << k.annotation;
+    if (k.env_alias) {
+      Keys by_alias = base;
+      by_alias[k.env_alias] = value.at(k.key);
+      EXPECT_EQ(size_of(by_alias, {}), want) << k.env_alias;
+    }
+  }
+  // Two values for the workers: denied, naming both.
+  json p = pod({{"gpu-run.profile", "webtest"}}, {container("main", {{"nvidia.com/gpu", "2"}})});
+  p["spec"]["containers"][0]["env"] =
+      json::array({{{"name", "GPU_RUN_WORKERS"}, {"value", "4"}}, {{"name", "GPU_RUN_NUM_WORKERS"}, {"value", "8"}}});
+  const json resp = run(review_of(p)).review["response"];
+  EXPECT_EQ(resp["allowed"], false);
+  EXPECT_CONTAINS(resp["status"]["message"].get<std::string>(),
+                  "GPU_RUN_WORKERS=4 and GPU_RUN_NUM_WORKERS=8 name one key (workers) with two values: give one");
+}
+
+// The trap: `args: [python, train.py, --workers, 16]` with `cpu: 4` was planned for 4
+// workers in silence, and `sh -c "python train.py -j 8"` too; kubectl prints these warnings.
+TEST_F(ReviewTest, TheContainersCommandLineWorkersAreAWarning) {
+  json p = pod({{"gpu-run.profile", "webauto"}}, {container("train", {{"nvidia.com/gpu", "1"}, {"cpu", "4"}})});
+  p["spec"]["containers"][0]["args"] = json::array({"python", "train.py", "--workers", "16"});
+  ReviewResult r = run(review_of(p));
+  json resp = r.review["response"];
+  ASSERT_TRUE(resp.contains("patch"));
+  ASSERT_TRUE(resp.contains("warnings")) << resp.dump();
+  ASSERT_EQ(resp["warnings"].size(), 1u);
+  const std::string w = resp["warnings"][0];
+  EXPECT_CONTAINS(w, "gpu-run: container 'train': the command line's '--workers 16' asks for 16 DataLoader workers");
+  EXPECT_CONTAINS(w, "planned for 4 DataLoader workers per GPU rank");
+  EXPECT_CONTAINS(w, "annotate the pod gpu-run.workers: \"16\"");
+  // The same through the command of a shell.
+  p["spec"]["containers"][0].erase("args");
+  p["spec"]["containers"][0]["command"] = json::array({"sh", "-c", "python train.py -j 8"});
+  resp = run(review_of(p)).review["response"];
+  ASSERT_TRUE(resp.contains("warnings")) << resp.dump();
+  EXPECT_CONTAINS(resp["warnings"][0].get<std::string>(), "'-j 8' asks for 8 DataLoader workers");
+  // Agreeing workers: no warning.
+  p["spec"]["containers"][0]["command"] = json::array({"python", "train.py", "-j", "4"});
+  resp = run(review_of(p)).review["response"];
+  EXPECT_FALSE(resp.contains("warnings")) << resp.dump();
 }
 
 TEST_F(ReviewTest, GpusAnnotationAndExplicitShmSize) {
