@@ -29,8 +29,7 @@ const RequestWords kPodWords = {
     request_key(RequestKey::kShmSize).annotation,
     "resources.limits.memory",
     "resources.limits.memory",
-    "plan with resources.limits.memory (the webhook passes it under its deny and warn policies, not under raise, "
-    "which raises the limit Ray reads)",
+    "plan with resources.limits.memory",
     k8s_limit,
     "profiles this webhook knows",
     request_key(RequestKey::kProfile).annotation,
@@ -170,7 +169,10 @@ std::optional<PodRefusal> PodRequest::decide_target(PodShmTarget& t) {
     facts.gpu_devices = container_gpus(c);
     facts.has_ipc_namespace = true;
     // The budget is core's check; under "raise" the patch raises the limit to hold the shm instead.
-    if (config_.policy != WebhookPolicy::kRaise) facts.memory_limit = container_memory(c, "limits");
+    if (config_.policy != WebhookPolicy::kRaise)
+      facts.memory_limit = container_memory(c, "limits");
+    else
+      facts.limit_raised_from = container_memory(c, "limits");
     Config host_config;
     host_config.memory_fraction_max = config_.memory_fraction_max;
     if (namespace_profile_) host_config.default_profile = *namespace_profile_;

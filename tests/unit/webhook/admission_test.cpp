@@ -5,6 +5,7 @@
 #include "base/k8s_quantity.hpp"
 #include "base/units.hpp"
 #include "profiles/profile_store.hpp"
+#include "serve/profile_cache.hpp"
 #include "support/test_files.hpp"
 #include "support/test_fixtures.hpp"
 #include "support/test_util.hpp"
@@ -238,6 +239,31 @@ TEST_F(ReviewTest, RayWorkerGetsWorkersFromItsCpuLimit) {
   EXPECT_EQ(shm_volume_size(out), "25Mi");
   EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_NUM_WORKERS"), "3");
   EXPECT_FALSE(out["spec"]["containers"][0]["resources"]["limits"].contains("memory"));
+}
+
+// Issue 40: a team's tree shipped by `k8s webhook-manifests --profiles` comes back from the
+// kubelet's atomic writer as `vision -> ..data/vision` (a real directory in the timestamped one);
+// the webhook's store reads it as the flat layout, and an update (a new `..data`) takes effect
+// without a restart.
+TEST_F(ReviewTest, ATeamsProfileFromTheKubeletsNestedConfigMapVolume) {
+  test::TempDir mounted;
+  const fs::path volume = mounted.path() / "profiles";
+  std::string team = kWebtest;
+  team.replace(team.find("\"webtest\""), 9, "\"vision/webtest\"");
+  test::write_config_map_volume(volume, {{"vision/webtest.json", team}, {"flat.json", kWebsmall}});
+  ASSERT_TRUE(fs::is_symlink(volume / "vision"));
+  ProfileCache cache({volume, dir_.path(), builtin_profile_dir(test::builtin_only_env)}, std::chrono::milliseconds(0));
+  const json p = pod({{"gpu-run.profile", "vision/webtest"}}, {container("t", {{"nvidia.com/gpu", "8"}})});
+  ReviewResult r = review_admission(review_of(p).dump(), config_, *cache.current());
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
+  EXPECT_EQ(shm_volume_size(patched(p, r)), "193Mi");  // kWebtest's 8 GPUs, worked above
+  // The ConfigMap updated: batch_size 8 doubles the batches (8 x 32 MiB + 576 KiB + 64 MiB -> 321 MiB).
+  std::string bigger = team;
+  bigger.replace(bigger.find("\"batch_size\": 4"), 15, "\"batch_size\": 8");
+  test::write_config_map_volume(volume, {{"vision/webtest.json", bigger}});
+  r = review_admission(review_of(p).dump(), config_, *cache.current());
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
+  EXPECT_EQ(shm_volume_size(patched(p, r)), "321Mi");
 }
 
 TEST_F(ReviewTest, BuiltInServingProfilesPlanAsGpuRunCtlPlan) {
