@@ -299,10 +299,11 @@ TEST(EnginesInThePlan, AnEngineThatCannotBeSizedIsTheProblem) {
   EXPECT_CONTAINS(explain(plan), "DOES NOT FIT: profile serving: Ray's");
   EXPECT_THROW(require_fits(plan), Error);
   SizingRequest r = gpus(1);
-  r.memory_limit = 16 * GiB;  // 0.3 x 16 GiB = 5,153,960,755 -> 5,153,964,032; budget 8 GiB holds it
+  // int(0.3 x 16 GiB) = 5,153,960,755; / 0.9 -> page-rounded 5,726,625,792; budget 8 GiB holds it
+  r.memory_limit = 16 * GiB;
   plan = plan_shm(p, r);
   EXPECT_TRUE(plan.fits());
-  EXPECT_EQ(plan.engines.bytes, 5153964032u);
+  EXPECT_EQ(plan.engines.bytes, 5726625792u);
 }
 
 // NCCL's cuMem host mode: the SHM transport's buffers leave /dev/shm.

@@ -201,9 +201,9 @@ TEST_F(HookTest, GrowsTheContainersShmInItsMountNamespace) {
 // 0755 and its decisions/ 0700, and keeps the record.
 TEST_F(HookTest, KeepsItsRecordOnAFreshRunAfterABoot) {
   SKIP_UNLESS(::geteuid() == 0, "needs root for a mount namespace (CI runs as root)");
-  const fs::path run = dir_ / "run";
-  fs::create_directory(run);
-  decision_dir_ = run / "gpu-run" / "decisions";
+  const fs::path fresh_run = dir_ / "run";
+  fs::create_directory(fresh_run);
+  decision_dir_ = fresh_run / "gpu-run" / "decisions";
   const mode_t old_umask = ::umask(077);  // the mode is the hook's, not its caller's umask
   write_spec({"GPU_RUN_SHM_SIZE=200m"}, 2 * kGiB);
   start_container(64);
@@ -212,7 +212,7 @@ TEST_F(HookTest, KeepsItsRecordOnAFreshRunAfterABoot) {
   EXPECT_EQ(r.rc, kExitOk) << r.error_line;
   EXPECT_EQ(log().find("cannot keep the decision record"), std::string::npos) << log();
   struct stat st {};
-  ASSERT_EQ(::stat((run / "gpu-run").c_str(), &st), 0) << "no " << (run / "gpu-run");
+  ASSERT_EQ(::stat((fresh_run / "gpu-run").c_str(), &st), 0) << "no " << (fresh_run / "gpu-run");
   EXPECT_EQ(st.st_mode & 07777, 0755u);
   EXPECT_EQ(st.st_uid, 0u);
   ASSERT_EQ(::stat(decision_dir_.c_str(), &st), 0);
