@@ -306,7 +306,8 @@ std::string render_webhook_manifests(const WebhookManifestOptions& o, const std:
       (profiles ? "# The teams' profiles (--profiles, " + std::to_string(profiles->size()) +
                       (profiles->size() == 1 ? " file" : " files") +
                       "): the ConfigMap gpu-run-profiles, mounted at /profiles as the same tree.\n"
-                : std::string("# No teams' profiles (--profiles DIR ships them): the built-ins only.\n"));
+                : std::string("# Teams' profiles: none in this output (--profiles DIR ships them as the ConfigMap "
+                              "gpu-run-profiles).\n"));
   return render_manifest_stream(header, objects);
 }
 
