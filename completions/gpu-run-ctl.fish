@@ -37,7 +37,7 @@ function __gpu_run_ctl_prev_is
 end
 
 function __gpu_run_ctl_no_value
-    for o in --profile --engine --gpu-request --format --profile-dir --log --out-dir --hooks-dir --daemon-json --containerd-config --config --runtime-path --hook-path --self-signed --namespace --image --handler -f --filename --toleration --priority-class --node-selector --label --image-pull-secret --max-unavailable --runbook-url --apiserver-cidr --chain --host-root
+    for o in --profile --engine --gpu-request --format --profile-dir --log --out-dir --hooks-dir --daemon-json --containerd-config --config --runtime-path --hook-path --self-signed --namespace --image --handler -f --filename --toleration --priority-class --node-selector --label --image-pull-secret --max-unavailable --runbook-url --apiserver-cidr --chain --host-root --profiles
         __gpu_run_ctl_prev_is $o; and return 1
     end
     return 0
@@ -54,6 +54,7 @@ complete -c gpu-run-ctl -f -n '__gpu_run_ctl_prev_is --priority-class' -a 'syste
 complete -c gpu-run-ctl -f -n '__gpu_run_ctl_prev_is --profile-dir' -a '(__fish_complete_directories)'
 complete -c gpu-run-ctl -f -n '__gpu_run_ctl_prev_is --self-signed' -a '(__fish_complete_directories)'
 complete -c gpu-run-ctl -f -n '__gpu_run_ctl_prev_is --host-root' -a '(__fish_complete_directories)'
+complete -c gpu-run-ctl -f -n '__gpu_run_ctl_prev_is --profiles' -a '(__fish_complete_directories)'
 for o in --log --out-dir --hooks-dir --daemon-json --containerd-config --config --runtime-path --hook-path -f --filename
     complete -c gpu-run-ctl -F -n "__gpu_run_ctl_prev_is $o"
 end

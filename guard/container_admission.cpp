@@ -114,7 +114,8 @@ GuardLimits container_guard_limits(const ContainerInfo& c, const Recorded& recor
   std::string why_not;
   if (const auto in = guard_plan_inputs(c, ctx.config)) {
     try {
-      const ShmPlan plan = plan_shm(ctx.load_profile(in->profile), in->request);
+      ShmPlan plan = plan_shm(ctx.load_profile(in->profile), in->request);
+      plan.host_memory = ctx.host_memory;
       const GuardLimits limits = guard_limits(plan);
       if (limits.headroom) {
         if (note)
@@ -144,6 +145,7 @@ GuardLimits container_guard_limits(const ContainerInfo& c, const Recorded& recor
   if (!recorded.error.empty()) why_not = recorded.error.substr(0, 200) + "; " + why_not;
   GuardLimits limits;
   limits.budget_bytes = own_budget(c, ctx.config);
+  limits.host_memory = ctx.host_memory;
   if (note)
     *note = "keeps " + std::to_string(static_cast<int>(ctx.config.guard.min_free_fraction * 100 + 0.5)) + "% free (" +
             why_not + ")";

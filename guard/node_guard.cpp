@@ -170,7 +170,7 @@ void run_guard(const GuardOptions& o, const Config& config) {
   std::cerr << "gpu-run-ctl: guard: " << guard_start_line(engine, o.all) << ", /dev/shm sampled every " << interval
             << " ms\n";
   // One admission step for every engine and both ways of finding containers (container_admission.hpp).
-  const ProfileStore store(profile_search_path({}, config.profile_dirs, /*include_user=*/false));
+  const ProfileStore store(container_profile_search_path(config.profile_dirs));
   AdmissionContext admission;
   admission.config = config;
   admission.load_profile = [&store](const std::string& name) { return store.load(name, /*allow_path=*/false); };

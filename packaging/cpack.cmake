@@ -58,7 +58,7 @@ set(CPACK_RPM_PACKAGE_SUGGESTS "runc")
 set(CPACK_RPM_USER_FILELIST "%config(noreplace) /etc/gpu-run/config.json")
 # Directories other packages own (the filesystem, man, bash-completion, containers-common, systemd).
 set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION
-  /usr/lib/systemd /usr/lib/systemd/system
+  /usr/lib/systemd /usr/lib/systemd/system /usr/lib/tmpfiles.d
   /usr/share/man /usr/share/man/man1 /usr/share/man/man5
   /usr/share/bash-completion /usr/share/bash-completion/completions
   /usr/share/containers /usr/share/containers/oci)

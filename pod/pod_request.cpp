@@ -29,8 +29,7 @@ const RequestWords kPodWords = {
     request_key(RequestKey::kShmSize).annotation,
     "resources.limits.memory",
     "resources.limits.memory",
-    "plan with resources.limits.memory (the webhook passes it under its deny and warn policies, not under raise, "
-    "which raises the limit Ray reads)",
+    "plan with resources.limits.memory",
     k8s_limit,
     "profiles this webhook knows",
     request_key(RequestKey::kProfile).annotation,
@@ -175,7 +174,16 @@ std::optional<PodRefusal> PodRequest::decide_target(PodShmTarget& t) {
     facts.gpu_devices = container_gpus(c);
     facts.has_ipc_namespace = true;
     // The budget is core's check; under "raise" the patch raises the limit to hold the shm instead.
-    if (config_.policy != WebhookPolicy::kRaise) facts.memory_limit = container_memory(c, "limits");
+    if (config_.policy != WebhookPolicy::kRaise) {
+      facts.memory_limit = container_memory(c, "limits");
+    } else {
+      // Only what an engine's share is planned from: a bad quantity is the patch's to name, as it
+      // raises the limit (patched_memory).
+      try {
+        facts.limit_raised_from = container_memory(c, "limits");
+      } catch (const Error&) {
+      }
+    }
     Config host_config;
     host_config.memory_fraction_max = config_.memory_fraction_max;
     if (namespace_profile_) host_config.default_profile = *namespace_profile_;

@@ -1,5 +1,6 @@
 #include "decision/decision_record.hpp"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.hpp"
+#include "base/fd.hpp"
 #include "base/file_io.hpp"
 #include "base/log.hpp"
 #include "base/units.hpp"
@@ -51,6 +53,17 @@ std::string words_at(const json& doc, const char* key, const std::string& where)
   for (unsigned char ch : s)
     if (ch < 0x20 || ch == 0x7f) throw Error(where + ": \"" + key + "\" holds a control character");
   return s;
+}
+
+// Creates `dir` (its parent must exist) with exactly `mode`, whatever the umask; an existing
+// directory is left as it is.
+void make_directory(const fs::path& dir, mode_t mode) {
+  if (::mkdirat(AT_FDCWD, dir.c_str(), mode) != 0) {
+    if (errno == EEXIST) return;
+    throw Error("create " + dir.string(), errno);
+  }
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd || ::fchmod(fd.get(), mode) != 0) throw Error("set the mode of " + dir.string(), errno);
 }
 
 bool is_id_char(char ch) {
@@ -152,7 +165,12 @@ fs::path decision_state_path(const fs::path& dir, const std::string& id) {
 
 void write_decision_state(const fs::path& dir, const std::string& id, const DecisionRecord& record) {
   const fs::path path = decision_state_path(dir, id);
-  if (::mkdirat(AT_FDCWD, dir.c_str(), 0700) != 0 && errno != EEXIST) throw Error("create " + dir.string(), errno);
+  // /run is a tmpfs emptied at boot: the hook may be the first to need /run/gpu-run since.
+  if (::mkdirat(AT_FDCWD, dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    if (errno != ENOENT) throw Error("create " + dir.string(), errno);
+    make_directory(dir.parent_path(), 0755);
+    if (::mkdirat(AT_FDCWD, dir.c_str(), 0700) != 0 && errno != EEXIST) throw Error("create " + dir.string(), errno);
+  }
   write_file_atomic(path.string(), decision_text(record) + "\n", 0600, Durability::kVolatile);
 }
 
@@ -214,6 +232,7 @@ Recorded read_recorded(const ContainerInfo& c, const fs::path& state_dir) {
 GuardLimits guard_limits_of_record(const DecisionRecord& r, const GuardLimits& own, std::uint64_t host_memory) {
   GuardLimits l = own;
   l.recorded_ceiling = r.ceiling;  // a cap among the guard's own: it can only lower them
+  if (host_memory) l.host_memory = host_memory;
   std::uint64_t cap = host_memory ? host_memory : UINT64_MAX;
   for (std::uint64_t c : {l.max_shm, l.recorded_ceiling, l.size_limit, l.budget_bytes.value_or(0)})
     if (c) cap = std::min(cap, c);

@@ -66,7 +66,8 @@ DecisionRecord parse_decision(const std::string& text, const std::string& where)
 // an id that is not a container id (one path component of [A-Za-z0-9_.-], not "." or "..").
 fs::path decision_state_path(const fs::path& dir, const std::string& id);
 
-// Writes the hook's record of container `id` under `dir` (created 0700 if missing), atomically.
+// Writes the hook's record of container `id` under `dir` (created 0700 if missing, and its
+// parent 0755 if missing too: /run/gpu-run after a boot), atomically.
 void write_decision_state(const fs::path& dir, const std::string& id, const DecisionRecord& record);
 
 // Removes the hook's record of container `id`, if any (the guard, when the container exits).

@@ -1,6 +1,7 @@
 #include "decision/engines.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -40,6 +41,12 @@ const char* const kTritonSource =
 const char* const kDeepSpeedSource =
     "DeepSpeed v0.19.5 csrc/cpu/comm/shm.cpp shm_initialize (one allreduce_workspace per rank, written whole; "
     "this layout since v0.14.4), shm_interface.cpp initialize (only when every rank is on this node)";
+
+// ceil(v) in bytes, saturating (a conversion past UINT64_MAX is undefined behaviour).
+std::uint64_t store_bytes(long double v) {
+  if (!(v < 18446744073709551615.0L)) return UINT64_MAX;
+  return v <= 0 ? 0 : static_cast<std::uint64_t>(std::ceil(v));
+}
 
 std::string times(std::uint64_t n) { return std::to_string(n) + " x "; }
 
@@ -91,7 +98,8 @@ EngineTerm vllm_term(const VllmSpec& s, unsigned ranks, std::optional<Refusal>& 
 
 bool on_dev_shm(const std::string& dir) { return dir == "/dev/shm" || dir.rfind("/dev/shm/", 0) == 0; }
 
-EngineTerm ray_term(const RaySpec& s, std::optional<std::uint64_t> memory_limit, std::optional<Refusal>& refusal) {
+EngineTerm ray_term(const RaySpec& s, std::optional<std::uint64_t> memory_limit, const std::optional<LimitRaise>& raise,
+                    std::uint64_t other_engines, std::optional<Refusal>& refusal) {
   EngineTerm t;
   t.engine = "ray";
   t.source = kRaySource;
@@ -107,7 +115,7 @@ EngineTerm ray_term(const RaySpec& s, std::optional<std::uint64_t> memory_limit,
   }
   char fraction[32];
   std::snprintf(fraction, sizeof fraction, "%g", s.object_store_fraction);
-  if (!memory_limit) {
+  if (!memory_limit && !raise) {
     refusal = Refusal{};
     refusal->kind = RefusalKind::kRayNoMemoryLimit;
     refusal->object_store_fraction = s.object_store_fraction;
@@ -115,13 +123,39 @@ EngineTerm ray_term(const RaySpec& s, std::optional<std::uint64_t> memory_limit,
                 " of the container's memory and the plan has no memory limit";
     return t;
   }
-  // int(avail_memory * proportion), avail_memory at most the limit (Ray reads the cgroup's).
-  const auto share = static_cast<std::uint64_t>(static_cast<long double>(*memory_limit) * s.object_store_fraction);
+  const long double p = s.object_store_fraction;
+  const std::uint64_t at_cap = store_bytes(static_cast<long double>(s.object_store_cap) / kPlasmaShmShare);
+  if (raise) {
+    // Ray reads the raised limit L + S, S = headroom x (others + T): the store p x (L + S) fits
+    // plasma's 0.9 of T when T = (p L + p h others) / (0.9 - p h), or the cap's share.
+    const long double h = raise->headroom;
+    const long double others = static_cast<long double>(sat_add(raise->other_bytes, other_engines));
+    const long double denominator = kPlasmaShmShare - p * h;
+    const std::uint64_t solved =
+        denominator > 0 ? store_bytes((p * static_cast<long double>(raise->limit) + p * h * others) / denominator)
+                        : at_cap;
+    t.bytes = round_up(std::min(solved, at_cap), kShmPage);
+    const std::uint64_t raised = raise->limit + static_cast<std::uint64_t>(h * (others + t.bytes));
+    const std::uint64_t store =
+        std::min(static_cast<std::uint64_t>(static_cast<long double>(raised) * p), s.object_store_cap);
+    t.parts = {{"object_store_memory", store}, {"memory_limit", raise->limit}, {"raised_memory_limit", raised}};
+    t.formula = std::string(fraction) + " x (memory limit " + format_size(raise->limit) +
+                " + the /dev/shm it is raised by) within plasma's 0.9 of the store's share: (" + fraction + " x " +
+                format_size(raise->limit) + " + " + fraction + " x headroom x others " +
+                format_size(static_cast<std::uint64_t>(others)) + ") / (0.9 - " + fraction +
+                " x headroom), at most cap " + format_size(s.object_store_cap) + " / 0.9 = " + format_mib(t.bytes) +
+                " (Ray reads the raised limit: a store of " + format_size(store) + ")";
+    return t;
+  }
+  // int(avail_memory * proportion), avail_memory at most the limit (Ray reads the cgroup's), in
+  // plasma's 0.9 of the free /dev/shm.
+  const auto share = static_cast<std::uint64_t>(static_cast<long double>(*memory_limit) * p);
   const std::uint64_t store = std::min(share, s.object_store_cap);
-  t.bytes = round_up(store, kShmPage);
+  t.bytes = round_up(store_bytes(static_cast<long double>(store) / kPlasmaShmShare), kShmPage);
   t.parts = {{"object_store_memory", store}, {"memory_limit", *memory_limit}};
   t.formula = "min(" + std::string(fraction) + " x memory limit " + format_size(*memory_limit) + ", cap " +
-              format_size(s.object_store_cap) + ") = " + format_mib(t.bytes) +
+              format_size(s.object_store_cap) +
+              ") / 0.9 (plasma's share of the free /dev/shm) = " + format_mib(t.bytes) +
               ", Ray's default object store: a fraction of the memory it finds";
   return t;
 }
@@ -168,15 +202,21 @@ std::uint64_t deepspeed_workspace_bytes() {
   return round_up(kDeepSpeedStates + 2 * kDeepSpeedNaiveThreshold + 2 * kDeepSpeedMaxBuf, kShmPage);
 }
 
-EnginesPlan plan_engines(const Profile& profile, unsigned ranks, std::optional<std::uint64_t> memory_limit) {
+EnginesPlan plan_engines(const Profile& profile, unsigned ranks, std::optional<std::uint64_t> memory_limit,
+                         const std::optional<LimitRaise>& raise) {
   EnginesPlan plan;
   const Engines& e = profile.engines;
   std::optional<Refusal> vllm_refusal;
   std::optional<Refusal> ray_refusal;
   if (e.vllm) plan.terms.push_back(vllm_term(*e.vllm, ranks, vllm_refusal));
-  if (e.ray) plan.terms.push_back(ray_term(*e.ray, memory_limit, ray_refusal));
   if (e.triton_python) plan.terms.push_back(triton_term(*e.triton_python));
   if (e.deepspeed) plan.terms.push_back(deepspeed_term(*e.deepspeed, ranks));
+  // Ray's term last, as under a raise it depends on every other one; listed after vLLM's.
+  std::uint64_t others = 0;
+  for (const EngineTerm& t : plan.terms) others = sat_add(others, t.bytes);
+  if (e.ray)
+    plan.terms.insert(plan.terms.begin() + (e.vllm ? 1 : 0),
+                      ray_term(*e.ray, memory_limit, raise, others, ray_refusal));
   for (const EngineTerm& t : plan.terms) plan.bytes = sat_add(plan.bytes, t.bytes);
   plan.refusal = vllm_refusal ? vllm_refusal : ray_refusal;
   if (plan.refusal) plan.refusal->profile = profile.name;

@@ -30,9 +30,25 @@ struct EnginesPlan {
   std::optional<Refusal> refusal;
 };
 
+// A memory limit that the door raises by the /dev/shm it plans (the webhook's raise policy) and
+// that an engine then reads (Ray's default store is a share of the limit it finds: the raised one).
+struct LimitRaise {
+  std::uint64_t limit = 0;        // the container's limit before the raise
+  double headroom = 1.0;          // the plan's (the raise is by the whole /dev/shm)
+  std::uint64_t other_bytes = 0;  // the plan's bytes besides the engines: ranks x per_rank + nccl
+};
+
+// plasma keeps its store within this share of the free /dev/shm (src/ray/object_manager/plasma/
+// store_runner.cc: shm_mem_avail = 9 * shm_mem_avail / 10, "a safety margin for allocator
+// fragmentation"), below Ray's Python cap of 0.95: a store of B bytes needs B / 0.9 free.
+inline constexpr long double kPlasmaShmShare = 0.9L;
+
 // The terms of the profile's engines for `ranks` GPU ranks in one container with the container's
-// memory limit, if known (Ray's default store is a fraction of it). Pure.
-EnginesPlan plan_engines(const Profile& profile, unsigned ranks, std::optional<std::uint64_t> memory_limit);
+// memory limit, if known (Ray's default store is a fraction of it), or with `raise`, the limit
+// the door raises by the plan: Ray's term then solves for the size whose raised limit still
+// leaves Ray's store within plasma's share (docs/profiles-and-sizing.md, "The engine terms"). Pure.
+EnginesPlan plan_engines(const Profile& profile, unsigned ranks, std::optional<std::uint64_t> memory_limit,
+                         const std::optional<LimitRaise>& raise = std::nullopt);
 
 // The per-engine figures, each a function of its own inputs (the unit tests work them by hand).
 std::uint64_t vllm_ring_buffer_bytes(std::uint64_t max_chunk_bytes, std::uint64_t n_reader, std::uint64_t max_chunks);

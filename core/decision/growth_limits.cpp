@@ -6,14 +6,13 @@
 
 namespace gpurun {
 
-// What bounds a container's growth, and its words: the smallest of the profile's max_shm, the
-// memory budget, the recorded ceiling and an emptyDir's sizeLimit, whole MiB below it (a remount never lands between
-// pages); UINT64_MAX when none is set.
 GrowthCap growth_cap(const GuardLimits& limits) {
   GrowthCap cap;
   if (limits.max_shm) cap = {limits.max_shm, "the profile's max_shm " + format_size(limits.max_shm)};
   if (limits.budget_bytes && *limits.budget_bytes < cap.bytes)
     cap = {*limits.budget_bytes, "the memory budget " + format_size(*limits.budget_bytes)};
+  if (limits.host_memory && limits.host_memory < cap.bytes)
+    cap = {limits.host_memory, "this host's memory " + format_size(limits.host_memory)};
   if (limits.recorded_ceiling && limits.recorded_ceiling < cap.bytes)
     cap = {limits.recorded_ceiling, "the ceiling recorded when it was sized " + format_size(limits.recorded_ceiling)};
   if (limits.size_limit && limits.size_limit <= cap.bytes)
@@ -39,6 +38,7 @@ GuardLimits guard_limits(const ShmPlan& plan) {
   l.max_shm = plan.max_shm;
   if (plan.memory_limit && *plan.memory_limit > 0)
     l.budget_bytes = MemoryBudget{*plan.memory_limit, plan.memory_fraction_max}.bytes();
+  l.host_memory = plan.host_memory;
   return l;
 }
 

@@ -38,12 +38,14 @@ struct GuardLimits {
   // The ceiling the door that sized it recorded (decision_record.hpp), which the guard keeps
   // only below its own limits; 0: none.
   std::uint64_t recorded_ceiling = 0;
+  // The host's memory: no /dev/shm grows past it, whatever the profile's max_shm; 0: unknown.
+  std::uint64_t host_memory = 0;
 };
 
-// The most the guard may grow a container's /dev/shm of `size` to: the smaller of the
-// profile's max_shm and the memory budget, never below `size`; `size` when neither is known
-// (the guard keeps no ceiling of its own, but an emptyDir's sizeLimit must be one). The
-// sizeLimit the webhook and `gpu-run-ctl k8s` write.
+// The most the guard may grow a container's /dev/shm of `size` to: the smallest of the
+// profile's max_shm, the memory budget and the host's memory (growth_cap), never below `size`; `size` when neither is
+// known (the guard keeps no ceiling of its own, but an emptyDir's sizeLimit must be one). The sizeLimit the webhook and
+// `gpu-run-ctl k8s` write.
 std::uint64_t growth_ceiling(const GuardLimits& limits, std::uint64_t size);
 
 // The sizeLimit of a pod's memory-backed emptyDir planned at `size`: growth_ceiling of the
@@ -58,11 +60,12 @@ std::uint64_t empty_dir_size_limit(std::uint64_t size, std::uint64_t max_shm, st
 std::uint64_t guard_headroom(const ShmPlan& plan);
 
 // The limits of a plan: its headroom, its need and largest batch (unless its profile is the
-// built-in "default", a guess rather than a description of the job), max_shm, the memory budget.
+// built-in "default", a guess rather than a description of the job), max_shm, the memory budget,
+// the host's memory.
 GuardLimits guard_limits(const ShmPlan& plan);
 
 // What bounds a container's growth, and its words: the smallest of the profile's max_shm, the
-// memory budget, the recorded ceiling and an emptyDir's sizeLimit, whole MiB below it (a remount
+// memory budget, the host's memory, the recorded ceiling and an emptyDir's sizeLimit, whole MiB below it (a remount
 // never lands between pages); UINT64_MAX when none is set.
 struct GrowthCap {
   std::uint64_t bytes = UINT64_MAX;

@@ -143,6 +143,7 @@ SizingRequest sizing_request(const ContainerRequest& request, const SpecFacts& s
   sr.cpus =
       usable_cpus(spec.cpuset_cpus && *spec.cpuset_cpus < host.cpus ? *spec.cpuset_cpus : host.cpus, spec.cpu_quota);
   sr.memory_limit = budget_limit(spec);
+  if (!sr.memory_limit) sr.limit_raised_from = spec.limit_raised_from;
   sr.memory_fraction_max = config.memory_fraction_max;
   return sr;
 }
@@ -153,7 +154,10 @@ ShmPlan plan_request(const ContainerRequest& request, const SpecFacts& spec, con
   const std::string name = request.profile.value_or(config.default_profile.value_or("default"));
   const RequestWords& words = *request.words;
   check_length(words.profile, name);
-  return plan_shm(store.load(name, /*allow_path=*/request.origin == RequestOrigin::kFlags, words.known_profiles), sr);
+  ShmPlan plan =
+      plan_shm(store.load(name, /*allow_path=*/request.origin == RequestOrigin::kFlags, words.known_profiles), sr);
+  plan.host_memory = host.mem_total;
+  return plan;
 }
 
 ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, const Config& config,

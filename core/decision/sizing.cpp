@@ -345,8 +345,11 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   p.batch_bytes = main.batch_bytes;
   p.nccl_plan = plan_nccl(profile, p.ranks);
   p.nccl = p.nccl_plan.bytes;
-  p.engines = plan_engines(profile, p.ranks, r.memory_limit);
   p.headroom = main.calibrated ? std::max(profile.headroom, kCalibratedHeadroom) : profile.headroom;
+  std::optional<LimitRaise> raise;
+  if (r.limit_raised_from)
+    raise = LimitRaise{*r.limit_raised_from, p.headroom, sat_add(sat_mul(p.ranks, p.per_rank), p.nccl)};
+  p.engines = plan_engines(profile, p.ranks, r.memory_limit, raise);
   // The model's need to 64 KiB; the size applied to whole MiB, as engines and people write it.
   p.need =
       round_up(scale(sat_add(sat_add(sat_mul(p.ranks, p.per_rank), p.nccl), p.engines.bytes), p.headroom), kNeedAlign);

@@ -20,7 +20,10 @@ struct SizingRequest {
   std::optional<std::uint64_t> batch_size;  // per GPU rank
   std::optional<std::uint64_t> prefetch_factor;
   std::optional<std::uint64_t> memory_limit;  // the container's memory limit, if any
-  unsigned cpus = 1;                          // CPUs the container may use
+  // The container's limit before the door raises it by the planned /dev/shm (the webhook's raise
+  // policy; memory_limit is then unset): what an engine that takes a share of it plans from.
+  std::optional<std::uint64_t> limit_raised_from;
+  unsigned cpus = 1;  // CPUs the container may use
   double memory_fraction_max = 0.5;
   GpuReach gpu_reach = GpuReach::unknown;
   std::string gpu_reach_why;  // how the door knows, for --explain ("--gpu-request none")
@@ -102,6 +105,8 @@ struct ShmPlan {
   std::uint64_t max_shm = 0;
   std::optional<std::uint64_t> memory_limit;
   double memory_fraction_max = 0.5;
+  // The memory of the host it was planned on (HostFacts::mem_total); 0: unknown (the webhook).
+  std::uint64_t host_memory = 0;
   // Set when the plan cannot be applied: why, with the numbers (each door words it).
   std::optional<Refusal> refusal;
   bool fits() const { return !refusal; }

@@ -11,7 +11,7 @@ DecisionContext::DecisionContext(const fs::path& file, const char* program)
     : config_file(file),
       config(load_config(file)),
       log(config.log_file.string(), parse_log_level(config.log_level), program),
-      store(profile_search_path({}, config.profile_dirs, /*include_user=*/false)) {}
+      store(container_profile_search_path(config.profile_dirs)) {}
 
 HostFacts probe_host_facts() {
   const HostInfo info = probe_host();

@@ -59,6 +59,10 @@ struct SpecFacts {
   // The memory limit of the pod's cgroup (the parent of cgroups_path), read by plan_container
   // (probe_pod_memory_limit) when it decides: the budget's limit when the spec has none of its own.
   std::optional<std::uint64_t> pod_memory_limit;
+  // A limit the door will raise by the /dev/shm it plans (the webhook's raise policy), given
+  // instead of memory_limit: no budget is checked against it, but an engine that takes a share of
+  // the limit (Ray) plans from it and holds after the raise.
+  std::optional<std::uint64_t> limit_raised_from;
   std::optional<double> cpu_quota;  // CPUs from quota/period
   std::optional<unsigned> cpuset_cpus;
   unsigned gpu_devices = 0;  // /dev/nvidiaN entries in linux.devices

@@ -107,7 +107,11 @@ Profile ProfileStore::load(const std::string& name_or_path, bool allow_path, con
         known += " and " + std::to_string(entries.size() - kKnownProfilesShown) + " more";
       hint = std::string(known_profiles) + ": " + (known.empty() ? std::string("none") : known);
     }
-    message += " (" + hint + "; searched " + std::to_string(dirs_.size()) + " directories)";
+    // The directories by name: a door that runs without the writer's HOME (the runtime under
+    // dockerd) searches fewer than the shell that wrote the profile.
+    std::string searched;
+    for (const fs::path& dir : dirs_) searched += (searched.empty() ? "" : ", ") + dir.string();
+    message += " (" + hint + "; searched " + searched + ")";
     throw usage_error(message);
   }
   return load_chain(*path, name_or_path, {name_or_path});
@@ -256,9 +260,13 @@ std::vector<fs::path> profile_search_path(const std::vector<fs::path>& cli_dirs,
     }
   }
   for (const auto& d : config_dirs) dirs.push_back(d);
-  dirs.emplace_back("/etc/gpu-run/profiles.d");
+  dirs.emplace_back(kSystemProfileDir);
   dirs.push_back(builtin_profile_dir(env));
   return dirs;
+}
+
+std::vector<fs::path> container_profile_search_path(const std::vector<fs::path>& config_dirs, const EnvLookup& env) {
+  return profile_search_path({}, config_dirs, /*include_user=*/false, env);
 }
 
 }  // namespace gpurun

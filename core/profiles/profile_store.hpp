@@ -17,6 +17,9 @@ namespace fs = std::filesystem;
 // Where load()'s "unknown profile" message sends a person for the known names, unless the door
 // asks for the names themselves (a cluster's users have no gpu-run-ctl: the webhook).
 inline constexpr const char* kProfilesListHint = "see 'gpu-run-ctl profiles list'";
+// The system's profile directory: on every door's search path (the runtime, the hook and the
+// node guard run without the HOME of the shell that wrote a profile).
+inline constexpr const char* kSystemProfileDir = "/etc/gpu-run/profiles.d";
 // How many names load() lists then, at most.
 inline constexpr std::size_t kKnownProfilesShown = 20;
 
@@ -43,7 +46,8 @@ class ProfileStore {
   // `allow_path` (a person's command line, never a container's input). A file given by path
   // is named by its "name", whatever its file's name (the name rule is the search path's).
   // Throws Error: unknown names list the closest known names, and kProfilesListHint, or with
-  // `known_profiles` these words and the names on the path (the first kKnownProfilesShown).
+  // `known_profiles` these words and the names on the path (the first kKnownProfilesShown),
+  // then the directories searched.
   Profile load(const std::string& name_or_path, bool allow_path = true, const char* known_profiles = nullptr) const;
 
   // Loads a profile file (and its parents through the store). A profile's "name", if any,
@@ -91,5 +95,11 @@ fs::path builtin_profile_dir(const EnvLookup& env = process_env);
 std::vector<fs::path> profile_search_path(const std::vector<fs::path>& cli_dirs,
                                           const std::vector<fs::path>& config_dirs, bool include_user,
                                           const EnvLookup& env = process_env);
+
+// The search path of the doors a container starts through on a host (gpu-run-runtime,
+// gpu-run-hook, the node guard), which run without the HOME of the person who wrote a profile:
+// the config's profile_dirs, kSystemProfileDir, the built-ins.
+std::vector<fs::path> container_profile_search_path(const std::vector<fs::path>& config_dirs,
+                                                    const EnvLookup& env = process_env);
 
 }  // namespace gpurun

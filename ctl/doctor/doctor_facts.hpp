@@ -52,6 +52,7 @@ struct DoctorFacts {
   std::vector<ShmFile> files;                      // every entry of /dev/shm
   std::map<std::string, std::string> sysctls;      // kernel.shmmax / kernel.shmall when not the kernel default
   double memory_fraction_max = 0.5;                // from the host config
+  std::uint64_t host_memory = 0;                   // the host's memory (from the host only); 0: unknown
   std::vector<RuntimeEntryFacts> runtime_entries;  // on the host: the engines' runtime entries
   std::string containerd_dropin;                   // on the host: gpu-run's containerd drop-in, if any
   std::string containerd_dropin_stale;             // which key of the CRI section changed since the drop-in copied it

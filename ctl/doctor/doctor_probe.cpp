@@ -325,6 +325,7 @@ void gather_from_host(const InspectedContainer& container, DoctorFacts& f) {
     // Not readable (not root, another PID namespace): the engine's ipc mode stands.
   }
   f.memory_limit = c.memory_limit;
+  f.host_memory = probe_host().mem_total;
   for (const std::string& env_name : contract_env_names())
     if (const auto it = c.env.find(env_name); it != c.env.end()) f.env[env_name] = it->second;
   f.recorded = read_recorded(c);

@@ -8,6 +8,8 @@
 #include "base/units.hpp"
 #include "ctl/doctor/doctor_log.hpp"
 #include "decision/contract.hpp"
+#include "decision/decision_record.hpp"
+#include "decision/growth_limits.hpp"
 #include "decision/sizing.hpp"
 
 namespace gpurun {
@@ -275,7 +277,12 @@ void check_decision(const DoctorFacts& f, std::vector<Finding>& out) {
   what += r.size ? format_size(*r.size) : std::string("no size (the host's /dev/shm)");
   if (!r.profile.empty()) what += ", profile " + r.profile;
   if (r.workers) what += ", " + std::to_string(r.workers) + " workers x a batch of " + std::to_string(r.batch_size);
-  what += r.ceiling ? ", the guard may grow it to " + format_size(r.ceiling) : std::string(", no ceiling recorded");
+  // The guard's own figure: the record's ceiling within the container's budget and the host's memory.
+  GuardLimits own;
+  if (f.memory_limit && *f.memory_limit > 0)
+    own.budget_bytes = MemoryBudget{*f.memory_limit, f.memory_fraction_max}.bytes();
+  const std::uint64_t ceiling = growth_ceiling(guard_limits_of_record(r, own, f.host_memory), 0);
+  what += ceiling ? ", the guard may grow it to " + format_size(ceiling) : std::string(", no ceiling recorded");
   if (!r.size || !has_shm(f) || host_shm(f) || f.shm_size >= *r.size) {
     add(out, Level::kOk, "decision", what + (has_shm(f) ? "; /dev/shm has " + format_size(f.shm_size) : ""));
     return;

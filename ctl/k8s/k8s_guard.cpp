@@ -9,6 +9,7 @@
 #include "base/k8s_quantity.hpp"
 #include "ctl/k8s/manifest.hpp"
 #include "guard/task_watch.hpp"
+#include "profiles/profile_store.hpp"
 
 namespace gpurun {
 namespace {
@@ -98,7 +99,7 @@ bool is_critical_priority_class(const std::string& name) {
 }
 
 ordered_json daemon_set(const std::string& ns, const std::string& image, int port, const std::string& state,
-                        const GuardPodPlacement& placement) {
+                        const GuardPodPlacement& placement, const ProfileTree* profiles) {
   const std::string tasks = state + "/" + kContainerdTaskDir;
   // The guard's loops' progress, not /metrics: its table answers while a loop is stuck (guard_health.hpp).
   const ordered_json probe = {{"httpGet", {{"path", "/healthz"}, {"port", "metrics"}}}, {"timeoutSeconds", 2}};
@@ -138,19 +139,18 @@ ordered_json daemon_set(const std::string& ns, const std::string& image, int por
         {{"name", "host-shm"}, {"mountPath", "/dev/shm"}, {"readOnly", true}},
         {{"name", "config"}, {"mountPath", kGuardConfigDir}, {"readOnly", true}},
         {{"name", "profiles"}, {"mountPath", "/etc/gpu-run/profiles.d"}, {"readOnly", true}}}}};
-  ordered_json pod_spec = {
-      {"hostPID", true},
-      {"automountServiceAccountToken", false},
-      {"priorityClassName", placement.priority_class},
-      {"terminationGracePeriodSeconds", 10},
-      {"tolerations", placement.tolerations},
-      {"containers", ordered_json::array({container})},
-      {"volumes",
-       {host_path_volume("containerd-tasks", tasks, "Directory"),
-        host_path_volume("state", kGuardRunDir, "DirectoryOrCreate"),
-        host_path_volume("host-shm", "/dev/shm", "Directory"),
-        {{"name", "config"}, {"configMap", {{"name", kGuardConfigMap}, {"optional", true}}}},
-        {{"name", "profiles"}, {"configMap", {{"name", kProfilesConfigMap}, {"optional", true}}}}}}};
+  ordered_json pod_spec = {{"hostPID", true},
+                           {"automountServiceAccountToken", false},
+                           {"priorityClassName", placement.priority_class},
+                           {"terminationGracePeriodSeconds", 10},
+                           {"tolerations", placement.tolerations},
+                           {"containers", ordered_json::array({container})},
+                           {"volumes",
+                            {host_path_volume("containerd-tasks", tasks, "Directory"),
+                             host_path_volume("state", kGuardRunDir, "DirectoryOrCreate"),
+                             host_path_volume("host-shm", "/dev/shm", "Directory"),
+                             {{"name", "config"}, {"configMap", {{"name", kGuardConfigMap}, {"optional", true}}}},
+                             profiles_volume(profiles)}}};
   if (!placement.node_selector.empty()) pod_spec["nodeSelector"] = placement.node_selector;
   if (!placement.pull_secrets.empty()) pod_spec["imagePullSecrets"] = placement.pull_secrets;
   ordered_json d = manifest_object("apps/v1", "DaemonSet", guard_metadata(kGuardName, ns));
@@ -319,7 +319,7 @@ ordered_json guard_dashboard() {
       {"panels", panels}};
 }
 
-std::vector<ordered_json> guard_manifests(const GuardManifestOptions& o) {
+std::vector<ordered_json> guard_manifests(const GuardManifestOptions& o, const ProfileTree* profiles) {
   const std::string& ns = o.namespace_name;
   check_manifest_namespace(ns);
   const std::string image = manifest_image(o.image, kDefaultGuardImage);
@@ -345,7 +345,8 @@ std::vector<ordered_json> guard_manifests(const GuardManifestOptions& o) {
                         {{{"scopeName", "PriorityClass"}, {"operator", "In"}, {"values", {pod.priority_class}}}}}}}};
     out.push_back(quota);
   }
-  out.push_back(daemon_set(ns, image, port, o.containerd_state, pod));
+  if (profiles) out.push_back(profiles_config_map(*profiles, ns, kGuardName));
+  out.push_back(daemon_set(ns, image, port, o.containerd_state, pod, profiles));
   ordered_json service = manifest_object("v1", "Service", guard_metadata(kGuardName, ns));
   // Headless: each node's guard is a target of its own, never a balanced one.
   service["spec"] = {
@@ -378,8 +379,8 @@ std::vector<ordered_json> guard_manifests(const GuardManifestOptions& o) {
   return out;
 }
 
-std::string render_guard_manifests(const GuardManifestOptions& o) {
-  const std::vector<ordered_json> objects = guard_manifests(o);
+std::string render_guard_manifests(const GuardManifestOptions& o, const ProfileTree* profiles) {
+  const std::vector<ordered_json> objects = guard_manifests(o, profiles);
   const std::string tasks = o.containerd_state + "/" + kContainerdTaskDir;
   std::string tolerated;
   for (const std::string& t :
@@ -397,7 +398,11 @@ std::string render_guard_manifests(const GuardManifestOptions& o) {
              "# ConfigMap labelled grafana_dashboard: \"1\").\n") +
       "# Tolerated: " + tolerated + ".\n# Priority " + o.priority_class +
       (quota ? ", admitted outside kube-system by the ResourceQuota gpu-run-guard-critical-pods" : "") + ".\n" +
-      "# Optional: ConfigMaps gpu-run-guard-config (config.json: gpu-run-config(5)) and gpu-run-profiles.\n"
+      "# Optional: ConfigMaps gpu-run-guard-config (config.json: gpu-run-config(5)) and gpu-run-profiles" +
+      (profiles ? std::string(" (here: --profiles, ") + std::to_string(profiles->size()) +
+                      (profiles->size() == 1 ? " file)" : " files)")
+                : std::string(" (gpu-run-ctl k8s guard-manifests --profiles DIR)")) +
+      ".\n"
       "# What the guard's pod may do, and why:\n"
       "#   hostPID: containerd's init.pid holds host pids; the guard samples /proc/PID/root/dev/shm and\n"
       "#     joins /proc/PID/ns/mnt to grow it.\n"
@@ -458,6 +463,10 @@ void add_k8s_guard_command(CLI::App& k8s) {
       ->capture_default_str();
   cmd->add_flag("--no-monitoring", o->no_monitoring,
                 "No ServiceMonitor, PrometheusRule or dashboard (a cluster without prometheus-operator's CRDs)");
+  cmd->add_option("--profiles", o->profiles_dir,
+                  "The teams' profiles (NAME.json, TEAM/NAME.json) as the ConfigMap gpu-run-profiles, mounted as the "
+                  "same tree; each is checked first")
+      ->type_name("DIR");
   cmd->add_option("--runbook-url", o->runbook_url,
                   "docs/kubernetes.md as your team serves it: each alert's runbook_url is its section there")
       ->type_name("URL")
@@ -466,9 +475,19 @@ void add_k8s_guard_command(CLI::App& k8s) {
       "Apply with: gpu-run-ctl k8s guard-manifests ... | kubectl apply -f -\n"
       "The ServiceMonitor and PrometheusRule need prometheus-operator (else --no-monitoring); give them the label "
       "your Prometheus selects (--label release=NAME).\n"
-      "Teams' profiles: kubectl -n NS create configmap gpu-run-profiles --from-file=DIR (mounted at "
-      "/etc/gpu-run/profiles.d).");
-  cmd->callback([o] { std::cout << render_guard_manifests(*o); });
+      "Teams' profiles: --profiles DIR ships NAME.json and TEAM/NAME.json as the ConfigMap gpu-run-profiles, "
+      "mounted at /etc/gpu-run/profiles.d as the same tree.");
+  cmd->callback([o] { run_guard_manifests(*o); });
+}
+
+void run_guard_manifests(const GuardManifestOptions& o) {
+  if (!o.profiles_dir) {
+    std::cout << render_guard_manifests(o);
+    return;
+  }
+  guard_manifests(o);  // the flags, before any profile is read
+  const ProfileTree profiles = read_profile_tree(*o.profiles_dir, builtin_profile_dir());
+  std::cout << render_guard_manifests(o, &profiles);
 }
 
 }  // namespace gpurun

@@ -7,10 +7,12 @@
 // kube-system.
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ctl/k8s/manifest.hpp"
+#include "ctl/k8s/profiles_config_map.hpp"
 
 namespace CLI {
 class App;
@@ -32,6 +34,7 @@ struct GuardManifestOptions {
   std::string max_unavailable = "10%";  // the DaemonSet's rolling update: N or N%
   bool no_monitoring = false;           // no ServiceMonitor, PrometheusRule or dashboard
   std::string runbook_url = kDefaultRunbookUrl;
+  std::optional<std::string> profiles_dir;  // --profiles DIR: the teams' profiles, as a ConfigMap
 };
 
 // The priority classes Kubernetes creates for the system, which a namespace other than
@@ -53,11 +56,16 @@ nlohmann::ordered_json guard_dashboard();
 
 // The objects, in apply order. Pure. Throws Error (exit 2) naming the flag on a bad namespace,
 // image, port, containerd state directory, toleration, node selector, pull secret, label,
-// priority class, maxUnavailable or runbook URL.
-std::vector<nlohmann::ordered_json> guard_manifests(const GuardManifestOptions& options);
+// priority class, maxUnavailable or runbook URL. With `profiles` (read from --profiles), their
+// ConfigMap too, mounted as the tree it was (profiles_config_map.hpp).
+std::vector<nlohmann::ordered_json> guard_manifests(const GuardManifestOptions& options,
+                                                    const ProfileTree* profiles = nullptr);
 
 // The objects as one YAML stream, after a header that says what the guard's pod may do and why.
-std::string render_guard_manifests(const GuardManifestOptions& options);
+std::string render_guard_manifests(const GuardManifestOptions& options, const ProfileTree* profiles = nullptr);
+
+// Reads --profiles (read_profile_tree, the built-ins beside this gpu-run-ctl) and prints the objects.
+void run_guard_manifests(const GuardManifestOptions& options);
 
 // Registers `guard-manifests` under the `k8s` command.
 void add_k8s_guard_command(CLI::App& k8s);

@@ -13,6 +13,7 @@
 #include "base/k8s_quantity.hpp"
 #include "ctl/k8s/manifest.hpp"
 #include "pod/webhook_config.hpp"
+#include "profiles/profile_store.hpp"
 
 namespace gpurun {
 namespace {
@@ -57,7 +58,7 @@ ordered_json labels() { return app_labels(kName); }
 ordered_json metadata(const std::string& name, const std::string& ns) { return manifest_metadata(name, ns, kName); }
 
 ordered_json deployment(const std::string& ns, const std::string& image, const ordered_json& pull_secrets,
-                        const std::string& config) {
+                        const std::string& config, const ProfileTree* profiles) {
   const ordered_json probe_https = {{"path", "/healthz"}, {"port", "https"}, {"scheme", "HTTPS"}};
   ordered_json liveness = {{"httpGet", probe_https}, {"periodSeconds", 10}, {"failureThreshold", 3}};
   ordered_json readiness = {{"httpGet", probe_https}, {"periodSeconds", 5}};
@@ -100,8 +101,8 @@ ordered_json deployment(const std::string& ns, const std::string& image, const o
       {"volumes",
        {{{"name", "tls"}, {"secret", {{"secretName", kTlsSecret}}}},
         {{"name", "config"}, {"configMap", {{"name", kName}}}},
-        // Teams' profiles: kubectl create configmap gpu-run-profiles --from-file=DIR (optional).
-        {{"name", "profiles"}, {"configMap", {{"name", kProfilesConfigMap}, {"optional", true}}}}}}};
+        // Teams' profiles (optional): k8s webhook-manifests --profiles DIR, the tree as it was.
+        profiles_volume(profiles)}}};
   if (!pull_secrets.empty()) pod_spec["imagePullSecrets"] = pull_secrets;
   ordered_json d = manifest_object("apps/v1", "Deployment", metadata(kName, ns));
   // The webhook reads webhook.json at start: a changed config changes the template, which rolls it.
@@ -240,7 +241,7 @@ std::vector<std::string> webhook_dns_names(const std::string& ns) {
 }
 
 std::vector<ordered_json> webhook_manifests(const WebhookManifestOptions& o, const std::optional<WebhookTlsPair>& tls,
-                                            const std::string& config) {
+                                            const std::string& config, const ProfileTree* profiles) {
   const std::string& ns = o.namespace_name;
   check_manifest_namespace(ns);
   const std::string image = manifest_image(o.image, kDefaultWebhookImage);
@@ -267,7 +268,8 @@ std::vector<ordered_json> webhook_manifests(const WebhookManifestOptions& o, con
   } else {
     cert_manager_objects(ns, out);
   }
-  out.push_back(deployment(ns, image, pull_secrets, config_map["data"]["webhook.json"].get<std::string>()));
+  if (profiles) out.push_back(profiles_config_map(*profiles, ns, kName));
+  out.push_back(deployment(ns, image, pull_secrets, config_map["data"]["webhook.json"].get<std::string>(), profiles));
   ordered_json service = manifest_object("v1", "Service", metadata(kName, ns));
   service["spec"] = {{"selector", labels()},
                      {"ports", {{{"name", "https"}, {"port", 443}, {"targetPort", "https"}, {"protocol", "TCP"}}}}};
@@ -285,8 +287,8 @@ std::vector<ordered_json> webhook_manifests(const WebhookManifestOptions& o, con
 }
 
 std::string render_webhook_manifests(const WebhookManifestOptions& o, const std::optional<WebhookTlsPair>& tls,
-                                     const std::string& config) {
-  const std::vector<ordered_json> objects = webhook_manifests(o, tls, config);
+                                     const std::string& config, const ProfileTree* profiles) {
+  const std::vector<ordered_json> objects = webhook_manifests(o, tls, config, profiles);
   const std::string header =
       "# gpu-run-webhook in namespace " + o.namespace_name + " (gpu-run-ctl k8s webhook-manifests" +
       (tls ? " --self-signed" : " --cert-manager") +
@@ -300,7 +302,12 @@ std::string render_webhook_manifests(const WebhookManifestOptions& o, const std:
       (tls ? "# The Secret holds the serving key: keep this output private.\n"
            : "# Needs cert-manager: a CA made by a self-signed Issuer signs the serving certificate; the CA is\n"
              "# injected as the caBundle.\n") +
-      (o.no_monitoring ? "" : "# The PrometheusRule needs prometheus-operator's CRDs (else --no-monitoring).\n");
+      (o.no_monitoring ? "" : "# The PrometheusRule needs prometheus-operator's CRDs (else --no-monitoring).\n") +
+      (profiles ? "# The teams' profiles (--profiles, " + std::to_string(profiles->size()) +
+                      (profiles->size() == 1 ? " file" : " files") +
+                      "): the ConfigMap gpu-run-profiles, mounted at /profiles as the same tree.\n"
+                : std::string("# Teams' profiles: none in this output (--profiles DIR ships them as the ConfigMap "
+                              "gpu-run-profiles).\n"));
   return render_manifest_stream(header, objects);
 }
 
@@ -315,9 +322,11 @@ void run_webhook_manifests(const WebhookManifestOptions& o) {
       throw usage_error(e.what(), e.errno_value());
     }
   }
+  webhook_manifests(o, std::nullopt, config);  // the options, before any file is read or written
+  std::optional<ProfileTree> profiles;
+  if (o.profiles_dir) profiles = read_profile_tree(*o.profiles_dir, builtin_profile_dir());
   std::optional<WebhookTlsPair> tls;
   if (o.self_signed_dir) {
-    webhook_manifests(o, std::nullopt, config);  // the options, before any file is written
     bool renewed = false;
     tls = webhook_tls_pair_in(*o.self_signed_dir, std::string(kName) + " CA", webhook_dns_names(o.namespace_name),
                               &renewed);
@@ -327,7 +336,7 @@ void run_webhook_manifests(const WebhookManifestOptions& o) {
                 << " days: made a new CA and serving certificate there; apply this output to roll out both the "
                    "Secret and the caBundle\n";
   }
-  std::cout << render_webhook_manifests(o, tls, config);
+  std::cout << render_webhook_manifests(o, tls, config, profiles ? &*profiles : nullptr);
 }
 
 void add_k8s_webhook_command(CLI::App& k8s) {
@@ -365,6 +374,10 @@ void add_k8s_webhook_command(CLI::App& k8s) {
       ->type_name("KEY=VALUE");
   cmd->add_flag("--no-monitoring", o->no_monitoring,
                 "No PrometheusRule (a cluster without prometheus-operator's CRDs)");
+  cmd->add_option("--profiles", o->profiles_dir,
+                  "The teams' profiles (NAME.json, TEAM/NAME.json) as the ConfigMap gpu-run-profiles, mounted at "
+                  "/profiles as the same tree; each is checked first")
+      ->type_name("DIR");
   cmd->add_option("--runbook-url", o->runbook_url,
                   "docs/kubernetes.md as your team serves it: each alert's runbook_url is its section there")
       ->type_name("URL")
@@ -373,7 +386,8 @@ void add_k8s_webhook_command(CLI::App& k8s) {
       "One of --cert-manager or --self-signed DIR. Apply with: gpu-run-ctl k8s webhook-manifests ... | kubectl "
       "apply -f -\n"
       "Then opt namespaces in: kubectl label namespace NS gpu-run.io/webhook=enabled\n"
-      "Teams' profiles: kubectl -n NS create configmap gpu-run-profiles --from-file=DIR (mounted at /profiles).");
+      "Teams' profiles: --profiles DIR ships NAME.json and TEAM/NAME.json as the ConfigMap gpu-run-profiles, "
+      "mounted at /profiles as the same tree.");
   cmd->callback([o] { run_webhook_manifests(*o); });
 }
 

@@ -10,6 +10,7 @@
 
 #include "ctl/k8s/k8s_webhook_cert.hpp"
 #include "ctl/k8s/manifest.hpp"
+#include "ctl/k8s/profiles_config_map.hpp"
 
 namespace CLI {
 class App;
@@ -28,6 +29,7 @@ struct WebhookManifestOptions {
   std::vector<std::string> image_pull_secrets;  // --image-pull-secret NAME: the image's registry is private
   bool no_monitoring = false;                   // no PrometheusRule
   std::string runbook_url = kDefaultRunbookUrl;
+  std::optional<std::string> profiles_dir;  // --profiles DIR: the teams' profiles, as a ConfigMap
 };
 
 // The webhook's own config (pod/webhook_config.hpp, gpu-run-webhook(1)), as the ConfigMap ships it
@@ -55,17 +57,20 @@ std::vector<std::string> webhook_dns_names(const std::string& namespace_name);
 
 // The objects, in apply order. `tls`: the self-signed pair (a Secret and the caBundle); without
 // it cert-manager objects (a CA chain). `config`: webhook.json's text, checked. Pure. Throws
-// Error (exit 2) on a bad namespace, image, config, CIDR, label or runbook URL.
+// Error (exit 2) on a bad namespace, image, config, CIDR, label or runbook URL. With `profiles`
+// (read from --profiles), their ConfigMap too, mounted as the tree it was (profiles_config_map.hpp).
 std::vector<nlohmann::ordered_json> webhook_manifests(const WebhookManifestOptions& options,
                                                       const std::optional<WebhookTlsPair>& tls,
-                                                      const std::string& config = kDefaultWebhookConfig);
+                                                      const std::string& config = kDefaultWebhookConfig,
+                                                      const ProfileTree* profiles = nullptr);
 
 // Throws Error (exit 2) naming --apiserver-cidr unless `cidr` is an IPv4 or IPv6 CIDR.
 void check_cidr(const std::string& cidr);
 
 // The objects as one YAML stream with a header comment.
 std::string render_webhook_manifests(const WebhookManifestOptions& options, const std::optional<WebhookTlsPair>& tls,
-                                     const std::string& config = kDefaultWebhookConfig);
+                                     const std::string& config = kDefaultWebhookConfig,
+                                     const ProfileTree* profiles = nullptr);
 
 void run_webhook_manifests(const WebhookManifestOptions& options);
 

@@ -10,7 +10,7 @@
 namespace gpurun {
 
 // The teams' profiles, an optional ConfigMap each server mounts as a profile directory
-// (`kubectl -n NS create configmap gpu-run-profiles --from-file=DIR`).
+// (`k8s webhook-manifests --profiles DIR`, `k8s guard-manifests --profiles DIR`).
 inline constexpr const char* kProfilesConfigMap = "gpu-run-profiles";
 
 // Throws Error (exit 2) naming --namespace unless `ns` is a namespace name (a DNS label).

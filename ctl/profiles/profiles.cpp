@@ -59,7 +59,27 @@ std::string profile_name_for(const fs::path& file, const std::vector<fs::path>& 
   return file.stem().string();
 }
 
-json list_profiles(const ProfileStore& store) {
+ProfileReach profile_reach(const std::string& name, const fs::path& file, const ProfileStore& host_doors) {
+  ProfileReach reach;
+  reach.host_file = host_doors.find(name);
+  std::error_code ec;
+  reach.every_door = reach.host_file && fs::equivalent(*reach.host_file, file, ec);
+  if (reach.every_door) reach.host_file.reset();
+  return reach;
+}
+
+std::string profile_reach_note(const std::string& name, const fs::path& file, const ProfileStore& host_doors) {
+  const ProfileReach reach = profile_reach(name, file, host_doors);
+  if (reach.every_door) return "";
+  const fs::path system = fs::path(kSystemProfileDir) / (name + ".json");
+  return "note: only gpu-run and gpu-run-ctl see " + file.string() + "; gpu-run-runtime, gpu-run-hook and the node " +
+         "guard run without your HOME and " +
+         (reach.host_file ? "find " + reach.host_file->string() + " by that name"
+                          : std::string("will not find '") + name + "'") +
+         ": for every door run: sudo install -D -m 0644 " + file.string() + " " + system.string();
+}
+
+json list_profiles(const ProfileStore& store, const ProfileStore& host_doors) {
   json out;
   json dirs = json::array();
   for (const auto& d : store.dirs()) {
@@ -70,6 +90,9 @@ json list_profiles(const ProfileStore& store) {
   json profiles = json::array();
   for (const ProfileEntry& entry : store.list()) {
     json p = {{"name", entry.name}, {"path", entry.path.string()}, {"shadowed", paths_json(entry.shadowed)}};
+    const ProfileReach reach = profile_reach(entry.name, entry.path, host_doors);
+    p["doors"] = reach.every_door ? "every door" : "gpu-run and gpu-run-ctl only";
+    if (reach.host_file) p["host_doors_path"] = reach.host_file->string();
     try {
       Profile profile = store.load(entry.name, false);
       p["description"] = profile.description;
@@ -99,7 +122,9 @@ json show_profile(const ProfileStore& store, const std::string& name_or_path) {
 }
 
 void run_profiles_list(const ProfilesListOptions& o) {
-  const json listing = list_profiles(ctl_store(o.profile_dirs, load_ctl_config()));
+  const Config config = load_ctl_config();
+  const json listing = list_profiles(ctl_store(o.profile_dirs, config),
+                                     ProfileStore(container_profile_search_path(config.profile_dirs)));
   if (o.json) {
     std::cout << listing.dump(2) << "\n";
     return;
@@ -122,6 +147,14 @@ void run_profiles_list(const ProfilesListOptions& o) {
               << (description.empty() ? "(no description)" : one_line(description, 76)) << "\n";
     const std::string indent(4, ' ');
     std::cout << indent << "file:    " << p["path"].get<std::string>() << "\n";
+    std::cout << indent << "doors:   "
+              << (p["doors"] == "every door"
+                      ? std::string("every door (gpu-run, gpu-run-ctl, the runtime, the hook, the node guard)")
+                      : "gpu-run and gpu-run-ctl only: the runtime, the hook and the node guard " +
+                            (p.contains("host_doors_path") ? "use " + p["host_doors_path"].get<std::string>()
+                                                           : std::string("do not see it")) +
+                            " (put it in " + kSystemProfileDir + ")")
+              << "\n";
     print_chain_lines(p, indent);
     if (p.contains("error")) std::cout << indent << "error:   " << p["error"].get<std::string>() << "\n";
   }

@@ -1,5 +1,7 @@
 #include "ctl/profiles/profiles_new.hpp"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <memory>
@@ -9,6 +11,7 @@
 #include "base/temp_dir.hpp"
 #include "base/units.hpp"
 #include "ctl/ctl_common.hpp"
+#include "ctl/profiles/profiles.hpp"
 #include "ctl/run_options.hpp"
 #include "decision/config.hpp"
 #include "profiles/profile.hpp"
@@ -157,6 +160,10 @@ nlohmann::ordered_json new_profile_document(const NewProfileOptions& o) {
   return doc;
 }
 
+fs::path new_profile_dir(bool root, const EnvLookup& env) {
+  return root ? fs::path(kSystemProfileDir) : user_profile_dir(env);
+}
+
 void run_profiles_new(const NewProfileOptions& o) {
   const nlohmann::ordered_json doc = new_profile_document(o);
   const std::string text = profile_text(doc);
@@ -164,7 +171,7 @@ void run_profiles_new(const NewProfileOptions& o) {
     std::cout << text;
     return;
   }
-  const fs::path dir = o.out_dir ? fs::path(*o.out_dir) : user_profile_dir();
+  const fs::path dir = o.out_dir ? fs::path(*o.out_dir) : new_profile_dir(::geteuid() == 0);
   if (dir.empty()) throw usage_error("--out-dir: empty path");
   const fs::path path = dir / (o.name + ".json");
   std::error_code ec;
@@ -196,6 +203,9 @@ void run_profiles_new(const NewProfileOptions& o) {
             << doc.value("extends", std::string("default")) << ")\n"
             << "check it: gpu-run-ctl plan" << (o.out_dir ? " --profile-dir " + dir.string() : "") << " --profile "
             << o.name << " --gpus 1\n";
+  const std::string note =
+      profile_reach_note(o.name, path, ProfileStore(container_profile_search_path(config.profile_dirs)));
+  if (!note.empty()) std::cerr << "gpu-run-ctl: profiles new: " << note << "\n";
 }
 
 void add_profiles_new_command(CLI::App& profiles) {
@@ -224,7 +234,9 @@ void add_profiles_new_command(CLI::App& profiles) {
   cmd->add_option("--extends", o->extends, "Parent profile (default: default; none: a standalone profile)")
       ->type_name("NAME|none");
   cmd->add_option("--description", o->description, "One line about the workload")->type_name("TEXT");
-  cmd->add_option("--out-dir", o->out_dir, "Directory to write it in (default: $XDG_CONFIG_HOME/gpu-run/profiles)")
+  cmd->add_option("--out-dir", o->out_dir,
+                  std::string("Directory to write it in (default: root's ") + kSystemProfileDir +
+                      ", which every door searches; anyone else's $XDG_CONFIG_HOME/gpu-run/profiles)")
       ->type_name("DIR");
   cmd->add_flag("--force", o->force, "Replace an existing profile");
   cmd->add_flag("--print", o->print, "Print the profile and write nothing");

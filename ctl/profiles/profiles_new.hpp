@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
+#include "base/env.hpp"
 #include "profiles/profile.hpp"
+#include "profiles/profile_store.hpp"
 
 namespace CLI {
 class App;
@@ -26,7 +28,7 @@ struct NewProfileOptions {
   std::vector<std::string> loaders;           // --loader NAME[:KEY=VALUE,...], in order
   std::optional<std::string> extends;         // default: "default" (implicit)
   std::optional<std::string> description;
-  std::optional<std::string> out_dir;  // default: the user's profile directory
+  std::optional<std::string> out_dir;  // default: new_profile_dir
   bool force = false;                  // replace an existing file
   bool print = false;                  // print the document, write nothing
 };
@@ -44,7 +46,14 @@ nlohmann::ordered_json parse_loader_flag(const std::string& text);
 // checks a profile file. Pure.
 nlohmann::ordered_json new_profile_document(const NewProfileOptions& options);
 
-// Writes (or prints) the profile and loads it back through the search path to prove it.
+// Where `profiles new` writes without --out-dir: root's profiles go to kSystemProfileDir, which
+// every door searches; anyone else's to their own directory ($XDG_CONFIG_HOME/gpu-run/profiles),
+// which only gpu-run and gpu-run-ctl search. Throws Error (exit 2) when neither XDG_CONFIG_HOME
+// nor HOME is set for a user.
+fs::path new_profile_dir(bool root, const EnvLookup& env = process_env);
+
+// Writes (or prints) the profile and loads it back through the search path to prove it; says
+// in one line (stderr) when the runtime, the hook and the node guard will not see it.
 void run_profiles_new(const NewProfileOptions& options);
 
 // Registers `new` on the `profiles` command.

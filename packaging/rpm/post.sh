@@ -7,4 +7,8 @@ if [ -f "$hooks_src" ]; then
   cp "$hooks_src" "$hooks_dir/.gpu-run.json.rpm-tmp" &&
     mv -f "$hooks_dir/.gpu-run.json.rpm-tmp" "$hooks_dir/gpu-run.json"
 fi
+# /run/gpu-run now, not only at the next boot (tmpfiles.d/gpu-run.conf).
+if command -v systemd-tmpfiles >/dev/null 2>&1; then
+  systemd-tmpfiles --create gpu-run.conf || :
+fi
 exit 0

@@ -98,7 +98,7 @@ for f in /usr/bin/gpu-run /usr/bin/gpu-run-hook /usr/bin/gpu-run-runtime /usr/bi
   /usr/share/gpu-run/hooks.d/gpu-run.json /usr/share/doc/gpu-run/README.md \
   /usr/share/doc/gpu-run/daemon.json.example /usr/share/man/man1/gpu-run.1.gz \
   /usr/share/man/man5/gpu-run-profile.5.gz /usr/share/bash-completion/completions/gpu-run-ctl \
-  /usr/lib/systemd/system/gpu-run-guard.service; do
+  /usr/lib/systemd/system/gpu-run-guard.service /usr/lib/tmpfiles.d/gpu-run.conf; do
   assert_contains "$rpm_files" "$f" "rpm holds $f"
 done
 assert_eq Apache-2.0 "$(rpm -qp --queryformat '%{LICENSE}' "$rpmf" 2>/dev/null)" "rpm: License is Apache-2.0"
@@ -166,6 +166,9 @@ enabled=$(find "$root/etc/systemd/system" "$root/usr/lib/systemd/system" -path '
   2>/dev/null)
 assert_eq "" "$enabled" "installing does not enable gpu-run-guard.service (no .wants symlink)"
 assert_not_contains "$(dpkg-deb -I "$deb" postinst 2>/dev/null)" "systemctl" "the postinst does not enable the unit"
+# /run is emptied at boot: tmpfiles.d makes /run/gpu-run again (root, 0755).
+tmpfiles=$root/usr/lib/tmpfiles.d/gpu-run.conf
+assert_contains "$(cat "$tmpfiles" 2>/dev/null)" "d /run/gpu-run 0755 root root" "the .deb's tmpfiles.d entry makes /run/gpu-run"
 [[ -d $root/etc/gpu-run/profiles.d ]] && it_pass "/etc/gpu-run/profiles.d exists" || it_fail "/etc/gpu-run/profiles.d missing"
 assert_contains "$(in_root dpkg-query -W -f '${Conffiles}' gpu-run)" "/etc/gpu-run/config.json" \
   "config.json is a dpkg conffile"

@@ -156,11 +156,12 @@ const ServingExpected kServing[] = {
     // TP 8: 167,776,256 + 8 x 251,662,336 + 25,169,920 = 2,206,244,864; + 308,543,488
     //       = 2,514,788,352 x 1.05 -> 2,640,576,512 = 2518.25 MiB -> 2519
     {"vllm", std::nullopt, 8, 2206244864, 2519, "1 x TP group (4MiB + 8) x 6 chunks 24MiB"},
-    // ray-worker with a 64 GiB limit: int(68,719,476,736 x 0.3) = 20,615,843,020 -> 20,615,843,840;
-    //   1 GPU: x 1.05 -> 21,646,671,872 (20,643.9 MiB) -> 20644
-    //   2 GPUs: + 38,567,936 = 20,654,411,776 x 1.05 -> 21,687,173,120 (20,682.5 MiB) -> 20683
-    {"ray-worker", 64 * GiB, 1, 20615843840, 20644, "min(0.3 x memory limit 64GiB, cap 186.3GiB) = 19660.8MiB"},
-    {"ray-worker", 64 * GiB, 2, 20615843840, 20683, "Ray's default object store"},
+    // ray-worker with a 64 GiB limit: int(68,719,476,736 x 0.3) = 20,615,843,020, in plasma's 0.9 of
+    //   /dev/shm: / 0.9 = 22,906,492,244.4 -> 22,906,492,245 -> page-rounded 22,906,494,976;
+    //   1 GPU: x 1.05 -> 24,051,843,072 (22,937.6 MiB) -> 22938
+    //   2 GPUs: + 38,567,936 = 22,945,062,912 x 1.05 -> 24,092,344,320 (22,976.3 MiB) -> 22977
+    {"ray-worker", 64 * GiB, 1, 22906494976, 22938, "min(0.3 x memory limit 64GiB, cap 186.3GiB) / 0.9"},
+    {"ray-worker", 64 * GiB, 2, 22906494976, 22977, "Ray's default object store"},
     // triton-python: one instance's 1 MiB pool; 2 GPUs: (1,048,576 + 38,567,936) x 1.05 -> 39.7 MiB -> 256;
     //   8 GPUs: (1,048,576 + 308,543,488) x 1.05 -> 325,124,096 = 310.06 MiB -> 311
     {"triton-python", std::nullopt, 1, 1048576, 256, "instances 1 x (shm-default-byte-size 1MiB) = 1MiB"},

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "base/units.hpp"
@@ -128,16 +130,18 @@ TEST(VllmTerm, PipelineParallelAndTheEnvironmentOverride) {
 TEST(RayTerm, DefaultIsAFractionOfTheMemoryLimitCapped) {
   Profile p = serving();
   p.engines.ray = RaySpec{};
-  // int(32 GiB x 0.3) = 10,307,921,510 -> page-rounded 10,307,923,968.
+  // int(32 GiB x 0.3) = 10,307,921,510, in plasma's 0.9 of the free /dev/shm: / 0.9 =
+  // 11,453,246,122.2 -> 11,453,246,123 -> page-rounded 11,453,247,488.
   EnginesPlan plan = plan_engines(p, 1, 32 * GiB);
   EXPECT_EQ(part(term(plan, "ray"), "object_store_memory"), 10307921510u);
-  EXPECT_EQ(plan.bytes, 10307923968u);
-  // 1 TiB x 0.3 = 329,853,488,332 is above the 200,000,000,000 cap (page-rounded 200,000,000,000
-  // is 48,828,125 x 4096 exactly).
-  EXPECT_EQ(plan_engines(p, 1, 1024 * GiB).bytes, 200000000000u);
-  // RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION=0.5: 16 GiB x 0.5 = 8 GiB.
+  EXPECT_EQ(plan.bytes, 11453247488u);
+  // 1 TiB x 0.3 = 329,853,488,332 is above the 200,000,000,000 cap: / 0.9 = 222,222,222,222.2
+  // -> 222,222,222,223 -> page-rounded 222,222,225,408.
+  EXPECT_EQ(plan_engines(p, 1, 1024 * GiB).bytes, 222222225408u);
+  // RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION=0.5: 16 GiB x 0.5 = 8 GiB; / 0.9 = 9,544,371,654.8
+  // -> page-rounded 9,544,372,224.
   p.engines.ray->object_store_fraction = 0.5;
-  EXPECT_EQ(plan_engines(p, 1, 16 * GiB).bytes, 8 * GiB);
+  EXPECT_EQ(plan_engines(p, 1, 16 * GiB).bytes, 9544372224u);
   // Without a memory limit the default cannot be known.
   EnginesPlan unknown = plan_engines(p, 1, std::nullopt);
   ASSERT_TRUE(unknown.refusal);
@@ -145,6 +149,41 @@ TEST(RayTerm, DefaultIsAFractionOfTheMemoryLimitCapped) {
   const std::string words = refusal_words(*unknown.refusal, kContainerWords);
   EXPECT_CONTAINS(words, "the plan has no memory limit to take it from: give the container a memory limit");
   EXPECT_CONTAINS(words, "engines.ray.object_store_memory");
+}
+
+// Ray's figures (python/ray/_private/resource_spec.py and services.py, plasma's store_runner.cc):
+// the store is int(0.3 x the limit Ray reads); Python caps it at 0.95 of the free /dev/shm and
+// plasma at 0.9. For a 64 GiB limit: not raised, the store is 19.2 GiB and needs /dev/shm >= L/3
+// (21.33 GiB); raised by /dev/shm's own size (the webhook's raise policy, L' = L + S), Ray reads
+// L' and needs S >= L/2 (32 GiB). A term that plans from L alone (19.2 GiB + 5%) holds neither.
+TEST(RayTerm, HoldsAfterTheLimitIsRaisedByTheShmRayReads) {
+  Profile p = serving();
+  p.engines.ray = RaySpec{};
+  const std::uint64_t limit = 64 * GiB;
+  const double headroom = 1.05;
+  auto holds = [](std::uint64_t read_limit, std::uint64_t shm) {
+    const long double store = std::min<long double>(static_cast<long double>(read_limit) * 0.3L, 200e9L);
+    return store <= 0.9L * static_cast<long double>(shm);
+  };
+  // Not raised: Ray reads L.
+  const std::uint64_t fixed = plan_engines(p, 1, limit).bytes;
+  EXPECT_GE(fixed, limit / 3);
+  EXPECT_TRUE(holds(limit, fixed));
+  // Raised: S = headroom x (others + T) and Ray reads L + S.
+  for (const std::uint64_t others : {std::uint64_t{0}, 3 * GiB}) {
+    const EnginesPlan raised = plan_engines(p, 1, std::nullopt, LimitRaise{limit, headroom, others});
+    ASSERT_FALSE(raised.refusal);
+    const auto shm = static_cast<std::uint64_t>(std::ceil(headroom * static_cast<double>(others + raised.bytes)));
+    EXPECT_GE(shm, limit / 2) << others;
+    EXPECT_TRUE(holds(limit + shm, raised.bytes)) << "the store's share of the raised limit fits plasma's 0.9";
+    EXPECT_TRUE(holds(limit + shm, shm - others)) << "and fits the /dev/shm the others leave free";
+    EXPECT_EQ(part(term(raised, "ray"), "memory_limit"), limit);
+    // The term that planned from L alone is too small once L is raised by it.
+    const auto naive = static_cast<std::uint64_t>(headroom * static_cast<double>(others + fixed));
+    EXPECT_FALSE(holds(limit + naive, fixed)) << others;
+  }
+  // Over the cap, the cap's share: 200e9 / 0.9, page-rounded.
+  EXPECT_EQ(plan_engines(p, 1, std::nullopt, LimitRaise{4096 * GiB, headroom, 0}).bytes, 222222225408u);
 }
 
 TEST(RayTerm, AnExplicitSizeOrAPlasmaDirectoryElsewhere) {
@@ -260,10 +299,11 @@ TEST(EnginesInThePlan, AnEngineThatCannotBeSizedIsTheProblem) {
   EXPECT_CONTAINS(explain(plan), "DOES NOT FIT: profile serving: Ray's");
   EXPECT_THROW(require_fits(plan), Error);
   SizingRequest r = gpus(1);
-  r.memory_limit = 16 * GiB;  // 0.3 x 16 GiB = 5,153,960,755 -> 5,153,964,032; budget 8 GiB holds it
+  // int(0.3 x 16 GiB) = 5,153,960,755; / 0.9 -> page-rounded 5,726,625,792; budget 8 GiB holds it
+  r.memory_limit = 16 * GiB;
   plan = plan_shm(p, r);
   EXPECT_TRUE(plan.fits());
-  EXPECT_EQ(plan.engines.bytes, 5153964032u);
+  EXPECT_EQ(plan.engines.bytes, 5726625792u);
 }
 
 // NCCL's cuMem host mode: the SHM transport's buffers leave /dev/shm.

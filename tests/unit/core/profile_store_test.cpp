@@ -275,6 +275,21 @@ TEST(ProfileStore, UnknownProfileSuggestsCloseNames) {
   EXPECT_TRUE(store.suggest("zzzzzzzzzzzz").empty());
 }
 
+// Issue 40: the runtime under dockerd (no HOME) said "unknown profile 'myteam/bert' (...;
+// searched 2 directories)" for a profile root wrote to ~/.config: the message names the
+// directories, so the one it is missing from shows.
+TEST(ProfileStore, UnknownProfileNamesTheDirectoriesSearched) {
+  TempDir d;
+  const ProfileStore store(
+      container_profile_search_path({}, [&](const std::string& name) -> std::optional<std::string> {
+        if (name == "GPU_RUN_BUILTIN_PROFILES") return (d.path() / "builtin").string();
+        return std::nullopt;
+      }));
+  const std::string m = error_of([&] { store.load("myteam/bert", false); });
+  EXPECT_CONTAINS(m, "unknown profile 'myteam/bert'");
+  EXPECT_CONTAINS(m, std::string("searched ") + kSystemProfileDir + ", " + (d.path() / "builtin").string() + ")");
+}
+
 TEST(ProfileStore, InvalidNameIsRejectedBeforeTheFileSystem) {
   TempDir d;
   ProfileStore store({d.path()});

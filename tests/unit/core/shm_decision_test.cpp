@@ -5,6 +5,8 @@
 #include "base/error.hpp"
 #include "base/units.hpp"
 #include "decision/contract.hpp"
+#include "decision/decision_record.hpp"
+#include "decision/growth_limits.hpp"
 #include "support/test_util.hpp"
 
 namespace gpurun {
@@ -359,6 +361,23 @@ TEST_F(ShmDecisionTest, RecordedRequestReadsWhatGpuRunWrote) {
   EXPECT_EQ(sr.gpus, 2u);
   EXPECT_EQ(sr.workers, 3u);
   EXPECT_EQ(sr.batch_size, 64u);
+}
+
+// Issue 40: on a 24 GiB host without --memory the record said the guard may grow /dev/shm to
+// 256 GiB (the default profile's max_shm), more than the host has.
+TEST_F(ShmDecisionTest, TheRecordedCeilingIsNeverAboveTheHostsMemory) {
+  ShmDecision d = decide(spec_with_env({{"GPU_RUN_PROFILE", "default"}}));
+  ASSERT_TRUE(d.act) << d.error;
+  ASSERT_TRUE(d.plan);
+  ASSERT_GT(d.plan->max_shm, 24 * kGiB);  // the trap needs a max_shm above the host
+  EXPECT_EQ(decision_record(d, "gpu-run").ceiling, 24 * kGiB);
+  EXPECT_EQ(growth_ceiling(guard_limits(*d.plan), d.size), 24 * kGiB);
+  // A memory limit's budget stays the smaller.
+  SpecFacts limited = spec_with_env({{"GPU_RUN_PROFILE", "default"}});
+  limited.memory_limit = 8 * kGiB;
+  d = decide(limited);
+  ASSERT_TRUE(d.act) << d.error;
+  EXPECT_EQ(decision_record(d, "gpu-run").ceiling, 4 * kGiB);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "ctl/doctor/doctor_log.hpp"
 #include "ctl/doctor/doctor_render.hpp"
 #include "ctl/doctor/doctor_rules.hpp"
+#include "decision/decision_record.hpp"
 #include "support/test_util.hpp"
 
 namespace gpurun {
@@ -480,6 +481,27 @@ TEST(Doctor, ExitCodeFollowsTheWorstFinding) {
   EXPECT_NE(kDoctorExitWarn, 1);
   EXPECT_NE(kDoctorExitWarn, 2);
   EXPECT_NE(kDoctorExitFail, 2);
+}
+
+// Issue 40: a record from before the host's memory bounded the ceiling (256 GiB, the default
+// profile's max_shm, on a 24 GiB host) is shown as the guard would take it: within the host's
+// memory, and within the container's budget when it has a limit.
+TEST(Doctor, TheCeilingShownIsTheGuardsNeverAboveTheHostsMemory) {
+  DoctorFacts f = sized();
+  f.host_memory = 24 * kGiB;
+  DecisionRecord r;
+  r.door = "gpu-run";
+  r.size = 1464 * kMiB;
+  r.ceiling = 256 * kGiB;
+  r.profile = "default";
+  f.recorded.record = r;
+  f.recorded.where = "label";
+  Finding x = finding(f, "decision");
+  EXPECT_CONTAINS(x.message, "the guard may grow it to 24GiB");
+  EXPECT_EQ(x.message.find("256GiB"), std::string::npos) << x.message;
+  f.memory_limit = 8 * kGiB;
+  x = finding(f, "decision");
+  EXPECT_CONTAINS(x.message, "the guard may grow it to 4GiB");
 }
 
 TEST(Doctor, TextReport) {

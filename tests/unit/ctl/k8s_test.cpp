@@ -378,12 +378,35 @@ TEST_F(K8sRenderTest, PlansTheServingBuiltIns) {
       found = true;
     }
   EXPECT_TRUE(found) << pod.dump();
-  // ray-worker needs the container's memory limit for Ray's default store, which the webhook's
-  // raise policy does not plan with (it raises the limit by /dev/shm's size): refused with what to set.
-  std::string ray = vllm;
-  ray.replace(ray.find("\"vllm\"}"), 7, "\"ray-worker\"}");
-  EXPECT_CONTAINS(expect_error([&] { render_k8s(ray, "p.json", WebhookConfig{}, store(), nullptr); }).what(),
-                  "or set engines.ray.object_store_memory in the profile");
+}
+
+// Issue 40: a pod annotated ray-worker with limits {memory: 64Gi, nvidia.com/gpu: 1} was refused
+// ("the plan has no memory limit to take it from"). Planned from the pod's own limit, and sized
+// so that Ray's store, 0.3 of the limit Ray reads (the raised one: 64Gi + /dev/shm), fits plasma's
+// 0.9 of /dev/shm: S >= L/2 = 32 GiB (Ray's figures: tests/unit/core/engines_test.cpp).
+TEST_F(K8sRenderTest, PlansRayWorkersFromThePodsOwnLimitAndHoldsAfterTheRaise) {
+  const std::string ray = R"({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "ray",
+    "annotations": {"gpu-run.profile": "ray-worker"}}, "spec": {"containers": [{"name": "ray", "image": "r",
+    "resources": {"limits": {"nvidia.com/gpu": 1, "memory": "64Gi"}}}]}})";
+  const json pod = json::parse(render_k8s(ray, "p.json", WebhookConfig{}, store(), nullptr).manifest);
+  const json& c = pod["spec"]["containers"][0];
+  std::uint64_t shm = 0;
+  for (const json& e : c["env"])
+    if (e["name"] == "GPU_RUN_SHM_SIZE") shm = parse_size(e["value"].get<std::string>(), "GPU_RUN_SHM_SIZE");
+  ASSERT_GT(shm, 0u) << pod.dump();
+  const std::uint64_t raised = parse_k8s_quantity(c["resources"]["limits"]["memory"].get<std::string>(), "limit");
+  EXPECT_EQ(raised, 64 * kGiB + shm);
+  EXPECT_GE(shm, 32 * kGiB);
+  EXPECT_LE(0.3L * static_cast<long double>(raised), 0.9L * static_cast<long double>(shm));
+  // Under deny, the limit is not raised: Ray reads 64 GiB, /dev/shm >= 64 GiB / 3 within its budget.
+  WebhookConfig deny;
+  deny.policy = WebhookPolicy::kDeny;
+  const json kept = json::parse(render_k8s(ray, "p.json", deny, store(), nullptr).manifest);
+  std::uint64_t kept_shm = 0;
+  for (const json& e : kept["spec"]["containers"][0]["env"])
+    if (e["name"] == "GPU_RUN_SHM_SIZE") kept_shm = parse_size(e["value"].get<std::string>(), "GPU_RUN_SHM_SIZE");
+  EXPECT_GE(kept_shm, 64 * kGiB / 3);
+  EXPECT_EQ(kept["spec"]["containers"][0]["resources"]["limits"]["memory"], "64Gi");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
@@ -193,6 +194,41 @@ TEST(ProfilesNew, WritesOnlyWhatLoadsAndNeverOverwritesWithoutForce) {
   EXPECT_CONTAINS(error_of([&] { run_profiles_new(o); }),
                   "profiles new team/b: key 'extends': unknown parent profile 'nosuch'");
   EXPECT_FALSE(fs::exists(d / "team/b.json"));
+}
+
+// Issue 40: `profiles new myteam/bert` run as root wrote to root's ~/.config, which the runtime
+// under dockerd (no HOME) never searches. Root's profiles go to the system directory; anyone
+// else's to their own, with one line saying the runtime, hook and guard will not see it.
+TEST(ProfilesNew, RootWritesWhereEveryDoorLooks) {
+  const auto env = [](const std::string& name) -> std::optional<std::string> {
+    if (name == "HOME") return std::string("/root");
+    return std::nullopt;
+  };
+  EXPECT_EQ(new_profile_dir(/*root=*/true, env), fs::path(kSystemProfileDir));
+  EXPECT_EQ(new_profile_dir(/*root=*/false, env), fs::path("/root/.config/gpu-run/profiles"));
+  const auto no_home = [](const std::string&) -> std::optional<std::string> { return std::nullopt; };
+  EXPECT_EQ(new_profile_dir(/*root=*/true, no_home), fs::path(kSystemProfileDir));
+  EXPECT_CONTAINS(error_of([&] { new_profile_dir(false, no_home); }), "give --out-dir DIR");
+}
+
+TEST(ProfilesNew, SaysInOneLineWhenTheHostsDoorsWillNotSeeIt) {
+  TempDir d;
+  NewProfileOptions o;
+  o.name = "myteam/bert";
+  o.fields = "512:int64";
+  o.batch_size = "8";
+  o.out_dir = d.path().string();
+  setenv("GPU_RUN_BUILTIN_PROFILES", GPU_RUN_SOURCE_PROFILES, 1);
+  std::ostringstream out, err;
+  std::streambuf* old_out = std::cout.rdbuf(out.rdbuf());
+  std::streambuf* old_err = std::cerr.rdbuf(err.rdbuf());
+  run_profiles_new(o);
+  std::cout.rdbuf(old_out);
+  std::cerr.rdbuf(old_err);
+  const std::string said = err.str();
+  EXPECT_CONTAINS(said, "gpu-run-runtime, gpu-run-hook and the node guard");
+  EXPECT_CONTAINS(said, std::string(kSystemProfileDir) + "/myteam/bert.json");
+  EXPECT_EQ(std::count(said.begin(), said.end(), '\n'), 1) << said;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -27,7 +28,7 @@ TEST(ProfilesList, ShowsShadowedFilesChainsAndErrors) {
   dir.write("mine/imagenet.json", R"({"extends": "default", "batch_size": 8})");
   dir.write("mine/broken.json", R"({"extends": "missing"})");
   ProfileStore store({dir.path() / "mine", GPU_RUN_SOURCE_PROFILES});
-  const json listing = list_profiles(store);
+  const json listing = list_profiles(store, store);
   json imagenet, broken;
   for (const auto& p : listing["profiles"]) {
     if (p["name"] == "imagenet") imagenet = p;
@@ -39,6 +40,34 @@ TEST(ProfilesList, ShowsShadowedFilesChainsAndErrors) {
   EXPECT_EQ(imagenet["chain"][1]["name"], "default");
   ASSERT_FALSE(broken.is_null());
   EXPECT_CONTAINS(broken["error"].get<std::string>(), "unknown parent profile 'missing'");
+}
+
+// Issue 40: `profiles list` listed a profile in the user's directory that the runtime, the hook
+// and the node guard (no HOME) never find; it now says which doors see each profile.
+TEST(ProfilesList, SaysWhichDoorsSeeEachProfile) {
+  TempDir dir;
+  dir.write("home/myteam/bert.json", R"({"batch_size": 8})");
+  dir.write("home/imagenet.json", R"({"batch_size": 8})");
+  dir.write("etc/shared.json", R"({"batch_size": 8})");
+  const ProfileStore person({dir.path() / "home", dir.path() / "etc", GPU_RUN_SOURCE_PROFILES});
+  const ProfileStore host_doors({dir.path() / "etc", GPU_RUN_SOURCE_PROFILES});
+  const json listing = list_profiles(person, host_doors);
+  std::map<std::string, json> by_name;
+  for (const auto& p : listing["profiles"]) by_name[p["name"]] = p;
+  EXPECT_EQ(by_name["myteam/bert"]["doors"], "gpu-run and gpu-run-ctl only");
+  EXPECT_FALSE(by_name["myteam/bert"].contains("host_doors_path"));
+  EXPECT_EQ(by_name["shared"]["doors"], "every door");
+  EXPECT_EQ(by_name["default"]["doors"], "every door");
+  // Shadowing a built-in: the host's doors use the built-in instead.
+  EXPECT_EQ(by_name["imagenet"]["doors"], "gpu-run and gpu-run-ctl only");
+  EXPECT_EQ(by_name["imagenet"]["host_doors_path"], (fs::path(GPU_RUN_SOURCE_PROFILES) / "imagenet.json").string());
+  // The one line `profiles new` prints, with the command that puts it where every door looks.
+  const std::string note = profile_reach_note("myteam/bert", dir.path() / "home/myteam/bert.json", host_doors);
+  EXPECT_CONTAINS(note, "gpu-run-runtime, gpu-run-hook and the node guard");
+  EXPECT_CONTAINS(note, "sudo install -D -m 0644 " + (dir.path() / "home/myteam/bert.json").string() + " " +
+                            kSystemProfileDir + "/myteam/bert.json");
+  EXPECT_EQ(note.find('\n'), std::string::npos);
+  EXPECT_EQ(profile_reach_note("shared", dir.path() / "etc/shared.json", host_doors), "");
 }
 
 TEST(ProfilesShow, GivesTheMergedProfileAndChain) {

@@ -5,6 +5,9 @@
 #include "base/error.hpp"
 #include "base/units.hpp"
 #include "decision/config.hpp"
+#include "decision/decision_record.hpp"
+#include "decision/growth_limits.hpp"
+#include "guard/container_admission.hpp"
 #include "guard/discovery.hpp"
 #include "support/test_util.hpp"
 
@@ -170,6 +173,29 @@ TEST(NodeGuardTest, WithoutAPlanTheFractionAndTheBudget) {
       running({}, {{"GPU_RUN_PROFILE", "small"}}), Config{}, [](const std::string& n) { return small_profile(n); },
       &note);
   EXPECT_CONTAINS(note, "keeps 25% free (profile small, but no GPU_RUN_NUM_WORKERS and GPU_RUN_BATCH_SIZE");
+}
+
+// Issue 40: on a 24 GiB host the guard's line said "grows up to 256GiB" (the default profile's
+// max_shm, recorded as the ceiling by a door that knew no host memory): never above the host's.
+TEST(NodeGuardTest, TheCeilingIsNeverAboveTheHostsMemory) {
+  ContainerInfo c = running({{"gpu-run.decision", R"({"version":1,"door":"gpu-run","size":134217728,"need":100000000,)"
+                                                  R"("ceiling":274877906944,"headroom":0,"profile":"default"})"}});
+  AdmissionContext ctx;
+  ctx.load_profile = [](const std::string& n) {
+    Profile p = small_profile(n);
+    p.max_shm = 256 * kGiB;
+    return p;
+  };
+  ctx.host_memory = 24 * kGiB;
+  std::string note;
+  const GuardLimits l = container_guard_limits(c, read_recorded(c, {}), ctx, &note);
+  EXPECT_EQ(growth_ceiling(l, 0), 24 * kGiB);
+  EXPECT_CONTAINS(note, "grows up to 24GiB");
+  EXPECT_EQ(note.find("256GiB"), std::string::npos) << note;
+  // Without a record either: the host's memory bounds what it grows to.
+  const GuardLimits plain = container_guard_limits(
+      running({{"gpu-run.shm-size", "64m"}}), read_recorded(running({{"gpu-run.shm-size", "64m"}}), {}), ctx, nullptr);
+  EXPECT_EQ(growth_ceiling(plain, 0), 24 * kGiB);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -116,7 +117,7 @@ class HookTest : public ::testing::Test {
       o.stage = "createRuntime";
       o.state_fd = in[0];
       o.sandbox = false;  // the sandbox is tested in sandbox_test and under the real runtimes
-      o.decision_dir = (dir_ / "decisions").string();
+      o.decision_dir = decision_dir_.string();
       HookResult result{kExitFailure, ""};
       try {
         result = run_hook(o);
@@ -144,6 +145,7 @@ class HookTest : public ::testing::Test {
   }
 
   test::TempDir dir_;
+  fs::path decision_dir_ = dir_ / "decisions";
   pid_t container_ = -1;
 };
 
@@ -192,6 +194,33 @@ TEST_F(HookTest, GrowsTheContainersShmInItsMountNamespace) {
   EXPECT_EQ(rec.record->size, 200 * kMiB);
   // ...within its budget: half of the 2 GiB limit.
   EXPECT_EQ(rec.record->ceiling, kGiB);
+}
+
+// Issue 40: /run is a tmpfs emptied at boot and nothing made /run/gpu-run again, so the hook
+// sized the container but logged "cannot keep the decision record", and the guard and doctor had
+// none. On a fresh /run (an empty directory here, standing for it) the hook makes /run/gpu-run
+// 0755 and its decisions/ 0700, and keeps the record.
+TEST_F(HookTest, KeepsItsRecordOnAFreshRunAfterABoot) {
+  SKIP_UNLESS(::geteuid() == 0, "needs root for a mount namespace (CI runs as root)");
+  const fs::path fresh_run = dir_ / "run";
+  fs::create_directory(fresh_run);
+  decision_dir_ = fresh_run / "gpu-run" / "decisions";
+  const mode_t old_umask = ::umask(077);  // the mode is the hook's, not its caller's umask
+  write_spec({"GPU_RUN_SHM_SIZE=200m"}, 2 * kGiB);
+  start_container(64);
+  const HookRun r = run(state(container_));
+  ::umask(old_umask);
+  EXPECT_EQ(r.rc, kExitOk) << r.error_line;
+  EXPECT_EQ(log().find("cannot keep the decision record"), std::string::npos) << log();
+  struct stat st {};
+  ASSERT_EQ(::stat((fresh_run / "gpu-run").c_str(), &st), 0) << "no " << (fresh_run / "gpu-run");
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+  EXPECT_EQ(st.st_uid, 0u);
+  ASSERT_EQ(::stat(decision_dir_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  const Recorded rec = read_recorded({nullptr, nullptr, nullptr, "hooktest", decision_dir_});
+  ASSERT_TRUE(rec.record) << rec.error;
+  EXPECT_EQ(rec.record->size, 200 * kMiB);
 }
 
 TEST_F(HookTest, AStateWithoutAPidFailsAnExplicitRequest) {

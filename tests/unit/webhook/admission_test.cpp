@@ -6,6 +6,7 @@
 #include "base/units.hpp"
 #include "decision/contract.hpp"
 #include "profiles/profile_store.hpp"
+#include "serve/profile_cache.hpp"
 #include "support/test_files.hpp"
 #include "support/test_fixtures.hpp"
 #include "support/test_util.hpp"
@@ -241,6 +242,31 @@ TEST_F(ReviewTest, RayWorkerGetsWorkersFromItsCpuLimit) {
   EXPECT_FALSE(out["spec"]["containers"][0]["resources"]["limits"].contains("memory"));
 }
 
+// Issue 40: a team's tree shipped by `k8s webhook-manifests --profiles` comes back from the
+// kubelet's atomic writer as `vision -> ..data/vision` (a real directory in the timestamped one);
+// the webhook's store reads it as the flat layout, and an update (a new `..data`) takes effect
+// without a restart.
+TEST_F(ReviewTest, ATeamsProfileFromTheKubeletsNestedConfigMapVolume) {
+  test::TempDir mounted;
+  const fs::path volume = mounted.path() / "profiles";
+  std::string team = kWebtest;
+  team.replace(team.find("\"webtest\""), 9, "\"vision/webtest\"");
+  test::write_config_map_volume(volume, {{"vision/webtest.json", team}, {"flat.json", kWebsmall}});
+  ASSERT_TRUE(fs::is_symlink(volume / "vision"));
+  ProfileCache cache({volume, dir_.path(), builtin_profile_dir(test::builtin_only_env)}, std::chrono::milliseconds(0));
+  const json p = pod({{"gpu-run.profile", "vision/webtest"}}, {container("t", {{"nvidia.com/gpu", "8"}})});
+  ReviewResult r = review_admission(review_of(p).dump(), config_, *cache.current());
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
+  EXPECT_EQ(shm_volume_size(patched(p, r)), "193Mi");  // kWebtest's 8 GPUs, worked above
+  // The ConfigMap updated: batch_size 8 doubles the batches (8 x 32 MiB + 576 KiB + 64 MiB -> 321 MiB).
+  std::string bigger = team;
+  bigger.replace(bigger.find("\"batch_size\": 4"), 15, "\"batch_size\": 8");
+  test::write_config_map_volume(volume, {{"vision/webtest.json", bigger}});
+  r = review_admission(review_of(p).dump(), config_, *cache.current());
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
+  EXPECT_EQ(shm_volume_size(patched(p, r)), "321Mi");
+}
+
 TEST_F(ReviewTest, BuiltInServingProfilesPlanAsGpuRunCtlPlan) {
   // vllm with 2 GPUs (tests/unit/core/builtin_profiles_test.cpp works it): vLLM's rings 696,270,848
   // + NCCL 38,567,936, x 1.05 -> 736 MiB; no DataLoader, so no worker count to tell.
@@ -249,23 +275,26 @@ TEST_F(ReviewTest, BuiltInServingProfilesPlanAsGpuRunCtlPlan) {
   ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
   EXPECT_EQ(shm_volume_size(patched(p, r)), "736Mi");
   // ray-worker with the pod's 64Gi limit, under the deny policy (which plans with the limit):
-  // int(64 GiB x 0.3) -> 20,615,843,840 + NCCL 38,567,936 (2 GPUs), x 1.05 -> 20683 MiB, within
-  // half of 64Gi, so the limit stays.
+  // int(64 GiB x 0.3) = 20,615,843,020 / 0.9 (plasma's share) -> 22,906,494,976 + NCCL 38,567,936
+  // (2 GPUs), x 1.05 -> 22977 MiB, within half of 64Gi, so the limit stays.
   config_.policy = WebhookPolicy::kDeny;
   p = pod({{"gpu-run.profile", "ray-worker"}},
           {container("ray-worker", {{"nvidia.com/gpu", "2"}, {"memory", "64Gi"}})});
   r = run(review_of(p));
   ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
-  const json out = patched(p, r);
-  EXPECT_EQ(shm_volume_size(out), "20683Mi");
+  json out = patched(p, r);
+  EXPECT_EQ(shm_volume_size(out), "22977Mi");
   EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "64Gi");
-  // Under raise the plan has no limit (it raises the one Ray reads): denied with what to do.
+  // Under raise (issue 40: it was denied) the plan starts from the pod's own 64Gi and solves for the
+  // limit Ray reads, 64Gi + /dev/shm: T = (0.3 x 64 GiB + 0.3 x 1.05 x NCCL) / (0.9 - 0.3 x 1.05)
+  // -> 35,261,526,016; x 1.05 with NCCL -> 35349 MiB; the limit 65536 + 35349 = 100885Mi, whose
+  // 0.3 (30265.5 MiB) fits 0.9 of the 35312 MiB NCCL leaves free (31781 MiB).
   config_.policy = WebhookPolicy::kRaise;
   r = run(review_of(p));
-  EXPECT_EQ(r.outcome, ReviewOutcome::kDenied);
-  EXPECT_CONTAINS(r.review["response"]["status"]["message"].get<std::string>(),
-                  "Ray's object store defaults to 0.3 of the container's memory");
-  EXPECT_CONTAINS(r.review["response"]["status"]["message"].get<std::string>(), "not under raise");
+  ASSERT_EQ(r.outcome, ReviewOutcome::kPatched) << r.review.dump();
+  out = patched(p, r);
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"]["memory"], "100885Mi");
+  EXPECT_EQ(env_of(out["spec"]["containers"][0], "GPU_RUN_SHM_SIZE"), "35349m");
   // triton-python: one 1 MiB pool, below min_shm 256 MiB.
   p = pod({{"gpu-run.profile", "triton-python"}}, {container("triton", {{"nvidia.com/gpu", "1"}})});
   r = run(review_of(p));
