@@ -9,6 +9,7 @@
 
 #include "base/error.hpp"
 #include "base/file_io.hpp"
+#include "base/program_path.hpp"
 
 namespace gpurun {
 namespace {
@@ -232,10 +233,7 @@ std::vector<std::string> ProfileStore::suggest(const std::string& name) const {
 
 fs::path builtin_profile_dir(const EnvLookup& env) {
   if (auto v = env("GPU_RUN_BUILTIN_PROFILES"); v && !v->empty()) return *v;
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "/usr/share/gpu-run/profiles";
-  return exe.parent_path().parent_path() / "share" / "gpu-run" / "profiles";
+  return program_dir().parent_path() / "share" / "gpu-run" / "profiles";
 }
 
 std::vector<fs::path> profile_search_path(const std::vector<fs::path>& cli_dirs,
