@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -63,8 +64,10 @@ std::optional<fs::path> ProfileStore::find(const std::string& name, const fs::pa
       searching = fs::equivalent(candidate, below, ec);
       continue;
     }
+    // A name that is there but cannot be read (a link loop, no permission on the way) is found:
+    // opening it says why, with its errno, instead of "unknown profile".
     struct stat st {};
-    if (::stat(candidate.c_str(), &st) == 0) return candidate;
+    if (::stat(candidate.c_str(), &st) == 0 || (errno != ENOENT && errno != ENOTDIR)) return candidate;
   }
   // `below` is not on the path (a profile given as a file): search the whole path.
   if (!searching) return find(name);
