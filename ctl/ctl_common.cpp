@@ -10,6 +10,7 @@
 #include "base/error.hpp"
 #include "base/fd.hpp"
 #include "base/file_io.hpp"
+#include "base/program_path.hpp"
 
 namespace gpurun {
 
@@ -32,13 +33,6 @@ ContainerInfo inspect_running(const std::optional<std::string>& engine_option, c
 ProfileStore ctl_store(const std::vector<std::string>& dirs, const Config& config, const EnvLookup& env) {
   std::vector<fs::path> cli_dirs(dirs.begin(), dirs.end());
   return ProfileStore(profile_search_path(cli_dirs, config.profile_dirs, /*include_user=*/true, env));
-}
-
-fs::path self_dir() {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw system_error("read /proc/self/exe to find this program's directory", ec.value());
-  return exe.parent_path();
 }
 
 std::optional<std::string> read_existing_file(const fs::path& path, const std::string& what) {
@@ -100,7 +94,7 @@ fs::path gpu_run_binary(const std::optional<std::string>& given, const std::stri
       throw usage_error(flag + " " + path.string() + ": not an executable file; give " + name + "'s path");
     return path;
   }
-  const fs::path beside = self_dir() / name;
+  const fs::path beside = program_dir() / name;
   if (::access(beside.c_str(), X_OK) == 0) return beside;
   if (fallback && ::access(fallback->c_str(), X_OK) == 0) return *fallback;
   throw usage_error(beside.string() + ": no executable " + name + " next to gpu-run-ctl" +

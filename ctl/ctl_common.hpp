@@ -26,9 +26,6 @@ ContainerInfo inspect_running(const std::optional<std::string>& engine, const Co
 // docs/ARCHITECTURE.md ("Profiles").
 ProfileStore ctl_store(const std::vector<std::string>& dirs, const Config& config, const EnvLookup& env = process_env);
 
-// The directory holding this executable (from /proc/self/exe).
-fs::path self_dir();
-
 // An existing file's text, or nullopt when it does not exist. Throws Error naming the path.
 std::optional<std::string> read_existing_file(const fs::path& path, const std::string& what);
 

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 
+#include "base/stop_signal.hpp"
 #include "ctl/ctl_common.hpp"
 #include "guard/node_guard.hpp"
 
@@ -56,7 +57,11 @@ void add_guard_command(CLI::App& app) {
                   "Serve Prometheus metrics (and /healthz, /readyz) at ADDR: 127.0.0.1:PORT, [::1]:PORT or unix:/PATH")
       ->type_name("ADDR");
   cmd->add_flag("--metrics-public", o->metrics_public, "Allow --metrics on a non-loopback address (plain HTTP)");
-  cmd->callback([o] { run_guard(*o, load_ctl_config()); });
+  cmd->callback([o] {
+    const NodeGuard guard(*o, load_ctl_config(), GuardClock::system());
+    StopOnSignal signals;
+    guard.run(stop_requested);
+  });
 }
 
 }  // namespace gpurun

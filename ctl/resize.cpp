@@ -181,7 +181,7 @@ void run_resize(const ResizeOptions& o) {
   ShmResult r;
   try {
     r = remount_shm(RemountRequest{owner.pid, plan.size, plan.allow_shrink, host_dev},
-                    remount_helper_path(config.hook_path));
+                    hook_program_path(config.hook_path));
   } catch (const Error& e) {
     log.error(who + " action=fail size=" + engine_size(plan.size) + " error=" + log_quote(e.what()));
     throw e.with_context("resize /dev/shm of container " + display_name(owner));

@@ -124,7 +124,7 @@ EngineInvocation prepare_run(const WrapperOptions& given, const Config& config, 
   const std::string ipc = facts.ipc.value_or("");
   // --ipc=container:... and none: the engine gives this container no /dev/shm to size.
   const bool own_shm = ipc.compare(0, 10, "container:") != 0 && ipc != "none";
-  if (!d.error.empty() && own_shm) throw usage_error(d.error);
+  if (d.error && own_shm) throw *d.error;
   // A plan to record and show even beside --shm-size or --ipc=host; its error is the flags'.
   inv.plan = d.plan ? *d.plan : plan_request(request, spec, config, store, host_facts);
   inv.applied_shm = d.act ? d.size : inv.plan.shm;

@@ -28,7 +28,7 @@ inline void check_decisions(const std::map<std::string, std::string>& state_anno
   for (const Config* config : configs) {
     const ShmDecision d = decide_shm(request, spec, *config, builtin_store(), fixed_host());
     if (d.act) {
-      GPU_RUN_FUZZ_CHECK(d.error.empty());
+      GPU_RUN_FUZZ_CHECK(!d.error);
       GPU_RUN_FUZZ_CHECK(d.size >= kMiB);
       GPU_RUN_FUZZ_CHECK(d.size <= fixed_host().mem_total);
       if (spec.memory_limit)

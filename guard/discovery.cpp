@@ -25,7 +25,7 @@ std::optional<Found> admitted(ContainerInfo c, const AdmissionContext& admission
 // a pass of the discovery each time; returns when stopped, or when `can_watch` says the engine's
 // directories can be watched now.
 void poll_engine(const std::string& engine, const AdmissionContext& admission, Roster& roster, GuardProgress& progress,
-                 const std::function<bool()>& can_watch) {
+                 const GuardClock& clock, const std::function<bool()>& can_watch) {
   const auto commands = guard_ps_commands(engine);
   std::set<std::string> known;          // inspected already (guarded or skipped)
   std::set<std::string> uninspectable;  // listed, but inspect failed once
@@ -71,7 +71,7 @@ void poll_engine(const std::string& engine, const AdmissionContext& admission, R
         it = running.count(*it) && !known.count(*it) ? std::next(it) : uninspectable.erase(it);
       roster.publish(std::move(found), running);
     }
-    progress.discovered(GuardInstant::now(), kPollEvery);
+    progress.discovered(clock.now(), kPollEvery);
     if (roster.wait_stopped(kPollEvery) || can_watch()) return;
   }
 }
@@ -102,12 +102,13 @@ std::optional<ContainerInfo> inspected_task(const std::string& engine, const Tas
 // runtime has written its pid. containerd's own (pods) are read from their spec; Docker's (the
 // moby namespace) and podman's are inspected once. Each turn of the loop, however it ends, is a
 // pass of the discovery.
-void watch_tasks(TaskWatcher& watcher, const AdmissionContext& admission, Roster& roster, GuardProgress& progress) {
+void watch_tasks(TaskWatcher& watcher, const AdmissionContext& admission, Roster& roster, GuardProgress& progress,
+                 const GuardClock& clock) {
   const fs::path& root = watcher.layout().root;
   const std::string& engine = watcher.layout().engine;
   std::set<std::string> running;
   for (bool first = true; !roster.wait_stopped(std::chrono::milliseconds(0));
-       first = false, progress.discovered(GuardInstant::now(), kWatchEvery)) {
+       first = false, progress.discovered(clock.now(), kWatchEvery)) {
     std::vector<TaskEvent> events;
     try {
       events = watcher.wait(kWatchEvery, roster.stopped_fd());
@@ -180,15 +181,15 @@ std::vector<std::vector<std::string>> guard_ps_commands(const std::string& engin
 }
 
 void discover(const std::string& engine, const AdmissionContext& admission, Roster& roster, GuardProgress& progress,
-              std::unique_ptr<TaskWatcher>& watcher) {
+              const GuardClock& clock, std::unique_ptr<TaskWatcher>& watcher) {
   // Docker's and podman's directories are looked for here, while the containers the last guard
   // guarded are resumed (a `podman info`, or a look through /proc, takes tens of ms).
   if (!watcher) watcher = engine_watcher(engine, /*quiet=*/false);
   // The CLI until they can be found (the engine started after the guard, most often).
   if (!watcher)
-    poll_engine(engine, admission, roster, progress,
+    poll_engine(engine, admission, roster, progress, clock,
                 [&] { return (watcher = engine_watcher(engine, /*quiet=*/true)) != nullptr; });
-  if (watcher) watch_tasks(*watcher, admission, roster, progress);
+  if (watcher) watch_tasks(*watcher, admission, roster, progress, clock);
 }
 
 }  // namespace gpurun

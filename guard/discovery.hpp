@@ -82,8 +82,8 @@ std::vector<std::vector<std::string>> guard_ps_commands(const std::string& engin
 
 // The discovery's loop, until the roster is stopped: Docker's and podman's directories are
 // looked for (`watcher`, containerd's given), `<engine> ps` polled until they can be watched,
-// then watched. Each pass is reported to `progress`.
+// then watched. Each pass is reported to `progress` at `clock`'s now.
 void discover(const std::string& engine, const AdmissionContext& admission, Roster& roster, GuardProgress& progress,
-              std::unique_ptr<TaskWatcher>& watcher);
+              const GuardClock& clock, std::unique_ptr<TaskWatcher>& watcher);
 
 }  // namespace gpurun

@@ -1,5 +1,7 @@
 #include "guard/guard_health.hpp"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <limits>
@@ -31,6 +33,15 @@ std::string loop_line(const LoopAge& loop, nanoseconds uptime) {
 }  // namespace
 
 GuardInstant GuardInstant::now() { return {std::chrono::steady_clock::now(), std::chrono::system_clock::now()}; }
+
+GuardClock GuardClock::system() {
+  return {GuardInstant::now, [](nanoseconds d) {
+            struct timespec ts {};
+            ts.tv_sec = static_cast<time_t>(d.count() / 1000000000);
+            ts.tv_nsec = static_cast<long>(d.count() % 1000000000);
+            ::nanosleep(&ts, nullptr);  // EINTR (SIGTERM) returns early: the caller checks its stop
+          }};
+}
 
 nanoseconds stale_after(nanoseconds period) { return std::max(kStaleFloor, kStalePeriods * period); }
 

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -23,6 +24,15 @@ struct GuardInstant {
   std::chrono::steady_clock::time_point steady;
   std::chrono::system_clock::time_point wall;
   static GuardInstant now();
+};
+
+// The node guard's time, injected so that a test moves it: `now` for its loops' passes and its
+// probes, `sleep` between two samples (a stop signal ends it early).
+struct GuardClock {
+  std::function<GuardInstant()> now;
+  std::function<void(std::chrono::nanoseconds)> sleep;
+  // The steady and wall clocks, and nanosleep (EINTR returns early: the caller checks its stop).
+  static GuardClock system();
 };
 
 // How old a loop's last pass may be before the guard is unhealthy: three of its periods, and at

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "base/error.hpp"
+#include "base/program_path.hpp"
 
 namespace gpurun {
 namespace {
@@ -18,11 +19,7 @@ Error bad_address(const std::string& text, const std::string& why) {
 
 // The module next to the program: <prefix>/bin/gpu-run-ctl -> <prefix>/lib/gpu-run/ (the build
 // tree has the same layout).
-std::filesystem::path module_path() {
-  std::error_code ec;
-  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return exe.parent_path().parent_path() / "lib" / "gpu-run" / kMetricsModule;
-}
+std::filesystem::path module_path() { return program_dir().parent_path() / "lib" / "gpu-run" / kMetricsModule; }
 
 }  // namespace
 

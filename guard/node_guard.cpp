@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -51,12 +50,6 @@ namespace {
 constexpr const char* kNodeGuardLockPath = "/run/gpu-run/guard.lock";
 // What the running node guard guards, for the next one (guard_state).
 constexpr const char* kNodeGuardStatePath = "/run/gpu-run/guard.state";
-void sleep_for(std::chrono::nanoseconds d) {
-  struct timespec ts {};
-  ts.tv_sec = static_cast<time_t>(d.count() / 1000000000);
-  ts.tv_nsec = static_cast<long>(d.count() % 1000000000);
-  ::nanosleep(&ts, nullptr);  // EINTR (SIGTERM) returns early: the caller checks stop_requested()
-}
 
 std::string annotation_of(const ContainerInfo& c, const char* key) {
   auto it = c.annotations.find(key);
@@ -85,13 +78,15 @@ UniqueFd lock_node_guard() {
 
 struct Guarded {
   ContainerInfo info;
-  std::unique_ptr<ShmGrower> guard;
+  std::unique_ptr<ShmGrower> grower;
   std::string profile;             // its metrics' label: what gpu-run recorded, read once
   std::unique_ptr<ShmHandle> shm;  // its /dev/shm, held open while it is guarded
   GuardLimits limits;
   std::string note;
   std::uint64_t start_time = 0;  // its process's, from /proc/<pid>/stat: the same process, not a reused pid
 };
+
+using GuardedIt = std::map<std::string, Guarded>::iterator;
 
 // What the guard guards, for a restarted guard (guard_state.hpp).
 std::string guard_state(const std::map<std::string, Guarded>& guarded) {
@@ -120,22 +115,179 @@ std::vector<Found> resumed_from_state() {
   return out;
 }
 
+// One run of the node guard: what it guards and the parts that watch it. The sampler's thread
+// owns it; the discovery's thread and the metrics server's read only what they are handed.
+class GuardRun {
+ public:
+  GuardRun(const NodeGuard& guard, const Config& config, const GuardClock& clock, bool metrics_served)
+      : config_(config),
+        clock_(clock),
+        metrics_served_(metrics_served),
+        // Until the first pass, the discovery is given the poll's period: Docker's and podman's
+        // directories are looked for first.
+        progress_(clock.now(), guard.interval(), guard.engine() == "containerd" ? kWatchEvery : kPollEvery) {
+    if (metrics_served) orphans_ = std::make_unique<OrphanScanner>(metrics_);
+  }
+
+  // The routes of --metrics: the metrics table and the two probes, answered from the loops' progress.
+  MetricsRoutes routes() {
+    MetricsRoutes routes;
+    routes.metrics = [this] {
+      return metrics_.render({GPU_RUN_VERSION, progress_.last_sample_seconds(), progress_.last_discovery_seconds()});
+    };
+    routes.healthz = [this] { return progress_.health(clock_.now().steady, /*readiness=*/false); };
+    routes.readyz = [this] { return progress_.health(clock_.now().steady, /*readiness=*/true); };
+    return routes;
+  }
+  GuardProgress& progress() { return progress_; }
+
+  // A container found worth guarding: guarded from now on (its old process's guarding ends when
+  // its id runs a new one).
+  void start_guarding(Found& f) {
+    if (auto it = guarded_.find(f.info.id); it != guarded_.end()) {
+      if (it->second.info.pid == f.info.pid) return;
+      stop_guarding(it, StopReason::kStartedAgain);
+    }
+    print_line("gpu-run-ctl: guard: guarding container " + display_name(f.info) + " (" + short_id(f.info) +
+               "): " + f.note);
+    auto grower = std::make_unique<ShmGrower>(config_.guard, f.limits, config_,
+                                              "gpu-run-ctl: guard: container " + display_name(f.info));
+    const std::string id = f.info.id;
+    std::string profile = f.profile;
+    auto shm = std::make_unique<ShmHandle>(f.info.pid);
+    const std::uint64_t start = process_start_time(f.info.pid);
+    GuardLimits limits = f.limits;
+    std::string note = f.note;
+    if (orphans_) orphans_->track(id, f.info.pid);
+    guarded_.emplace(id, Guarded{std::move(f.info), std::move(grower), std::move(profile), std::move(shm),
+                                 std::move(limits), std::move(note), start});
+    changed_ = true;
+  }
+
+  // The one place where a container stops being guarded, whatever the reason: its line, its
+  // metrics and orphan scan dropped, its decision record removed when it is gone.
+  GuardedIt stop_guarding(GuardedIt it, StopReason why) {
+    const unsigned growths = it->second.grower->growths();
+    print_line("gpu-run-ctl: guard: stopped guarding container " + display_name(it->second.info) + " (" +
+               short_id(it->second.info) + "): " + stop_reason_text(why) + ", " + std::to_string(growths) +
+               (growths == 1 ? " growth" : " growths"));
+    metrics_.remove(it->first);
+    if (orphans_) orphans_->untrack(it->first);
+    if (removes_decision_record(why)) remove_decision_state(kDecisionDir, it->first);
+    changed_ = true;
+    return guarded_.erase(it);
+  }
+
+  // What the discovery published since the last look: the containers no longer running stop
+  // being guarded, the new ones start.
+  void follow(Roster& roster) {
+    if (!roster.take(seen_, found_, running_)) return;
+    for (auto it = guarded_.begin(); it != guarded_.end();)
+      it = running_.count(it->first) ? std::next(it) : stop_guarding(it, StopReason::kExited);
+    for (Found& f : found_) start_guarding(f);
+  }
+
+  // What it guards, for a restarted guard, after each change.
+  void keep_state() {
+    if (!changed_) return;
+    changed_ = false;
+    try {
+      write_file_atomic(kNodeGuardStatePath, guard_state(guarded_), 0600, Durability::kVolatile);
+    } catch (const std::exception& e) {
+      print_warning("gpu-run-ctl", std::string("guard: cannot keep its state for a restart: ") + e.what());
+    }
+  }
+
+  // One pass of the sampler: each guarded container's /dev/shm sampled and grown as its policy
+  // says, and its metrics updated when they are served.
+  void sample_all() {
+    for (auto it = guarded_.begin(); it != guarded_.end();) {
+      const std::optional<ShmUsage> usage = it->second.shm->sample();
+      if (!usage) {
+        it = stop_guarding(it, StopReason::kShmGone);
+        continue;
+      }
+      sample(it->second, *usage);
+      ++it;
+    }
+    progress_.sampled(clock_.now());
+  }
+
+  // The metrics' scan of orphaned segments stops before the last containers are let go.
+  void stop_scanning_orphans() { orphans_.reset(); }
+
+  // Every container let go: the guard stops.
+  void stop_all() {
+    for (auto it = guarded_.begin(); it != guarded_.end();) it = stop_guarding(it, StopReason::kGuardStopped);
+  }
+
+ private:
+  void sample(Guarded& g, const ShmUsage& usage) {
+    const ContainerInfo& c = g.info;
+    ShmGrower& grower = *g.grower;
+    const unsigned growths_before = grower.growths();
+    try {
+      grower.on_sample(c.pid, c.id, usage);
+    } catch (const std::exception& e) {
+      print_warning("gpu-run-ctl", "guard: container " + display_name(c) + ": " + e.what());
+    }
+    if (!metrics_served_) return;
+    // After a growth the sample is stale: the size is read again.
+    const ShmUsage now = grower.growths() != growths_before ? g.shm->sample().value_or(usage) : usage;
+    metrics_.update({c.id, c.name, g.profile, c.engine, annotation_of(c, kCriSandboxNamespace),
+                     annotation_of(c, kCriSandboxName), now.size, now.used, std::max(now.used, usage.used),
+                     grower.growths(), grower.refusals(), grower.blocked() ? 1u : 0u, std::nullopt});
+  }
+
+  const Config& config_;
+  const GuardClock& clock_;
+  const bool metrics_served_;
+  GuardMetrics metrics_;
+  GuardProgress progress_;
+  std::unique_ptr<OrphanScanner> orphans_;  // with --metrics: gpu_run_shm_orphaned_bytes
+  std::map<std::string, Guarded> guarded_;
+  bool changed_ = false;
+  unsigned seen_ = 0;
+  std::vector<Found> found_;
+  std::set<std::string> running_;
+};
+
 }  // namespace
+
+const char* stop_reason_text(StopReason why) {
+  switch (why) {
+    case StopReason::kExited:
+      return "exited";
+    case StopReason::kShmGone:
+      return "its /dev/shm is gone";
+    case StopReason::kStartedAgain:
+      return "started again";
+    case StopReason::kGuardStopped:
+      return "guard stopped";
+  }
+  return "?";
+}
+
+bool removes_decision_record(StopReason why) { return why == StopReason::kExited || why == StopReason::kShmGone; }
 
 std::string guard_start_line(const std::string& engine, bool all) {
   return all ? "guarding every running " + engine + " container"
              : "guarding the " + engine + " containers gpu-run sized";
 }
 
-void run_guard(const GuardOptions& o, const Config& config) {
-  const std::uint64_t interval = parse_count(o.interval_ms, "--interval", 60000);
+NodeGuard::NodeGuard(GuardOptions options, Config config, GuardClock clock)
+    : options_(std::move(options)), config_(std::move(config)), clock_(std::move(clock)) {
+  const std::uint64_t interval = parse_count(options_.interval_ms, "--interval", 60000);
   if (interval == 0) throw usage_error("--interval 0: expected milliseconds between samples, 1 to 60000");
-  if (o.metrics_public && !o.metrics) throw usage_error("--metrics-public: give --metrics ADDR too");
-  const std::optional<MetricsAddress> address =
-      o.metrics ? std::optional(parse_metrics_address(*o.metrics, o.metrics_public)) : std::nullopt;
-  const std::string engine = o.engine.value_or(config.engine);
-  if (engine != "docker" && engine != "podman" && engine != "containerd")
-    throw usage_error("--engine '" + engine.substr(0, 40) + "': expected docker, podman or containerd");
+  interval_ = std::chrono::milliseconds(interval);
+  if (options_.metrics_public && !options_.metrics) throw usage_error("--metrics-public: give --metrics ADDR too");
+  if (options_.metrics) address_ = parse_metrics_address(*options_.metrics, options_.metrics_public);
+  engine_ = options_.engine.value_or(config_.engine);
+  if (engine_ != "docker" && engine_ != "podman" && engine_ != "containerd")
+    throw usage_error("--engine '" + engine_.substr(0, 40) + "': expected docker, podman or containerd");
+}
+
+void NodeGuard::run(const std::function<bool()>& stop) const {
   // One node guard a host. Two would both guard every container; the container's lock keeps them
   // from growing it twice, but each would count only its own growths, so neither one's metrics
   // would be the host's (issue: two guards at once, each with partial counts).
@@ -145,130 +297,46 @@ void run_guard(const GuardOptions& o, const Config& config) {
                 "): one guard a host, so its metrics count every growth; stop that one first "
                 "(systemctl stop gpu-run-guard)");
 
-  GuardMetrics metrics;
-  // Until the first pass, the discovery is given the poll's period: Docker's and podman's
-  // directories are looked for first.
-  GuardProgress progress(GuardInstant::now(), std::chrono::milliseconds(interval),
-                         engine == "containerd" ? kWatchEvery : kPollEvery);
+  GuardRun guard(*this, config_, clock_, address_.has_value());
   std::unique_ptr<MetricsServer> server;
-  std::unique_ptr<OrphanScanner> orphans;  // with --metrics: gpu_run_shm_orphaned_bytes
-  if (address) {
-    MetricsRoutes routes;
-    routes.metrics = [&] {
-      return metrics.render({GPU_RUN_VERSION, progress.last_sample_seconds(), progress.last_discovery_seconds()});
-    };
-    routes.healthz = [&progress] { return progress.health(std::chrono::steady_clock::now(), /*readiness=*/false); };
-    routes.readyz = [&progress] { return progress.health(std::chrono::steady_clock::now(), /*readiness=*/true); };
-    server = serve_metrics(*address, std::move(routes));
-    orphans = std::make_unique<OrphanScanner>(metrics);
+  if (address_) {
+    server = serve_metrics(*address_, guard.routes());
     std::cerr << "gpu-run-ctl: guard: metrics at "
-              << (address->unix_socket ? metrics_address_text(*address) + " (GET /metrics)"
-                                       : "http://" + metrics_address_text(*address) + "/metrics")
+              << (address_->unix_socket ? metrics_address_text(*address_) + " (GET /metrics)"
+                                        : "http://" + metrics_address_text(*address_) + "/metrics")
               << ", health at /healthz and /readyz\n";
   }
-  StopOnSignal stop;
-  std::cerr << "gpu-run-ctl: guard: " << guard_start_line(engine, o.all) << ", /dev/shm sampled every " << interval
-            << " ms\n";
+  std::cerr << "gpu-run-ctl: guard: " << guard_start_line(engine_, options_.all) << ", /dev/shm sampled every "
+            << interval_.count() << " ms\n";
   // One admission step for every engine and both ways of finding containers (container_admission.hpp).
-  const ProfileStore store(container_profile_search_path(config.profile_dirs));
+  const ProfileStore store(container_profile_search_path(config_.profile_dirs));
   AdmissionContext admission;
-  admission.config = config;
+  admission.config = config_;
   admission.load_profile = [&store](const std::string& name) { return store.load(name, /*allow_path=*/false); };
   admission.decision_dir = kDecisionDir;
   admission.host_memory = probe_host().mem_total;
-  admission.all = o.all;
+  admission.all = options_.all;
   Roster roster;
   // containerd's task directory is checked before the guard says it runs: a wrong
   // --containerd-state is an error at start, not a guard that never sees a container.
   std::unique_ptr<TaskWatcher> watcher =
-      engine == "containerd" ? std::make_unique<TaskWatcher>(fs::path(o.containerd_state) / kContainerdTaskDir)
-                             : nullptr;
-  std::thread poller([&] { discover(engine, admission, roster, progress, watcher); });
+      engine_ == "containerd" ? std::make_unique<TaskWatcher>(fs::path(options_.containerd_state) / kContainerdTaskDir)
+                              : nullptr;
+  std::thread poller([&] { discover(engine_, admission, roster, guard.progress(), clock_, watcher); });
 
-  std::map<std::string, Guarded> guarded;
-  unsigned seen = 0;
-  std::vector<Found> found;
-  std::set<std::string> running;
-  bool changed = false;
-  const auto stop_guarding = [&](std::map<std::string, Guarded>::iterator it, const char* why) {
-    print_line("gpu-run-ctl: guard: stopped guarding container " + display_name(it->second.info) + " (" +
-               short_id(it->second.info) + "): " + why + ", " + std::to_string(it->second.guard->growths()) +
-               (it->second.guard->growths() == 1 ? " growth" : " growths"));
-    metrics.remove(it->first);
-    if (orphans) orphans->untrack(it->first);
-    // The hook's record of a container that is gone (a restart writes a new one first).
-    if (std::string_view(why) != "guard stopped" && std::string_view(why) != "started again")
-      remove_decision_state(kDecisionDir, it->first);
-    changed = true;
-    return guarded.erase(it);
-  };
-  const auto start_guarding = [&](Found& f) {
-    if (auto it = guarded.find(f.info.id); it != guarded.end()) {
-      if (it->second.info.pid == f.info.pid) return;
-      stop_guarding(it, "started again");  // its old process is gone: the new one is guarded
-    }
-    print_line("gpu-run-ctl: guard: guarding container " + display_name(f.info) + " (" + short_id(f.info) +
-               "): " + f.note);
-    auto guard = std::make_unique<ShmGrower>(config.guard, f.limits, config,
-                                             "gpu-run-ctl: guard: container " + display_name(f.info));
-    const std::string id = f.info.id;
-    std::string profile = f.profile;
-    auto shm = std::make_unique<ShmHandle>(f.info.pid);
-    const std::uint64_t start = process_start_time(f.info.pid);
-    GuardLimits limits = f.limits;
-    std::string note = f.note;
-    if (orphans) orphans->track(id, f.info.pid);
-    guarded.emplace(id, Guarded{std::move(f.info), std::move(guard), std::move(profile), std::move(shm),
-                                std::move(limits), std::move(note), start});
-    changed = true;
-  };
   // What the last guard guarded, at once: the first look at the engine comes after.
-  for (Found& f : resumed_from_state()) start_guarding(f);
-  while (!stop_requested()) {
-    if (roster.take(seen, found, running)) {
-      for (auto it = guarded.begin(); it != guarded.end();)
-        it = running.count(it->first) ? std::next(it) : stop_guarding(it, "exited");
-      for (Found& f : found) start_guarding(f);
-    }
-    if (changed) {
-      changed = false;
-      try {
-        write_file_atomic(kNodeGuardStatePath, guard_state(guarded), 0600, Durability::kVolatile);
-      } catch (const std::exception& e) {
-        print_warning("gpu-run-ctl", std::string("guard: cannot keep its state for a restart: ") + e.what());
-      }
-    }
-    for (auto it = guarded.begin(); it != guarded.end();) {
-      const std::optional<ShmUsage> usage = it->second.shm->sample();
-      if (!usage) {
-        it = stop_guarding(it, "its /dev/shm is gone");
-        continue;
-      }
-      const ContainerInfo& c = it->second.info;
-      ShmGrower& guard = *it->second.guard;
-      const unsigned growths_before = guard.growths();
-      try {
-        guard.on_sample(c.pid, c.id, *usage);
-      } catch (const std::exception& e) {
-        print_warning("gpu-run-ctl", "guard: container " + display_name(c) + ": " + e.what());
-      }
-      if (server) {
-        // After a growth the sample is stale: the size is read again.
-        const ShmUsage now = guard.growths() != growths_before ? it->second.shm->sample().value_or(*usage) : *usage;
-        metrics.update({c.id, c.name, it->second.profile, c.engine, annotation_of(c, kCriSandboxNamespace),
-                        annotation_of(c, kCriSandboxName), now.size, now.used, std::max(now.used, usage->used),
-                        guard.growths(), guard.refusals(), guard.blocked() ? 1u : 0u, std::nullopt});
-      }
-      ++it;
-    }
-    progress.sampled(GuardInstant::now());
-    sleep_for(std::chrono::milliseconds(interval));
+  for (Found& f : resumed_from_state()) guard.start_guarding(f);
+  while (!stop()) {
+    guard.follow(roster);
+    guard.keep_state();
+    guard.sample_all();
+    clock_.sleep(interval_);
   }
   roster.stop();
   poller.join();
-  orphans.reset();
+  guard.stop_scanning_orphans();
   server.reset();
-  for (auto it = guarded.begin(); it != guarded.end();) it = stop_guarding(it, "guard stopped");
+  guard.stop_all();
   std::cerr << "gpu-run-ctl: guard: stopped\n";
 }
 

@@ -196,7 +196,7 @@ std::optional<PodRefusal> PodRequest::decide_target(PodShmTarget& t) {
     return cannot_meet(who + ": " + e.what());
   }
   const ShmDecision& d = t.decision;
-  if (!d.act) return cannot_meet(who + ": " + (d.error.empty() ? d.reason : d.error));
+  if (!d.act) return cannot_meet(who + ": " + (d.error ? d.error->what() : d.reason));
   total_ = total_ + d.size < total_ ? UINT64_MAX : total_ + d.size;
   return std::nullopt;
 }

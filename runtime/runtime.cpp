@@ -17,6 +17,7 @@
 #include "base/fd.hpp"
 #include "base/log.hpp"
 #include "base/process.hpp"
+#include "base/program_path.hpp"
 #include "base/units.hpp"
 #include "decision/config.hpp"
 #include "decision/contract.hpp"
@@ -33,12 +34,6 @@ namespace {
 const std::set<std::string>& global_value_options() {
   static const std::set<std::string> opts = {"--root", "--log", "--log-format", "--criu", "--rootless"};
   return opts;
-}
-
-fs::path self_exe() {
-  std::error_code ec;
-  fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  return ec ? fs::path() : p;
 }
 
 }  // namespace
@@ -81,10 +76,10 @@ RuntimeArgs parse_runtime_args(const std::vector<std::string>& args) {
 }
 
 std::string find_real_runtime(const std::vector<std::string>& candidates) {
-  const fs::path self = self_exe();
+  const fs::path self = program_path();
   const auto is_self = [&](const fs::path& p) {
     std::error_code ec;
-    return !self.empty() && fs::equivalent(p, self, ec);
+    return fs::equivalent(p, self, ec);
   };
   for (const std::string& c : candidates)
     if (const std::optional<fs::path> found = find_executable(c, is_self)) return found->string();
@@ -109,8 +104,7 @@ std::string chained_runtime(const std::string& chain_file) {
                     " is not an executable file (the chained runtime moved or was removed)" + again,
                 ENOENT, kExitFailure);
   std::error_code ec;
-  const fs::path self = self_exe();
-  if (!self.empty() && fs::equivalent(chain.next, self, ec))
+  if (fs::equivalent(chain.next, program_path(), ec))
     throw Error(chain_file + ": runtime=" + next + " is gpu-run-runtime itself, a loop" + again, ELOOP, kExitFailure);
   return next;
 }
@@ -208,8 +202,7 @@ bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx, c
     write_bundle(bundle);
     return *done;
   }
-  fs::path hook = ctx.config.hook_path;
-  if (hook.empty()) hook = self_exe().parent_path() / "gpu-run-hook";
+  const fs::path hook = hook_program_path(ctx.config.hook_path);
   const SpecEdit edit = edit_spec(bundle.spec, bundle.facts, plan.decision, hook.string(), ctx.config_file.string());
   write_bundle(bundle);
   ctx.log.info(who + " action=" + edit_name(edit.kind) + " " + describe(plan.decision) + edit.detail);

@@ -2,11 +2,11 @@
 
 #include <cstddef>
 
+#include "base/base64.hpp"
 #include "base/k8s_quantity.hpp"
 #include "base/log.hpp"
 #include "pod/pod_json.hpp"
 #include "pod/pod_review.hpp"
-#include "webhook/base64.hpp"
 
 namespace gpurun {
 namespace {

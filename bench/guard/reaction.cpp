@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
     sample_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     react_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t0).count());
     ::unlink(file.c_str());
-    remount_shm(RemountRequest{target, size, /*allow_shrink=*/true, host_dev}, remount_helper_path(config.hook_path));
+    remount_shm(RemountRequest{target, size, /*allow_shrink=*/true, host_dev}, hook_program_path(config.hook_path));
   }
   target_child = Child();  // killed and reaped
   const double p50 = percentile(react_ms, 0.5), p99 = percentile(react_ms, 0.99);

@@ -25,7 +25,8 @@ std::string read_small_file(const fs::path& path, std::size_t max_bytes, const s
   }
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw system_error(what + " " + path.string() + ": stat", errno);
-  if (S_ISDIR(st.st_mode)) throw usage_error(what + " " + path.string() + ": is a directory, expected a JSON file");
+  if (S_ISDIR(st.st_mode))
+    throw usage_error(what + " " + path.string() + ": is a directory, expected a JSON file", EISDIR);
   if (!S_ISREG(st.st_mode)) throw usage_error(what + " " + path.string() + ": is not a regular file");
   if (static_cast<std::uint64_t>(st.st_size) > max_bytes)
     throw usage_error(what + " " + path.string() + ": larger than " + std::to_string(max_bytes) + " bytes");

@@ -42,7 +42,7 @@ void add_source(std::string& source, const char* what) {
 
 void check_length(const std::string& name, const std::string& value) {
   if (value.size() > kMaxAnnotationBytes)
-    throw Error(name + ": value of " + std::to_string(value.size()) + " bytes is too long");
+    throw usage_error(name + ": value of " + std::to_string(value.size()) + " bytes is too long");
 }
 
 // The memory limit the budget holds /dev/shm to: the container's own, else its pod's (a pod's
@@ -172,21 +172,21 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
   }
   // The request is read in full before the host's /dev/shm is ruled out, so that a door can
   // still show the plan; its errors count only for a /dev/shm gpu-run may size.
-  std::string error;
+  std::optional<Error> error;
   try {
+    d.plan = plan_request(request, spec, config, store, host);
+  } catch (const Error& e) {
+    // A size alone needs no plan: the default profile's is only shown beside it.
+    if (request.named_plan() || !request.shm_size) error = e;
+  }
+  if (request.shm_size && !error) {
+    const char* key = request.words->shm_size;
     try {
-      d.plan = plan_request(request, spec, config, store, host);
-    } catch (const Error&) {
-      // A size alone needs no plan: the default profile's is only shown beside it.
-      if (request.named_plan() || !request.shm_size) throw;
-    }
-    if (request.shm_size) {
-      const char* key = request.words->shm_size;
       check_length(key, *request.shm_size);
       d.size = parse_size(*request.shm_size, key);
+    } catch (const Error& e) {
+      error = e;
     }
-  } catch (const Error& e) {
-    error = e.what();
   }
   if (!request.conflict.empty()) error = request.conflict;
   if (const auto seen = command_worker_flag(spec.args)) {
@@ -204,63 +204,65 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
     d.size = 0;
     return d;
   }
-  if (!error.empty()) {
-    d.error = error;
+  if (error) {
+    d.error = std::move(error);
     d.plan.reset();
     return d;
   }
-  try {
-    const bool pod_limit = !spec.memory_limit && spec.pod_memory_limit;
-    const std::optional<std::uint64_t> memory_limit = budget_limit(spec);
-    const RequestWords& words = *request.words;
-    auto check_size = [&](std::uint64_t size, const std::string& what, bool planned) {
-      if (size < kMiB) throw Error(what + " " + format_size(size) + " is below 1MiB");
-      if (host.mem_total > 0 && size > host.mem_total)
-        throw Error(what + " " + format_size(size) + " is more than this host's memory (" +
-                    format_size(host.mem_total) + ")");
-      if (!memory_limit || MemoryBudget{*memory_limit, config.memory_fraction_max}.holds(size)) return;
-      Refusal r = d.plan ? plan_refusal(*d.plan, RefusalKind::kOverBudget, size) : Refusal{};
-      r.kind = RefusalKind::kOverBudget;
-      r.planned = planned;
-      r.size = size;
-      r.memory_limit = *memory_limit;
-      r.memory_fraction_max = config.memory_fraction_max;
-      r.pod_limit = pod_limit;
-      d.refusal = r;
-      // A size a person chose over the budget, and says so (gpu-run --over-budget): kept.
-      if (!planned && request.over_budget_chosen) {
-        d.budget_waived = true;
-        return;
-      }
-      throw usage_error(refusal_words(r, words));
-    };
-    if (request.shm_size) {
-      check_size(d.size, words.shm_size, false);
-      // An app container of a pod shares the pod's /dev/shm: it may grow it, never shrink it.
-      d.size_explicit = !is_pod_app_container(spec.annotations);
-      d.act = true;
-      d.reason = d.size_explicit ? "explicit size" : "explicit size, grow only (the pod's /dev/shm is shared)";
-      if (d.budget_waived) d.reason += ", over the memory budget by a person's choice";
-      return d;
+  const bool pod_limit = !spec.memory_limit && spec.pod_memory_limit;
+  const std::optional<std::uint64_t> memory_limit = budget_limit(spec);
+  const RequestWords& words = *request.words;
+  // Why `size` cannot be given to this container, if it cannot (a refusal over the budget is kept
+  // in d.refusal).
+  const auto size_error = [&](std::uint64_t size, const std::string& what, bool planned) -> std::optional<Error> {
+    if (size < kMiB) return usage_error(what + " " + format_size(size) + " is below 1MiB");
+    if (host.mem_total > 0 && size > host.mem_total)
+      return usage_error(what + " " + format_size(size) + " is more than this host's memory (" +
+                         format_size(host.mem_total) + ")");
+    if (!memory_limit || MemoryBudget{*memory_limit, config.memory_fraction_max}.holds(size)) return std::nullopt;
+    Refusal r = d.plan ? plan_refusal(*d.plan, RefusalKind::kOverBudget, size) : Refusal{};
+    r.kind = RefusalKind::kOverBudget;
+    r.planned = planned;
+    r.size = size;
+    r.memory_limit = *memory_limit;
+    r.memory_fraction_max = config.memory_fraction_max;
+    r.pod_limit = pod_limit;
+    d.refusal = r;
+    // A size a person chose over the budget, and says so (gpu-run --over-budget): kept.
+    if (!planned && request.over_budget_chosen) {
+      d.budget_waived = true;
+      return std::nullopt;
     }
-    // The budget first (with the pod's limit named when it is the pod's), then the plan's own.
-    check_size(d.plan->shm, "planned /dev/shm", true);
-    if (d.plan->refusal) {
-      d.refusal = d.plan->refusal;
-      throw usage_error(refusal_words(*d.refusal, words));
-    }
-    d.profile = d.plan->profile;
-    d.gpus = d.plan->gpus;
-    d.workers = d.plan->workers;
-    d.size = d.plan->shm;
-    d.act = true;
-    d.planned = true;
-    d.reason = "planned";
-  } catch (const Error& e) {
+    return usage_error(refusal_words(r, words));
+  };
+  const auto cannot = [&d](Error e) {
     d.act = false;
     d.size = 0;
-    d.error = e.what();
+    d.error = std::move(e);
+    return d;
+  };
+  if (request.shm_size) {
+    if (auto e = size_error(d.size, words.shm_size, false)) return cannot(std::move(*e));
+    // An app container of a pod shares the pod's /dev/shm: it may grow it, never shrink it.
+    d.size_explicit = !is_pod_app_container(spec.annotations);
+    d.act = true;
+    d.reason = d.size_explicit ? "explicit size" : "explicit size, grow only (the pod's /dev/shm is shared)";
+    if (d.budget_waived) d.reason += ", over the memory budget by a person's choice";
+    return d;
   }
+  // The budget first (with the pod's limit named when it is the pod's), then the plan's own.
+  if (auto e = size_error(d.plan->shm, "planned /dev/shm", true)) return cannot(std::move(*e));
+  if (d.plan->refusal) {
+    d.refusal = d.plan->refusal;
+    return cannot(usage_error(refusal_words(*d.refusal, words)));
+  }
+  d.profile = d.plan->profile;
+  d.gpus = d.plan->gpus;
+  d.workers = d.plan->workers;
+  d.size = d.plan->shm;
+  d.act = true;
+  d.planned = true;
+  d.reason = "planned";
   return d;
 }
 
@@ -269,8 +271,8 @@ std::string describe(const ShmDecision& d) {
   if (!d.profile.empty()) out += " profile=" + log_quote(d.profile);
   if (d.planned) out += " gpus=" + std::to_string(d.gpus) + " workers=" + std::to_string(d.workers);
   if (d.act) out += " size=" + engine_size(d.size);
-  if (!d.error.empty())
-    out += " error=" + log_quote(d.error);
+  if (d.error)
+    out += " error=" + log_quote(d.error->what());
   else if (!d.reason.empty())
     out += " reason=" + log_quote(d.reason);
   return out;

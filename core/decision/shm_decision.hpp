@@ -61,7 +61,8 @@ struct ShmDecision {
   std::uint64_t workers = 0;
   std::string source;              // annotation | env | default
   std::string reason;              // why not acting, or how the size was found
-  std::string error;               // set when the request cannot be met: a bad key, or `refusal` in the request's words
+  std::optional<Error> error;      // set when the request cannot be met: a bad key, an unreadable profile, or
+                                   // `refusal` in the request's words; with its errno and exit code
   std::optional<Refusal> refusal;  // set when core refused the size (over the budget, the profile's max_shm)
   bool budget_waived = false;      // refusal is over the budget, and the size applied: over_budget_chosen
   std::optional<ShmPlan> plan;     // the plan, when one could be made (also beside an explicit size)

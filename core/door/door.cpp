@@ -44,7 +44,7 @@ Disposition dispose_failure(const std::string& message, bool explicit_request, c
 }
 
 Disposition dispose(const ShmDecision& d, const Config& config) {
-  if (!d.error.empty()) return fail_or_skip(d.error, d.explicit_request, config, describe(d));
+  if (d.error) return fail_or_skip(d.error->what(), d.explicit_request, config, describe(d));
   Disposition out;
   if (d.act) {
     // The door logs what acting did (resized, spec-size, ...): no line to build here.

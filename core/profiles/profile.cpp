@@ -92,11 +92,7 @@ std::uint64_t positive_int(const std::string& source, const std::string& key, co
 std::uint64_t size_value(const std::string& source, const std::string& key, const json& v) {
   if (v.is_number_integer()) return positive_int(source, key, v, kTiB * 1024, true);
   if (!v.is_string()) throw key_error(source, key, "a size such as \"512m\" or a byte count", v);
-  try {
-    return parse_size(v.get<std::string>(), source + ": key '" + key + "'");
-  } catch (const Error& e) {
-    throw usage_error(e.what());
-  }
+  return parse_size(v.get<std::string>(), source + ": key '" + key + "'");  // a usage error
 }
 
 void validate_fields(const std::string& source, const json& v, const std::string& key = "fields") {

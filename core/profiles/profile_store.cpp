@@ -3,12 +3,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "base/error.hpp"
 #include "base/file_io.hpp"
+#include "base/program_path.hpp"
 
 namespace gpurun {
 namespace {
@@ -62,8 +64,10 @@ std::optional<fs::path> ProfileStore::find(const std::string& name, const fs::pa
       searching = fs::equivalent(candidate, below, ec);
       continue;
     }
+    // A name that is there but cannot be read (a link loop, no permission on the way) is found:
+    // opening it says why, with its errno, instead of "unknown profile".
     struct stat st {};
-    if (::stat(candidate.c_str(), &st) == 0) return candidate;
+    if (::stat(candidate.c_str(), &st) == 0 || (errno != ENOENT && errno != ENOTDIR)) return candidate;
   }
   // `below` is not on the path (a profile given as a file): search the whole path.
   if (!searching) return find(name);
@@ -236,10 +240,7 @@ std::vector<std::string> ProfileStore::suggest(const std::string& name) const {
 
 fs::path builtin_profile_dir(const EnvLookup& env) {
   if (auto v = env("GPU_RUN_BUILTIN_PROFILES"); v && !v->empty()) return *v;
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "/usr/share/gpu-run/profiles";
-  return exe.parent_path().parent_path() / "share" / "gpu-run" / "profiles";
+  return program_dir().parent_path() / "share" / "gpu-run" / "profiles";
 }
 
 std::vector<fs::path> profile_search_path(const std::vector<fs::path>& cli_dirs,

@@ -87,7 +87,7 @@ std::string name_mismatch_message(const fs::path& path, const std::string& name,
 std::string unknown_parent_message(const fs::path& path, const std::string& parent);
 
 // The directory of built-in profiles: $GPU_RUN_BUILTIN_PROFILES if set, else
-// <dir of this executable>/../share/gpu-run/profiles.
+// <program_dir()>/../share/gpu-run/profiles.
 fs::path builtin_profile_dir(const EnvLookup& env = process_env);
 
 // The search path (docs/ARCHITECTURE.md, "Profiles"): cli dirs, GPU_RUN_PROFILE_PATH, the user's XDG dir

@@ -16,7 +16,7 @@ ShmGrower::ShmGrower(const GuardPolicy& policy, const GuardLimits& limits, const
       log_(config.log_file.string(), parse_log_level(config.log_level), "gpu-run"),
       speaker_(std::move(speaker)),
       host_dev_(host_shm_device()),
-      helper_(remount_helper_path(config.hook_path)),
+      helper_(hook_program_path(config.hook_path)),
       remount_deadline_(remount_deadline) {}
 
 // "gpu-run: --guard" -> "gpu-run: warning: --guard: ": the program's name, then the warning.

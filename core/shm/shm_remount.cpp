@@ -99,13 +99,6 @@ RemountOutcome parse_remount_report(const std::string& out, const std::string& e
   return o;
 }
 
-std::filesystem::path remount_helper_path(const std::filesystem::path& configured) {
-  if (!configured.empty()) return configured;
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::filesystem::path("gpu-run-hook") : exe.parent_path() / "gpu-run-hook";
-}
-
 ShmResult remount_shm(const RemountRequest& request, const std::filesystem::path& helper,
                       std::chrono::milliseconds deadline) {
   return RemountJob(helper, request, deadline).wait().get();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/program_path.hpp"
 #include "shm/shm_mount.hpp"
 
 namespace gpurun {
@@ -56,17 +57,13 @@ struct RemountOutcome {
 RemountOutcome parse_remount_report(const std::string& out, const std::string& err, int exit_code,
                                     const std::string& helper);
 
-// The helper: `configured` (the config's hook_path) when set, else gpu-run-hook next to this
-// program.
-std::filesystem::path remount_helper_path(const std::filesystem::path& configured = {});
-
 // How long a remount may take before its helper is killed (tens of ms on this machine: the
 // exec, a setns and a mount(2)).
 constexpr std::chrono::milliseconds kRemountDeadline{10000};
 
-// Runs the helper and waits for it (at most `deadline`). Throws Error as the helper reported it,
-// or when it cannot start or misses the deadline.
-ShmResult remount_shm(const RemountRequest& request, const std::filesystem::path& helper = remount_helper_path(),
+// Runs the helper (gpu-run-hook, base/program_path.hpp) and waits for it (at most `deadline`). Throws Error as the
+// helper reported it, or when it cannot start or misses the deadline.
+ShmResult remount_shm(const RemountRequest& request, const std::filesystem::path& helper = hook_program_path({}),
                       std::chrono::milliseconds deadline = kRemountDeadline);
 
 }  // namespace gpurun

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 
+#include "base/base64.hpp"
 #include "base/error.hpp"
 #include "base/file_io.hpp"
 #include "base/k8s_quantity.hpp"
@@ -43,14 +44,6 @@ std::string sha256_hex(const std::string& data) {
     hex += byte;
   }
   return hex;
-}
-
-std::string base64(const std::string& data) {
-  std::string out(4 * ((data.size() + 2) / 3) + 1, '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(data.data()), static_cast<int>(data.size()));
-  out.resize(static_cast<std::size_t>(n));
-  return out;
 }
 
 ordered_json labels() { return app_labels(kName); }
@@ -120,7 +113,7 @@ ordered_json webhook_configuration(const std::string& ns, const std::optional<We
   // The CA's certificate, which stays when the serving certificate is renewed.
   if (!tls) meta["annotations"] = {{"cert-manager.io/inject-ca-from", ns + "/" + kCaName}};
   ordered_json client = {{"service", {{"name", kName}, {"namespace", ns}, {"path", "/mutate"}, {"port", 443}}}};
-  if (tls) client["caBundle"] = base64(tls->ca_cert);
+  if (tls) client["caBundle"] = base64_encode(tls->ca_cert);
   ordered_json hook = {
       {"name", kWebhookName},
       {"admissionReviewVersions", {"v1"}},
@@ -263,7 +256,9 @@ std::vector<ordered_json> webhook_manifests(const WebhookManifestOptions& o, con
   if (tls) {
     ordered_json secret = manifest_object("v1", "Secret", metadata(kTlsSecret, ns));
     secret["type"] = "kubernetes.io/tls";
-    secret["data"] = {{"tls.crt", base64(tls->cert)}, {"tls.key", base64(tls->key)}, {"ca.crt", base64(tls->ca_cert)}};
+    secret["data"] = {{"tls.crt", base64_encode(tls->cert)},
+                      {"tls.key", base64_encode(tls->key)},
+                      {"ca.crt", base64_encode(tls->ca_cert)}};
     out.push_back(secret);
   } else {
     cert_manager_objects(ns, out);

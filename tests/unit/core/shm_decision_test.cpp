@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "base/error.hpp"
+#include "base/temp_dir.hpp"
 #include "base/units.hpp"
 #include "decision/contract.hpp"
 #include "decision/decision_record.hpp"
@@ -11,6 +15,8 @@
 
 namespace gpurun {
 namespace {
+
+std::string error_text(const ShmDecision& d) { return d.error ? d.error->what() : ""; }
 
 class ShmDecisionTest : public ::testing::Test {
  protected:
@@ -33,7 +39,7 @@ TEST_F(ShmDecisionTest, NothingNamedAndNoDefaultLeavesAlone) {
   ShmDecision d = decide(spec_with_env({{"PATH", "/bin"}}));
   EXPECT_FALSE(d.act);
   EXPECT_FALSE(d.explicit_request);
-  EXPECT_TRUE(d.error.empty());
+  EXPECT_TRUE(!d.error);
 }
 
 TEST_F(ShmDecisionTest, DefaultProfileApplies) {
@@ -62,7 +68,7 @@ TEST_F(ShmDecisionTest, AnnotationsWinOverEnvAndStateOverSpec) {
 
 TEST_F(ShmDecisionTest, ImagenetTwoGpusMatchesTheModel) {
   ShmDecision d = decide(spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}, {"GPU_RUN_GPUS", "2"}}));
-  ASSERT_TRUE(d.act) << d.error;
+  ASSERT_TRUE(d.act) << error_text(d);
   // 2 CPUs / 2 ranks -> 1 worker. batch = pageup(64*3*224*224*4) + pageup(64*8) = 38535168 + 4096.
   // pin_memory on 2 GPUs -> hold 0: per_rank = (2*1+0) * 38539264 + 4096*(8+5) = 77131776;
   // NCCL's SHM segments: 2 ranks x 2 channels x 1 peer x (9637888 + 4096) = 38567936;
@@ -91,18 +97,18 @@ TEST_F(ShmDecisionTest, PinnedLoaderIsPlannedUnpinnedOnANodeWithoutGpus) {
   // tell, hold 0.
   const SpecFacts asked = spec_with_env({{"GPU_RUN_PROFILE", "imagenet"}, {"GPU_RUN_GPUS", "2"}});
   ShmDecision d = decide(asked);  // host_ was not counted on the node (as in the webhook): unknown
-  ASSERT_TRUE(d.plan) << d.error;
+  ASSERT_TRUE(d.plan) << error_text(d);
   EXPECT_EQ(d.plan->hold, 0u);
   EXPECT_NE(d.plan->hold_why.find("assumed to reach the container"), std::string::npos);
   host_.gpus_counted = true;  // the hook on a node without /dev/nvidiaN
   d = decide(asked);
-  ASSERT_TRUE(d.plan) << d.error;
+  ASSERT_TRUE(d.plan) << error_text(d);
   EXPECT_EQ(d.plan->hold, 3u);
   EXPECT_NE(d.plan->hold_why.find("(no /dev/nvidiaN on this host)"), std::string::npos);
   SpecFacts with_device = asked;
   with_device.gpu_devices = 2;
   d = decide(with_device);
-  ASSERT_TRUE(d.plan) << d.error;
+  ASSERT_TRUE(d.plan) << error_text(d);
   EXPECT_EQ(d.plan->hold, 0u);
   EXPECT_NE(d.plan->hold_why.find("a GPU device in the container's spec"), std::string::npos);
 }
@@ -115,6 +121,26 @@ TEST_F(ShmDecisionTest, ExplicitSize) {
   SpecFacts spec = spec_with_env({});
   spec.annotations["io.kubernetes.cri-o.ShmSize"] = "300m";
   EXPECT_EQ(decide(spec).size, 300 * kMiB);
+}
+
+// An unreadable profile file keeps its errno and its exit code (a usage error, docs/reference.md)
+// from the store that read it to the decision a door reports: a link to itself (ELOOP) and a
+// directory where the file should be (EISDIR).
+TEST_F(ShmDecisionTest, AnUnreadableProfileKeepsItsErrnoAndExitCode) {
+  TempDir dir;
+  fs::create_symlink("loop.json", dir / "loop.json");
+  fs::create_directory(dir / "folder.json");
+  store_ = ProfileStore({dir.path()});
+  for (const auto& [name, err] : {std::pair<const char*, int>{"loop", ELOOP}, {"folder", EISDIR}}) {
+    const ShmDecision d = decide(spec_with_env({{"GPU_RUN_PROFILE", name}}));
+    ASSERT_TRUE(d.error) << name;
+    EXPECT_FALSE(d.act);
+    EXPECT_EQ(d.error->errno_value(), err) << error_text(d);
+    EXPECT_EQ(d.error->exit_code(), kExitUsage) << error_text(d);
+    EXPECT_CONTAINS(error_text(d), (dir / (std::string(name) + ".json")).string());
+  }
+  const ShmDecision d = decide(spec_with_env({{"GPU_RUN_PROFILE", "loop"}}));
+  EXPECT_CONTAINS(error_text(d), std::strerror(ELOOP));
 }
 
 TEST_F(ShmDecisionTest, BadInputsAreErrorsNotThrows) {
@@ -141,7 +167,7 @@ TEST_F(ShmDecisionTest, BadInputsAreErrorsNotThrows) {
     ShmDecision d = decide(spec_with_env({}), {{c.key, c.value}});
     EXPECT_FALSE(d.act) << c.key << "=" << c.value.substr(0, 20);
     EXPECT_TRUE(d.explicit_request);
-    EXPECT_NE(d.error.find(c.expect), std::string::npos) << c.key << ": " << d.error;
+    EXPECT_NE(error_text(d).find(c.expect), std::string::npos) << c.key << ": " << error_text(d);
   }
 }
 
@@ -150,11 +176,11 @@ TEST_F(ShmDecisionTest, MemoryLimitBoundsThePlanAndExplicitSizes) {
   spec.memory_limit = 384 * kMiB;  // at most 192 MiB of shm; the plan is 256 MiB
   ShmDecision d = decide(spec);
   EXPECT_FALSE(d.act);
-  EXPECT_NE(d.error.find("does not fit the memory limit"), std::string::npos) << d.error;
+  EXPECT_NE(error_text(d).find("does not fit the memory limit"), std::string::npos) << error_text(d);
   spec = spec_with_env({{"GPU_RUN_SHM_SIZE", "400m"}});
   spec.memory_limit = 512 * kMiB;
   d = decide(spec);
-  EXPECT_NE(d.error.find("memory limit"), std::string::npos) << d.error;
+  EXPECT_NE(error_text(d).find("memory limit"), std::string::npos) << error_text(d);
   spec.memory_limit = 1 * kGiB;
   EXPECT_TRUE(decide(spec).act);
 }
@@ -164,8 +190,8 @@ TEST_F(ShmDecisionTest, PodMemoryLimitIsTheBudgetWhenTheSpecHasNone) {
   spec.pod_memory_limit = 1 * kGiB;  // at most 512 MiB of shm
   ShmDecision d = decide(spec);
   EXPECT_FALSE(d.act);
-  EXPECT_NE(d.error.find("does not fit the memory limit 1GiB"), std::string::npos) << d.error;
-  EXPECT_NE(d.error.find("raise the pod's memory limit to at least"), std::string::npos) << d.error;
+  EXPECT_NE(error_text(d).find("does not fit the memory limit 1GiB"), std::string::npos) << error_text(d);
+  EXPECT_NE(error_text(d).find("raise the pod's memory limit to at least"), std::string::npos) << error_text(d);
   spec = spec_with_env({{"GPU_RUN_SHM_SIZE", "500m"}});
   spec.pod_memory_limit = 1 * kGiB;
   EXPECT_TRUE(decide(spec).act);
@@ -199,7 +225,7 @@ TEST_F(ShmDecisionTest, PodAppContainerGrowsThePodsShmButNeverShrinksIt) {
   SpecFacts spec = spec_with_env({});
   spec.annotations = {{"gpu-run.shm-size", "2g"}, {"io.kubernetes.cri.container-type", "container"}};
   ShmDecision d = decide(spec);
-  ASSERT_TRUE(d.act) << d.error;
+  ASSERT_TRUE(d.act) << error_text(d);
   EXPECT_EQ(d.size, 2 * kGiB);
   EXPECT_FALSE(d.size_explicit);
   EXPECT_NE(d.reason.find("grow only"), std::string::npos) << d.reason;
@@ -296,18 +322,18 @@ TEST_F(ShmDecisionTest, AnExplicitSizeOverTheBudgetIsRefusedAtEveryDoor) {
   const ShmDecision f = decide_shm(from_flags, spec, config_, store_, host_);
   EXPECT_FALSE(c.act);
   EXPECT_FALSE(f.act);
-  EXPECT_CONTAINS(c.error, "shm-size 600MiB does not fit the memory limit 1GiB");
-  EXPECT_CONTAINS(c.error, "raise the memory limit to at least 1200m or ask for less");
+  EXPECT_CONTAINS(error_text(c), "shm-size 600MiB does not fit the memory limit 1GiB");
+  EXPECT_CONTAINS(error_text(c), "raise the memory limit to at least 1200m or ask for less");
   // One refusal, worded in the words the request carries (here none given: the contract's).
   ASSERT_TRUE(c.refusal && f.refusal);
   EXPECT_EQ(c.refusal->kind, RefusalKind::kOverBudget);
   EXPECT_FALSE(c.refusal->planned);
   EXPECT_EQ(c.refusal->size, 600 * kMiB);
   EXPECT_EQ(f.refusal->memory_limit, c.refusal->memory_limit);
-  EXPECT_EQ(f.error, c.error);
+  EXPECT_EQ(error_text(f), error_text(c));
   from_container.shm_size = "500m";
   const ShmDecision ok = decide_shm(from_container, spec, config_, store_, host_);
-  EXPECT_TRUE(ok.act) << ok.error;
+  EXPECT_TRUE(ok.act) << error_text(ok);
   EXPECT_EQ(ok.size, 500 * kMiB);
   EXPECT_FALSE(ok.planned);
   ASSERT_TRUE(ok.plan);  // the default profile's plan, beside the size
@@ -322,7 +348,7 @@ TEST_F(ShmDecisionTest, HostShmIsLeftAloneEvenForABadRequest) {
   ShmDecision d = decide(spec);
   EXPECT_TRUE(d.host_ipc);
   EXPECT_FALSE(d.act);
-  EXPECT_TRUE(d.error.empty()) << d.error;
+  EXPECT_TRUE(!d.error) << error_text(d);
   spec.env.erase("GPU_RUN_WORKERS");
   d = decide(spec);
   EXPECT_TRUE(d.host_ipc);
@@ -334,7 +360,7 @@ TEST_F(ShmDecisionTest, HostShmIsLeftAloneEvenForABadRequest) {
   spec.has_ipc_namespace = true;
   d = decide_shm(flags, spec, config_, store_, host_);
   EXPECT_TRUE(d.explicit_request);
-  EXPECT_TRUE(d.act) << d.error;
+  EXPECT_TRUE(d.act) << error_text(d);
   EXPECT_TRUE(d.planned);
   EXPECT_EQ(d.profile, "default");
 }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "base/error.hpp"
 #include "base/units.hpp"
@@ -187,6 +189,19 @@ TEST_F(WrapperTest, RefusesAProfileWhoseNameIsNotItsFiles) {
   const Error e = expect_error([&] { run({"--profile", "mine", "img"}); });
   EXPECT_EQ(e.exit_code(), kExitUsage);
   EXPECT_CONTAINS(e.what(), "key 'name': 'other' does not match the file's name");
+}
+
+// gpu-run's door: an unreadable profile file (a link to itself) exits 2 (docs/reference.md) with
+// its errno and the errno's words.
+TEST_F(WrapperTest, AnUnreadableProfileReportsItsErrnoAndExitsTwo) {
+  test::TempDir d;
+  fs::create_symlink("loop.json", d.path() / "loop.json");
+  env_ = test::fake_env(
+      {{"GPU_RUN_BUILTIN_PROFILES", GPU_RUN_SOURCE_PROFILES}, {"GPU_RUN_PROFILE_PATH", d.path().string()}});
+  const Error e = expect_error([&] { run({"--profile", "loop", "img"}); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_EQ(e.errno_value(), ELOOP);
+  EXPECT_CONTAINS(e.what(), (d.path() / "loop.json").string() + ": cannot open: " + std::strerror(ELOOP));
 }
 
 TEST_F(WrapperTest, MemoryBoundsThePlan) {

@@ -91,6 +91,51 @@ TEST(NodeGuardTest, TheStartLineReadsAsASentence) {
   EXPECT_EQ(guard_start_line("podman", true), "guarding every running podman container");
 }
 
+TEST(NodeGuardTest, OnlyAContainerThatIsGoneLosesItsDecisionRecord) {
+  EXPECT_TRUE(removes_decision_record(StopReason::kExited));
+  EXPECT_TRUE(removes_decision_record(StopReason::kShmGone));
+  // A restart wrote its new record first; a stopping guard leaves them for the next one.
+  EXPECT_FALSE(removes_decision_record(StopReason::kStartedAgain));
+  EXPECT_FALSE(removes_decision_record(StopReason::kGuardStopped));
+}
+
+TEST(NodeGuardTest, EachStopReasonKeepsItsLogWords) {
+  EXPECT_STREQ(stop_reason_text(StopReason::kExited), "exited");
+  EXPECT_STREQ(stop_reason_text(StopReason::kShmGone), "its /dev/shm is gone");
+  EXPECT_STREQ(stop_reason_text(StopReason::kStartedAgain), "started again");
+  EXPECT_STREQ(stop_reason_text(StopReason::kGuardStopped), "guard stopped");
+}
+
+// The options are checked when the guard is made, before it takes the host's lock or starts a thread.
+TEST(NodeGuardTest, BadOptionsAreUsageErrorsBeforeAnythingStarts) {
+  Config config;
+  config.engine = "podman";
+  const auto usage_error_of = [&](GuardOptions o) -> std::string {
+    try {
+      NodeGuard guard(std::move(o), config, GuardClock::system());
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), kExitUsage) << e.what();
+      return e.what();
+    }
+    return "";
+  };
+  GuardOptions zero;
+  zero.interval_ms = "0";
+  EXPECT_CONTAINS(usage_error_of(zero), "--interval 0");
+  GuardOptions public_alone;
+  public_alone.metrics_public = true;
+  EXPECT_CONTAINS(usage_error_of(public_alone), "--metrics-public: give --metrics ADDR too");
+  GuardOptions cri;
+  cri.engine = "cri-o";
+  EXPECT_CONTAINS(usage_error_of(cri), "--engine 'cri-o': expected docker, podman or containerd");
+
+  GuardOptions fine;
+  fine.interval_ms = "25";
+  const NodeGuard guard(fine, config, GuardClock::system());
+  EXPECT_EQ(guard.engine(), "podman");  // the config's, when --engine is not given
+  EXPECT_EQ(guard.interval(), std::chrono::milliseconds(25));
+}
+
 TEST(NodeGuardTest, APlannedContainerKeepsOneBatchPerWorkerFree) {
   ContainerInfo c =
       running({{"gpu-run.profile", "small"}}, {{"GPU_RUN_NUM_WORKERS", "3"}, {"GPU_RUN_BATCH_SIZE", "4"}});
