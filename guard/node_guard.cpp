@@ -35,6 +35,7 @@
 #include "guard/guard_health.hpp"
 #include "guard/guard_metrics.hpp"
 #include "guard/guard_orphans.hpp"
+#include "guard/guard_perf_log.hpp"
 #include "guard/guard_state.hpp"
 #include "guard/metrics_server.hpp"
 #include "guard/task_watch.hpp"
@@ -197,8 +198,10 @@ void run_guard(const GuardOptions& o, const Config& config) {
     metrics.remove(it->first);
     if (orphans) orphans->untrack(it->first);
     // The hook's record of a container that is gone (a restart writes a new one first).
-    if (std::string_view(why) != "guard stopped" && std::string_view(why) != "started again")
+    if (std::string_view(why) != "guard stopped" && std::string_view(why) != "started again") {
+      log_guarded_end(it->second.info, *it->second.guard);  // before its record goes
       remove_decision_state(kDecisionDir, it->first);
+    }
     changed = true;
     return guarded.erase(it);
   };

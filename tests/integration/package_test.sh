@@ -98,7 +98,7 @@ for f in /usr/bin/gpu-run /usr/bin/gpu-run-hook /usr/bin/gpu-run-runtime /usr/bi
   /usr/share/gpu-run/hooks.d/gpu-run.json /usr/share/doc/gpu-run/README.md \
   /usr/share/doc/gpu-run/daemon.json.example /usr/share/man/man1/gpu-run.1.gz \
   /usr/share/man/man5/gpu-run-profile.5.gz /usr/share/bash-completion/completions/gpu-run-ctl \
-  /usr/lib/systemd/system/gpu-run-guard.service; do
+  /usr/lib/systemd/system/gpu-run-guard.service /usr/lib/systemd/system/gpu-run-guard-podman.service; do
   assert_contains "$rpm_files" "$f" "rpm holds $f"
 done
 assert_eq Apache-2.0 "$(rpm -qp --queryformat '%{LICENSE}' "$rpmf" 2>/dev/null)" "rpm: License is Apache-2.0"
