@@ -39,8 +39,8 @@ void log_guarded_end(const ContainerInfo& c, const ShmGrower& grower, const std:
     const UniqueFd fd = open_perf_log(log);
     append_perf_line(fd.get(), perf_record_line(guarded_run_record(c, recorded, grower, std::time(nullptr))), log);
   } catch (const std::exception& e) {
-    print_warning("gpu-run-ctl", std::string("guard: no line in the performance log for container ") + c.id.substr(0, 12) +
-                                     ": " + e.what());
+    print_warning("gpu-run-ctl", std::string("guard: no line in the performance log for container ") +
+                                     c.id.substr(0, 12) + ": " + e.what());
   }
 }
 

@@ -296,9 +296,10 @@ void add_configure_docker_command(CLI::App& configure) {
   add_entry_options(*cmd, o->config, o->runtime_path, "gpu-run-runtime to register (default: next to gpu-run-ctl)",
                     o->undo, "Take gpu-run's entry out again: restore daemon.json from its backup, as it was before")
       ->excludes(set_default);
-  cmd->add_flag("!--no-guard", o->guard,
-                "Leave the node guard off (default: enable and start gpu-run-guard.service, which grows /dev/shm "
-                "before it fills)");
+  cmd->add_flag_callback(
+      "--no-guard", [o] { o->guard = false; },
+      "Leave the node guard off (default: enable and start gpu-run-guard.service, which grows /dev/shm "
+      "before it fills)");
   cmd->footer(
       "Adds runtimes.\"gpu-run\".path and keeps every other key. gpu-run-runtime then execs the runtime\n"
       "containers run under now: dockerd's default-runtime (NVIDIA's, when nvidia-ctk made it the default),\n"
@@ -310,7 +311,8 @@ void add_configure_docker_command(CLI::App& configure) {
       "again changes nothing. A malformed daemon.json is reported (file:line:column) and never\n"
       "overwritten. dockerd reloads runtimes on SIGHUP (`systemctl reload docker`).\n"
       "It then enables and starts the node guard (systemctl enable --now gpu-run-guard.service), unless\n"
-      "--no-guard; without systemd it prints the command to keep running. --undo stops and disables it (not with --no-guard).\n"
+      "--no-guard; without systemd it prints the command to keep running. --undo stops and disables it (not with "
+      "--no-guard).\n"
       "daemon.json has no place for gpu-run's config path: gpu-run-runtime reads $GPU_RUN_CONFIG from\n"
       "dockerd's environment, else /etc/gpu-run/config.json. For another path, give dockerd the variable\n"
       "(a systemd drop-in; printed when --config names another file).");

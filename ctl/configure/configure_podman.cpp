@@ -161,9 +161,10 @@ void add_configure_podman_command(CLI::App& configure) {
           ->type_name("PATH");
   CLI::Option* always = cmd->add_flag("--always", o->always,
                                       "Inject the hook into every container, not only those with a gpu-run annotation");
-  cmd->add_flag("!--no-guard", o->guard,
-                                        "Leave the node guard off (default: enable and start "
-                                        "gpu-run-guard-podman.service, which grows /dev/shm before it fills)");
+  cmd->add_flag_callback(
+      "--no-guard", [o] { o->guard = false; },
+      "Leave the node guard off (default: enable and start "
+      "gpu-run-guard-podman.service, which grows /dev/shm before it fills)");
   cmd->add_flag("--undo", o->undo, "Remove the hooks.d file again (or put back the file it replaced)")
       ->excludes(config)
       ->excludes(hook_path)

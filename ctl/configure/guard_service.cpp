@@ -48,13 +48,12 @@ bool apply_guard_service(const std::string& engine, bool enable, bool dry_run, c
   }
   if (status != 0) {
     while (!output.empty() && output.back() == '\n') output.pop_back();
-    print_warning("gpu-run-ctl", "`" + p.command + "` " +
-                                     (status < 0 ? "could not run" : "exited " + std::to_string(status)) +
-                                     (output.empty() ? std::string() : " (" + output.substr(0, 300) + ")") +
-                                     (enable ? ": the node guard is not running; run it again once " + p.unit +
-                                                   " is installed (packaging/systemd), or keep `" +
-                                                   p.without_systemd + "` running"
-                                             : ": stop the node guard yourself"));
+    print_warning("gpu-run-ctl",
+                  "`" + p.command + "` " + (status < 0 ? "could not run" : "exited " + std::to_string(status)) +
+                      (output.empty() ? std::string() : " (" + output.substr(0, 300) + ")") +
+                      (enable ? ": the node guard is not running; run it again once " + p.unit +
+                                    " is installed (packaging/systemd), or keep `" + p.without_systemd + "` running"
+                              : ": stop the node guard yourself"));
     return false;
   }
   std::cout << (enable ? "started the node guard and enabled it at boot: " : "stopped the node guard: ") << p.command

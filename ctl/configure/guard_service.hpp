@@ -20,10 +20,10 @@ int run_command(const std::vector<std::string>& argv, std::string& output);
 
 // What configure does about the node guard for `engine` ("docker" or "podman").
 struct GuardServicePlan {
-  std::string unit;                      // the unit of that engine's guard
-  std::vector<std::string> call;         // systemctl enable|disable --now UNIT
-  std::string command;                   // the same, for a person to run
-  std::string without_systemd;           // the one command to run where there is no systemd
+  std::string unit;               // the unit of that engine's guard
+  std::vector<std::string> call;  // systemctl enable|disable --now UNIT
+  std::string command;            // the same, for a person to run
+  std::string without_systemd;    // the one command to run where there is no systemd
 };
 
 // Pure: `enable` true for configure, false for --undo.

@@ -79,8 +79,8 @@ Calibration cover_every_run(const Profile& profile, Calibration c, const std::ve
     if (worst <= 1) return c;
     // The plan is not all calibrated bytes (NCCL, engines, the other loaders): raise by the
     // shortfall and look again; each pass moves at least a page.
-    c.peak_shm = std::max<std::uint64_t>(static_cast<std::uint64_t>(std::ceil(c.peak_shm * worst)),
-                                         sat_add(c.peak_shm, kPage));
+    c.peak_shm =
+        std::max<std::uint64_t>(static_cast<std::uint64_t>(std::ceil(c.peak_shm * worst)), sat_add(c.peak_shm, kPage));
   }
   throw Error("profile " + profile.name + ": no calibration plans every run above its peak (after " +
                   std::to_string(kMaxRaises) + " raises)",
@@ -122,8 +122,7 @@ Learned learn_calibration(const Profile& profile, const std::vector<LoggedRun>& 
   for (const LearnedRun& l : out.runs) {
     if (!l.skipped.empty()) continue;
     std::vector<std::uint64_t> needs;
-    const Calibration c =
-        cover_every_run(profile, calibration_of(l.run.record, profile, measured_at), out.runs, needs);
+    const Calibration c = cover_every_run(profile, calibration_of(l.run.record, profile, measured_at), out.runs, needs);
     std::uint64_t sum = 0;
     for (std::uint64_t n : needs) sum = sat_add(sum, n);
     if (!best || sum < best_sum) {
@@ -224,8 +223,9 @@ void run_profiles_learn(const ProfilesLearnOptions& o) {
                       ": no run to learn from (a run of the profile that ran to its end under gpu-run --record, "
                       "--guard or the node guard writes one)");
   const Calibration& c = *learned.calibration;
-  std::cout << "calibration: peak " << format_size(c.peak_shm) << " at gpus " << c.gpus << ", workers " << c.workers << ", batch " << c.batch_size << ", prefetch "
-            << c.prefetch_factor << " (from " << used << (used == 1 ? " run" : " runs") << "; every one planned at "
+  std::cout << "calibration: peak " << format_size(c.peak_shm) << " at gpus " << c.gpus << ", workers " << c.workers
+            << ", batch " << c.batch_size << ", prefetch " << c.prefetch_factor << " (from " << used
+            << (used == 1 ? " run" : " runs") << "; every one planned at "
             << "least its peak x " << profile.headroom << ")\n";
 
   const fs::path dir = o.profile_dirs.empty() ? user_profile_dir() : fs::path(o.profile_dirs.front());

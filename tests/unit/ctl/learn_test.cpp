@@ -82,9 +82,8 @@ TEST(LearnTest, ARunAboveThePlanRaisesIt) {
 TEST(LearnTest, EveryUsedRunIsCoveredWhateverItsShape) {
   const Profile p = default_like();
   // Per sample, the second run (2 ranks, 8 workers) used less than the first; the third more.
-  const std::vector<LoggedRun> runs = {{run(60 * kMiB, 2, 32), "a:1"},
-                                       {run(200 * kMiB, 8, 16, 2), "a:2"},
-                                       {run(30 * kMiB, 1, 64, 1), "b:1"}};
+  const std::vector<LoggedRun> runs = {
+      {run(60 * kMiB, 2, 32), "a:1"}, {run(200 * kMiB, 8, 16, 2), "a:2"}, {run(30 * kMiB, 1, 64, 1), "b:1"}};
   const Learned l = learn_calibration(p, runs, "t");
   ASSERT_TRUE(l.calibration);
   const Profile learned = calibrated_profile(p.name, p, *l.calibration);
@@ -104,11 +103,8 @@ TEST(LearnTest, EveryUsedRunIsCoveredWhateverItsShape) {
 
 TEST(LearnTest, ARunThatDidNotEndWellTeachesNothing) {
   const Profile p = default_like();
-  const Learned l = learn_calibration(p,
-                                      {{run(5 * kMiB, 2, 32, 0, 135), "a:1"},
-                                       {run(0, 2, 32), "a:2"},
-                                       {run(5 * kMiB, 0, 32), "a:3"}},
-                                      "t");
+  const Learned l = learn_calibration(
+      p, {{run(5 * kMiB, 2, 32, 0, 135), "a:1"}, {run(0, 2, 32), "a:2"}, {run(5 * kMiB, 0, 32), "a:3"}}, "t");
   EXPECT_FALSE(l.calibration);
   ASSERT_EQ(l.runs.size(), 3u);
   EXPECT_NE(l.runs[0].skipped.find("exit 135"), std::string::npos);
