@@ -26,6 +26,7 @@ PerfRecord make_perf_record(const EngineInvocation& inv, const WrapperOptions& o
   r.workers = inv.plan.workers;
   r.batch_size = inv.plan.batch_size;
   r.prefetch_factor = inv.plan.prefetch_factor;
+  if (!inv.plan.loaders.empty()) r.pin_thread = inv.plan.loaders.front().pin_thread;
   r.planned_shm = inv.plan.shm;
   r.applied_shm = inv.applied_shm;
   r.shm_size = run.shm.size;

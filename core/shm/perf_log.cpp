@@ -33,6 +33,7 @@ std::string perf_record_line(const PerfRecord& r) {
   j["samples"] = r.samples;
   j["duration_s"] = std::round(r.duration_s * 1000) / 1000;
   j["growths"] = r.growths;
+  if (r.pin_thread) j["pin_thread"] = *r.pin_thread;
   j["exit_status"] = r.exit_status ? nlohmann::ordered_json(*r.exit_status) : nlohmann::ordered_json();
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
@@ -73,6 +74,10 @@ PerfRecord parse_perf_record(const std::string& line, const std::string& where) 
   count("samples", r.samples);
   count("growths", r.growths);
   if (j.contains("duration_s") && j["duration_s"].is_number()) r.duration_s = j["duration_s"].get<double>();
+  if (j.contains("pin_thread")) {
+    if (!j["pin_thread"].is_boolean()) throw usage_error(where + ": \"pin_thread\" is not true or false");
+    r.pin_thread = j["pin_thread"].get<bool>();
+  }
   if (j.contains("exit_status") && !j["exit_status"].is_null()) {
     if (!j["exit_status"].is_number_integer()) throw usage_error(where + ": \"exit_status\" is not a whole number");
     r.exit_status = j["exit_status"].get<int>();

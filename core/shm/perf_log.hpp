@@ -35,8 +35,11 @@ struct PerfRecord {
   std::uint64_t shm_size = 0;     // the tmpfs size the sampler saw (0: never seen running)
   std::uint64_t peak_shm = 0;
   std::uint64_t samples = 0;
-  double duration_s = 0;           // the engine's wall time
-  unsigned growths = 0;            // the guard's growths of its /dev/shm
+  double duration_s = 0;  // the engine's wall time
+  unsigned growths = 0;   // the guard's growths of its /dev/shm
+  // Whether the plan's first loader had a pin thread copying its batches out of /dev/shm (a
+  // pinned loader with a GPU reaching the container); none: not known (the node guard's).
+  std::optional<bool> pin_thread;
   std::optional<int> exit_status;  // none: not known (the node guard sees a container end, not its status)
 };
 

@@ -24,14 +24,18 @@ constexpr int kMaxRaises = 64;
 constexpr std::size_t kMaxLogBytes = 64 << 20;
 constexpr std::uint64_t kPage = 4096;
 
-// The request a run was planned with, as a profile's plan sees it (no memory limit, its GPUs
-// assumed to reach it, as a calibration assumes).
-SizingRequest request_of(const PerfRecord& r) {
+// The request a run was planned with, as a profile's plan sees it: no memory limit; its GPUs
+// reaching it unless its first loader, pinned, had no pin thread (--gpu-request none).
+SizingRequest request_of(const PerfRecord& r, const Profile& p) {
   SizingRequest q;
   q.gpus = r.gpus;
   q.workers = r.workers;
   q.batch_size = r.batch_size;
   if (r.prefetch_factor) q.prefetch_factor = r.prefetch_factor;
+  if (r.gpus > 0 && p.pin_memory && r.pin_thread && !*r.pin_thread) {
+    q.gpu_reach = GpuReach::none;
+    q.gpu_reach_why = "the run's GPUs did not reach it";
+  }
   return q;
 }
 
@@ -51,7 +55,8 @@ Calibration calibration_of(const PerfRecord& r, const Profile& p, const std::str
   c.batch_size = r.batch_size;
   c.gpus = r.gpus;
   c.prefetch_factor = r.prefetch_factor ? r.prefetch_factor : p.prefetch_factor;
-  c.pin_memory = p.pin_memory;
+  // A calibration's pin_memory says whether a pin thread ran (calibrate's: the profile's, with a GPU).
+  c.pin_memory = r.pin_thread.value_or(p.pin_memory);
   c.measured_at = measured_at;
   return c;
 }
@@ -66,7 +71,7 @@ Calibration cover_every_run(const Profile& profile, Calibration c, const std::ve
     needs.assign(runs.size(), 0);
     for (std::size_t j = 0; j < runs.size(); ++j) {
       if (!runs[j].skipped.empty()) continue;
-      const ShmPlan plan = plan_shm(p, request_of(runs[j].run.record));
+      const ShmPlan plan = plan_shm(p, request_of(runs[j].run.record, profile));
       if (plan.loaders.empty() || !plan.loaders.front().calibrated)
         throw usage_error("profile " + profile.name +
                           " describes its first loader's samples itself (loaders[0].fields or sample_bytes), which "
@@ -112,7 +117,7 @@ Learned learn_calibration(const Profile& profile, const std::vector<LoggedRun>& 
     l.skipped = skip_reason(run.record);
     if (l.skipped.empty()) {
       l.need = static_cast<std::uint64_t>(std::ceil(static_cast<long double>(run.record.peak_shm) * profile.headroom));
-      l.plan_before = plan_shm(unlearned, request_of(run.record)).shm;
+      l.plan_before = plan_shm(unlearned, request_of(run.record, profile)).shm;
     }
     out.runs.push_back(std::move(l));
   }
@@ -135,7 +140,7 @@ Learned learn_calibration(const Profile& profile, const std::vector<LoggedRun>& 
   out.calibration = best;
   const Profile learned = calibrated_profile(profile.name, profile, *best);
   for (LearnedRun& l : out.runs)
-    if (l.skipped.empty()) l.plan_after = plan_shm(learned, request_of(l.run.record)).shm;
+    if (l.skipped.empty()) l.plan_after = plan_shm(learned, request_of(l.run.record, profile)).shm;
   return out;
 }
 

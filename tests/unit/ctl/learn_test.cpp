@@ -101,6 +101,22 @@ TEST(LearnTest, EveryUsedRunIsCoveredWhateverItsShape) {
   EXPECT_TRUE(one_short);
 }
 
+// gpu-run --gpu-request none --gpus 2: a pinned loader without a pin thread holds batches in
+// /dev/shm; learned, the plan of that request is as tight as one whose GPUs reach it.
+TEST(LearnTest, ARunWhoseGpusDidNotReachItIsPlannedAsItRan) {
+  const Profile p = default_like();
+  PerfRecord r = run(120 * kMiB, 2, 32, 2);
+  r.pin_thread = false;
+  const Learned l = learn_calibration(p, {{r, "a:1"}}, "t");
+  ASSERT_TRUE(l.calibration);
+  EXPECT_FALSE(l.calibration->pin_memory) << "measured without a pin thread";
+  SizingRequest none = shape(r);
+  none.gpu_reach = GpuReach::none;
+  const ShmPlan plan = plan_shm(calibrated_profile(p.name, p, *l.calibration), none);
+  EXPECT_GE(plan.need, margin(p, r.peak_shm));
+  EXPECT_LT(plan.need, margin(p, r.peak_shm) + 2 * kMiB) << "no batches counted twice";
+}
+
 TEST(LearnTest, ARunThatDidNotEndWellTeachesNothing) {
   const Profile p = default_like();
   const Learned l = learn_calibration(
