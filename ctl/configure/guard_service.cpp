@@ -28,15 +28,17 @@ bool apply_guard_service(const std::string& engine, bool enable, bool dry_run, c
                          const std::filesystem::path& systemd_dir) {
   const GuardServicePlan p = guard_service_plan(engine, enable);
   std::error_code ec;
+  // With --dry-run stdout is the file configure would write: the guard's line goes to stderr.
+  std::ostream& out = dry_run ? std::cerr : std::cout;
   if (!std::filesystem::is_directory(systemd_dir, ec)) {
-    std::cout << (enable ? "the node guard (grows /dev/shm before it fills): no systemd here (no " +
+    out << (enable ? "the node guard (grows /dev/shm before it fills): no systemd here (no " +
                                systemd_dir.string() + "): keep it running with `" + p.without_systemd + "`"
                          : "the node guard: no systemd here: " + p.without_systemd)
               << "\n";
     return true;
   }
   if (dry_run) {
-    std::cout << "would run: " << p.command << " (the node guard; --no-guard leaves it)\n";
+    out << "would run: " << p.command << " (the node guard; --no-guard leaves it)\n";
     return true;
   }
   std::string output;

@@ -75,10 +75,13 @@ TEST(GuardService, DryRunOnlySaysWhatItWouldRun) {
   test::TempDir systemd;
   FakeSystemctl fake;
   testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
   EXPECT_TRUE(apply_guard_service("docker", true, true, fake.runner(), systemd.path()));
   const std::string out = testing::internal::GetCapturedStdout();
+  const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_TRUE(fake.calls.empty());
-  EXPECT_NE(out.find("would run: systemctl enable --now gpu-run-guard.service"), std::string::npos) << out;
+  EXPECT_EQ(out, "") << "stdout is the file --print shows";
+  EXPECT_NE(err.find("would run: systemctl enable --now gpu-run-guard.service"), std::string::npos) << err;
 }
 
 // configure docker itself, on a daemon.json of a temp directory: the guard on after it, off
