@@ -114,7 +114,9 @@ TEST(LearnTest, ARunWhoseGpusDidNotReachItIsPlannedAsItRan) {
   none.gpu_reach = GpuReach::none;
   const ShmPlan plan = plan_shm(calibrated_profile(p.name, p, *l.calibration), none);
   EXPECT_GE(plan.need, margin(p, r.peak_shm));
-  EXPECT_LT(plan.need, margin(p, r.peak_shm) + 2 * kMiB) << "no batches counted twice";
+  // A calibrated plan keeps a headroom of at least 1.25 (sizing.cpp: a sampled peak is not a
+  // bound); counted with a pin thread it had not, the plan would be 7/4 of that.
+  EXPECT_LT(plan.need, r.peak_shm * 125 / 100 + 2 * kMiB) << "no batches counted twice";
 }
 
 TEST(LearnTest, ARunThatDidNotEndWellTeachesNothing) {

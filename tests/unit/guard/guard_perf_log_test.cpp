@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "base/units.hpp"
@@ -11,15 +12,15 @@
 namespace gpurun {
 namespace {
 
-ShmGrower sampled_grower() {
+std::unique_ptr<ShmGrower> sampled_grower() {
   Config config;
   config.log_file = "";
   GuardLimits limits;
   limits.max_shm = 64 * kMiB;  // every growth blocked: no remount is tried
-  ShmGrower g(GuardPolicy{}, limits, config, "test: guard");
-  g.on_sample(1, "c", ShmUsage{64 * kMiB, 8 * kMiB});
-  g.on_sample(1, "c", ShmUsage{64 * kMiB, 30 * kMiB});
-  g.on_sample(1, "c", ShmUsage{64 * kMiB, 2 * kMiB});
+  auto g = std::make_unique<ShmGrower>(GuardPolicy{}, limits, config, "test: guard");
+  g->on_sample(1, "c", ShmUsage{64 * kMiB, 8 * kMiB});
+  g->on_sample(1, "c", ShmUsage{64 * kMiB, 30 * kMiB});
+  g->on_sample(1, "c", ShmUsage{64 * kMiB, 2 * kMiB});
   return g;
 }
 
@@ -36,7 +37,7 @@ TEST(GuardPerfLog, TheLineHoldsTheRecordedShapeThePeakAndNoExit) {
   d.batch_size = 64;
   d.size = 48 * kMiB;
   recorded.record = d;
-  const PerfRecord r = guarded_run_record(c, recorded, sampled_grower(), 0);
+  const PerfRecord r = guarded_run_record(c, recorded, *sampled_grower(), 0);
   const nlohmann::json j = nlohmann::json::parse(perf_record_line(r));
   EXPECT_EQ(j["source"], "gpu-run-ctl guard");
   EXPECT_EQ(j["profile"], "vision/resnet50");
@@ -59,7 +60,7 @@ TEST(GuardPerfLog, AnUnwritableLogIsOneWarningNotAThrow) {
   c.id = "3f2a";
   c.labels = {{"gpu-run.shm-size", "64m"}};  // the old keys: gpu-run sized it
   testing::internal::CaptureStderr();
-  EXPECT_NO_THROW(log_guarded_end(c, sampled_grower(), "/proc/gpu-run-no/perf.jsonl"));
+  EXPECT_NO_THROW(log_guarded_end(c, *sampled_grower(), "/proc/gpu-run-no/perf.jsonl"));
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("no line in the performance log for container 3f2a"), std::string::npos) << err;
 }
@@ -70,8 +71,8 @@ TEST(GuardPerfLog, AppendsOneLineAContainer) {
   c.id = "3f2a";
   c.labels = {{"gpu-run.shm-size", "64m"}};
   const fs::path log = dir / "perf.jsonl";
-  log_guarded_end(c, sampled_grower(), log);
-  log_guarded_end(c, sampled_grower(), log);
+  log_guarded_end(c, *sampled_grower(), log);
+  log_guarded_end(c, *sampled_grower(), log);
   const std::string text = test::read_text(log);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
 }
