@@ -34,7 +34,7 @@ it_dockerd_start "$d"
 IMAGE=gr-busybox
 it_docker_image "$IMAGE"
 
-plan_of() { "$CTL" plan --json "${shape[@]}" | jq -r '.plan.shm_bytes'; }
+plan_of() { "$CTL" plan --json "${shape[@]}" | jq -r '.shm_bytes'; }
 unlearned=$(plan_of)
 it_log "unlearned plan: $unlearned bytes"
 
