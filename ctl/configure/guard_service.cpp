@@ -31,10 +31,10 @@ bool apply_guard_service(const std::string& engine, bool enable, bool dry_run, c
   // With --dry-run stdout is the file configure would write: the guard's line goes to stderr.
   std::ostream& out = dry_run ? std::cerr : std::cout;
   if (!std::filesystem::is_directory(systemd_dir, ec)) {
-    out << (enable ? "the node guard (grows /dev/shm before it fills): no systemd here (no " +
-                               systemd_dir.string() + "): keep it running with `" + p.without_systemd + "`"
-                         : "the node guard: no systemd here: " + p.without_systemd)
-              << "\n";
+    out << (enable ? "the node guard (grows /dev/shm before it fills): no systemd here (no " + systemd_dir.string() +
+                         "): keep it running with `" + p.without_systemd + "`"
+                   : "the node guard: no systemd here: " + p.without_systemd)
+        << "\n";
     return true;
   }
   if (dry_run) {
