@@ -239,7 +239,7 @@ assert_exit 0 in_root dpkg -i --force-confold /tmp/gpu-run.deb
 assert_eq "$local_sum" "$(sha256sum <"$root/etc/gpu-run/config.json")" "reinstalling keeps the admin's config.json"
 
 # -------------------------------------------------------------------- register and run
-assert_exit 0 in_root gpu-run-ctl configure docker
+assert_exit 0 in_root gpu-run-ctl configure docker --no-guard
 assert_eq /usr/bin/gpu-run-runtime "$(jq -r '.runtimes["gpu-run"].path' "$root/etc/docker/daemon.json")" \
   "configure docker registers /usr/bin/gpu-run-runtime"
 assert_eq warn "$(jq -r '."log-level"' "$root/etc/docker/daemon.json")" "configure docker keeps the admin's keys"
