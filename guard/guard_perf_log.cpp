@@ -1,5 +1,7 @@
 #include "guard/guard_perf_log.hpp"
 
+#include <utility>
+
 #include "base/clock.hpp"
 #include "base/error.hpp"
 #include "base/program.hpp"
@@ -32,15 +34,17 @@ PerfRecord guarded_run_record(const ContainerInfo& c, const Recorded& recorded, 
   return r;
 }
 
-void log_guarded_end(const ContainerInfo& c, const ShmGrower& grower, const std::filesystem::path& log) {
+void GuardPerfLog::on_end(const ContainerInfo& c, const ShmGrower& grower) {
   try {
     const Recorded recorded = read_recorded(c, kDecisionDir);
     if (grower.samples() == 0 || !recorded.sized()) return;
-    const UniqueFd fd = open_perf_log(log);
-    append_perf_line(fd.get(), perf_record_line(guarded_run_record(c, recorded, grower, std::time(nullptr))), log);
+    const UniqueFd fd = open_perf_log(path_);
+    append_perf_line(fd.get(), perf_record_line(guarded_run_record(c, recorded, grower, std::time(nullptr))), path_);
   } catch (const std::exception& e) {
+    if (std::exchange(warned_, true)) return;
     print_warning("gpu-run-ctl", std::string("guard: no line in the performance log for container ") +
-                                     c.id.substr(0, 12) + ": " + e.what());
+                                     c.id.substr(0, 12) +
+                                     " (nor for later ones; profiles learn reads it): " + e.what());
   }
 }
 

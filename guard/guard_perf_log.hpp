@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <ctime>
 #include <filesystem>
+#include <utility>
 
 #include "decision/decision_record.hpp"
 #include "oci/container.hpp"
@@ -17,9 +18,17 @@ namespace gpurun {
 PerfRecord guarded_run_record(const ContainerInfo& container, const Recorded& recorded, const ShmGrower& grower,
                               std::time_t ended);
 
-// Appends that line to `log` (kSystemPerfLog): for a container gpu-run sized and the guard
-// sampled. Never throws: a log that cannot be written is one warning on stderr.
-void log_guarded_end(const ContainerInfo& container, const ShmGrower& grower,
-                     const std::filesystem::path& log = kSystemPerfLog);
+// The node guard's performance log (kSystemPerfLog): a line for each container gpu-run sized
+// that ends while guarded. Never throws: a log that cannot be written (a read-only root, as the
+// DaemonSet's) is one warning on stderr the first time, then nothing.
+class GuardPerfLog {
+ public:
+  explicit GuardPerfLog(std::filesystem::path path = kSystemPerfLog) : path_(std::move(path)) {}
+  void on_end(const ContainerInfo& container, const ShmGrower& grower);
+
+ private:
+  std::filesystem::path path_;
+  bool warned_ = false;
+};
 
 }  // namespace gpurun

@@ -187,6 +187,7 @@ void run_guard(const GuardOptions& o, const Config& config) {
   std::thread poller([&] { discover(engine, admission, roster, progress, watcher); });
 
   std::map<std::string, Guarded> guarded;
+  GuardPerfLog perf_log;
   unsigned seen = 0;
   std::vector<Found> found;
   std::set<std::string> running;
@@ -199,7 +200,7 @@ void run_guard(const GuardOptions& o, const Config& config) {
     if (orphans) orphans->untrack(it->first);
     // The hook's record of a container that is gone (a restart writes a new one first).
     if (std::string_view(why) != "guard stopped" && std::string_view(why) != "started again") {
-      log_guarded_end(it->second.info, *it->second.guard);  // before its record goes
+      perf_log.on_end(it->second.info, *it->second.guard);  // before its record goes
       remove_decision_state(kDecisionDir, it->first);
     }
     changed = true;

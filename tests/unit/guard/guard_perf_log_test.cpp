@@ -59,21 +59,28 @@ TEST(GuardPerfLog, AnUnwritableLogIsOneWarningNotAThrow) {
   ContainerInfo c;
   c.id = "3f2a";
   c.labels = {{"gpu-run.shm-size", "64m"}};  // the old keys: gpu-run sized it
+  GuardPerfLog log("/proc/gpu-run-no/perf.jsonl");
   testing::internal::CaptureStderr();
-  EXPECT_NO_THROW(log_guarded_end(c, *sampled_grower(), "/proc/gpu-run-no/perf.jsonl"));
+  EXPECT_NO_THROW(log.on_end(c, *sampled_grower()));
+  EXPECT_NO_THROW(log.on_end(c, *sampled_grower()));
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("no line in the performance log for container 3f2a"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << "warned once: " << err;
 }
 
-TEST(GuardPerfLog, AppendsOneLineAContainer) {
+TEST(GuardPerfLog, AppendsOneLineAContainerGpuRunSized) {
   test::TempDir dir;
   ContainerInfo c;
   c.id = "3f2a";
   c.labels = {{"gpu-run.shm-size", "64m"}};
-  const fs::path log = dir / "perf.jsonl";
-  log_guarded_end(c, *sampled_grower(), log);
-  log_guarded_end(c, *sampled_grower(), log);
-  const std::string text = test::read_text(log);
+  ContainerInfo other;  // not sized by gpu-run (guarded with --all): no line
+  other.id = "9e1b";
+  const fs::path path = dir / "perf.jsonl";
+  GuardPerfLog log(path);
+  log.on_end(c, *sampled_grower());
+  log.on_end(other, *sampled_grower());
+  log.on_end(c, *sampled_grower());
+  const std::string text = test::read_text(path);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
 }
 
