@@ -155,6 +155,15 @@ def median(xs):
     return round(statistics.median(xs), 3) if xs else None
 
 
+def learn_why(c):
+    """Why a job has no learned plan: the guess run's line learn did not use, in its words."""
+    out = c.get("learn", {}).get("output") or []
+    for line in out:
+        if "not used (" in line:
+            return "not learned: " + line.split("not used (", 1)[1].split(":")[0].split(",")[0]
+    return "-"
+
+
 def report(paths):
     cases = []
     for p in paths:
@@ -185,11 +194,11 @@ def report(paths):
     for c in cases:
         e, g = c["exact"], c["guess"]
         at = c.get("at_learned")
-        print(f"| {c['seed']} | {c['describe'][:90]} | {e['exit']}, {e['growths']}, {e['final_over_peak']} | "
+        print(f"| {c['seed']} | {c['describe'].replace(' | ', '; ')[:100]} | {e['exit']}, {e['growths']}, {e['final_over_peak']} | "
               f"{g['exit']}, {g['growths']}, {g['final_over_peak']} | "
               f"{(str(round(c['learned_plan'] / MiB, 1)) + ' MiB') if c.get('learned_plan') else '-'} | "
               f"{(str(sum(r['ok'] for r in at)) + ' of ' + str(len(at)) + ' ran') if at else '-'} | "
-              f"{c.get('plan_over_smallest') or '-'} |")
+              f"{c.get('plan_over_smallest') or learn_why(c)} |")
 
 
 def main():

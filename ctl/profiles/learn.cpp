@@ -43,7 +43,9 @@ std::string skip_reason(const PerfRecord& r) {
   if (r.exit_status && *r.exit_status != 0)
     return "exit " + std::to_string(*r.exit_status) + ": it did not run to its end, so its peak may fall short";
   if (r.peak_shm == 0) return "no peak seen (the container was never sampled running)";
-  if (r.workers == 0) return "no workers: its batches never went through /dev/shm";
+  if (r.workers == 0)
+    return "workers 0: a plan of that shape puts nothing in /dev/shm, whatever it learns (its peak came from other "
+           "loaders: describe them in the profile's loaders)";
   if (r.batch_size == 0) return "no batch size recorded";
   return "";
 }
