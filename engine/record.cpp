@@ -17,6 +17,7 @@ PerfRecord make_perf_record(const EngineInvocation& inv, const WrapperOptions& o
                             std::time_t started) {
   PerfRecord r;
   r.time = utc_timestamp(started);
+  r.source = o.record ? "gpu-run --record" : "gpu-run --guard";
   r.engine = inv.engine;
   r.container = run.container_id;
   r.image = o.image;
@@ -25,6 +26,7 @@ PerfRecord make_perf_record(const EngineInvocation& inv, const WrapperOptions& o
   r.workers = inv.plan.workers;
   r.batch_size = inv.plan.batch_size;
   r.prefetch_factor = inv.plan.prefetch_factor;
+  if (!inv.plan.loaders.empty()) r.pin_thread = inv.plan.loaders.front().pin_thread;
   r.planned_shm = inv.plan.shm;
   r.applied_shm = inv.applied_shm;
   r.shm_size = run.shm.size;
@@ -48,10 +50,17 @@ int run_recorded(const EngineInvocation& inv, const WrapperOptions& o, const Con
     throw usage_error(
         "--guard: the container does not get a /dev/shm of its own (--ipc host|none|container:X, or the "
         "host's bound in), so there is nothing to grow");
-  const fs::path log_path = perf_log_path(config);
-  // Opened before the job starts: a log that cannot be written fails now, not after hours.
+  // Opened before the job starts: a log that cannot be written fails --record now, not after
+  // hours. --guard alone writes its line when it can (profiles learn reads it) and guards anyway.
+  fs::path log_path;
   UniqueFd log;
-  if (o.record) log = open_perf_log(log_path);
+  try {
+    log_path = perf_log_path(config);
+    log = open_perf_log(log_path);
+  } catch (const Error& e) {
+    if (o.record) throw;
+    print_warning("gpu-run", std::string("--guard: no line in the performance log for this run: ") + e.what());
+  }
   std::optional<ShmGrower> guard;
   if (o.guard) guard.emplace(config.guard, guard_limits(inv.plan), config);
   Timeline timeline;
@@ -68,8 +77,17 @@ int run_recorded(const EngineInvocation& inv, const WrapperOptions& o, const Con
     print_warning("gpu-run", std::string(flag) + ": " + run.sample_error);
   else if (!run.container_seen)
     print_warning("gpu-run", std::string(flag) + ": the container was never seen running; recording a peak of 0");
+  PerfRecord record = make_perf_record(inv, o, run, started);
+  if (guard) record.growths = guard->growths();
+  if (log) {
+    try {
+      append_perf_line(log.get(), perf_record_line(record), log_path);
+    } catch (const Error& e) {
+      if (o.record) throw;
+      print_warning("gpu-run", std::string("--guard: ") + e.what());
+    }
+  }
   if (o.record) {
-    append_perf_line(log.get(), perf_record_line(make_perf_record(inv, o, run, started)), log_path);
     std::cerr << "gpu-run: recorded peak /dev/shm " << format_size(run.shm.peak) << " of "
               << format_size(run.shm.size ? run.shm.size : inv.applied_shm) << " (" << run.shm.samples
               << " samples, exit " << run.exit_code << ") in " << log_path.string() << "\n";

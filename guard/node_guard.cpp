@@ -34,6 +34,7 @@
 #include "guard/guard_health.hpp"
 #include "guard/guard_metrics.hpp"
 #include "guard/guard_orphans.hpp"
+#include "guard/guard_perf_log.hpp"
 #include "guard/guard_state.hpp"
 #include "guard/metrics_server.hpp"
 #include "guard/task_watch.hpp"
@@ -173,7 +174,10 @@ class GuardRun {
                (growths == 1 ? " growth" : " growths"));
     metrics_.remove(it->first);
     if (orphans_) orphans_->untrack(it->first);
-    if (removes_decision_record(why)) remove_decision_state(kDecisionDir, it->first);
+    if (removes_decision_record(why)) {
+      perf_log_.on_end(it->second.info, *it->second.guard);  // before its record goes
+      remove_decision_state(kDecisionDir, it->first);
+    }
     changed_ = true;
     return guarded_.erase(it);
   }
@@ -246,6 +250,7 @@ class GuardRun {
   GuardProgress progress_;
   std::unique_ptr<OrphanScanner> orphans_;  // with --metrics: gpu_run_shm_orphaned_bytes
   std::map<std::string, Guarded> guarded_;
+  GuardPerfLog perf_log_;  // a line for each container that ends (profiles learn)
   bool changed_ = false;
   unsigned seen_ = 0;
   std::vector<Found> found_;

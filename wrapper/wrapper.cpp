@@ -52,7 +52,8 @@ gpu-run options:
                             default $XDG_STATE_HOME/gpu-run/perf.jsonl); exits with the engine's code
   --guard                   run the engine as a child, sample its /dev/shm at 100 Hz and grow it
                             in place before it fills (one batch per worker kept free, up to the
-                            profile's max_shm and the memory budget); needs root, not with -d
+                            profile's max_shm and the memory budget); needs root, not with -d;
+                            appends its record too (gpu-run-ctl profiles learn reads them)
   --timeline FILE.svg       with --record or --guard: also draw /dev/shm size and use over time
   --over-budget             keep an explicit --shm-size over the memory budget of --memory (a person
                             chose it): warned, and labelled gpu-run.over-budget=chosen

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "base/env.hpp"
@@ -12,10 +13,15 @@ namespace gpurun {
 
 namespace fs = std::filesystem;
 
-// One line of the performance log that `gpu-run --record` appends: what ran, what was
-// planned, what it used.
+// The performance log the root node guard appends to (one for the host; `profiles learn` reads
+// it besides the user's).
+inline constexpr const char* kSystemPerfLog = "/var/lib/gpu-run/perf.jsonl";
+
+// One line of the performance log that `gpu-run --record` and `--guard` and the node guard append
+// when a container ends: what ran, the shape it was planned for, what it used.
 struct PerfRecord {
-  std::string time;  // UTC, 2026-12-02T15:48:08Z
+  std::string time;    // UTC, 2026-12-02T15:48:08Z
+  std::string source;  // who wrote it: "gpu-run --record", "gpu-run --guard", "gpu-run-ctl guard"
   std::string engine;
   std::string container;  // the engine's container id
   std::string image;
@@ -30,11 +36,19 @@ struct PerfRecord {
   std::uint64_t peak_shm = 0;
   std::uint64_t samples = 0;
   double duration_s = 0;  // the engine's wall time
-  int exit_status = 0;
+  unsigned growths = 0;   // the guard's growths of its /dev/shm
+  // Whether the plan's first loader had a pin thread copying its batches out of /dev/shm (a
+  // pinned loader with a GPU reaching the container); none: not known (the node guard's).
+  std::optional<bool> pin_thread;
+  std::optional<int> exit_status;  // none: not known (the node guard sees a container end, not its status)
 };
 
 // The record as one JSON object on one line, ending in '\n'.
 std::string perf_record_line(const PerfRecord& record);
+
+// Reads one line perf_record_line wrote (keys it does not know ignored, a missing one left at its
+// default). Throws Error (exit 2) naming `where` (FILE:LINE) for a line that is not such a record.
+PerfRecord parse_perf_record(const std::string& line, const std::string& where);
 
 // Where records go: the config's perf_log, else $XDG_STATE_HOME/gpu-run/perf.jsonl, else
 // ~/.local/state/gpu-run/perf.jsonl. Throws Error when neither XDG_STATE_HOME nor HOME is set.

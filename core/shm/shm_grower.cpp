@@ -1,5 +1,6 @@
 #include "shm/shm_grower.hpp"
 
+#include <algorithm>
 #include <utility>
 
 #include "base/error.hpp"
@@ -50,6 +51,9 @@ bool lock_shm(const std::string& container_id, std::optional<FileLock>& lock) {
 }  // namespace
 
 void ShmGrower::on_sample(int pid, const std::string& container_id, const ShmUsage& usage) {
+  peak_used_ = std::max(peak_used_, usage.used);
+  last_size_ = usage.size;
+  ++samples_;
   if (job_) {
     // The sample was taken before the remount ended: the next one decides again.
     if (const auto done = job_->poll()) finish_remount(*done);

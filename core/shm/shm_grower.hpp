@@ -41,6 +41,10 @@ class ShmGrower {
   bool remounting() const { return job_ != nullptr; }
 
   unsigned growths() const { return growths_; }
+  // What the samples saw: the most used and the last size of /dev/shm, and how many there were.
+  std::uint64_t peak_used() const { return peak_used_; }
+  std::uint64_t last_size() const { return last_size_; }
+  std::uint64_t samples() const { return samples_; }
   // Times it had to grow and could not (blocked by max_shm, the budget or an emptyDir's sizeLimit, or a failed
   // remount): once per episode, until the free space suffices again.
   unsigned refusals() const { return refusals_; }
@@ -68,6 +72,9 @@ class ShmGrower {
   ShmUsage job_usage_;
   unsigned growths_ = 0;
   unsigned refusals_ = 0;
+  std::uint64_t peak_used_ = 0;
+  std::uint64_t last_size_ = 0;
+  std::uint64_t samples_ = 0;
   bool blocked_ = false;  // the last sample wanted a growth it could not have
   bool warned_ = false;
   bool failed_ = false;  // a remount failed: no more tries

@@ -224,6 +224,7 @@ void run_undo_docker(const ConfigureDockerOptions& o) {
   const std::optional<std::string> backup = read_existing_file(backup_path(daemon_json), "backup");
   const UndoEdit undo = undo_daemon_json(current, backup, daemon_json.string());
   apply_undo(daemon_json, undo, o.dry_run);
+  if (o.guard) apply_guard_service("docker", false, o.dry_run, o.systemctl, o.systemd_dir);
   if (o.dry_run || undo.kind == UndoEdit::kNothing) return;
   std::cout << "dockerd reads runtimes at start and on SIGHUP: "
             << dockerd_reload_hint(daemon_json.string(), read_existing_file(daemon_json, "daemon.json"))
@@ -257,12 +258,14 @@ void run_configure_docker(const ConfigureDockerOptions& o) {
     report_dry_run(daemon_json, edit.text, edit, "JSON");
     report_chain_dry_run(chain, chain_file);
     std::cerr << runtime_config_note(config_file, "dockerd", "docker") << missing_config;
+    if (o.guard) apply_guard_service("docker", true, true, o.systemctl, o.systemd_dir);
     return;
   }
   if (!edit.changed && !chain_file.write) {
     std::cout << daemon_json.string() << ": already configured (runtimes.gpu-run: " << chain_words(chain)
               << (o.set_default ? "; default-runtime = gpu-run" : "") << "); nothing changed\n";
     for (const auto& n : edit.notes) std::cout << "note: " << n << "\n";
+    if (o.guard) apply_guard_service("docker", true, false, o.systemctl, o.systemd_dir);
     return;
   }
   // The chain file first: the entry never names a file that is not there yet.
@@ -280,6 +283,7 @@ void run_configure_docker(const ConfigureDockerOptions& o) {
                                    edit.changed ? std::optional<std::string>(edit.text) : existing)
             << ", or restart it\n";
   std::cout << runtime_config_note(config_file, "dockerd", "docker") << missing_config;
+  if (o.guard) apply_guard_service("docker", true, false, o.systemctl, o.systemd_dir);
 }
 
 void add_configure_docker_command(CLI::App& configure) {
@@ -292,6 +296,10 @@ void add_configure_docker_command(CLI::App& configure) {
   add_entry_options(*cmd, o->config, o->runtime_path, "gpu-run-runtime to register (default: next to gpu-run-ctl)",
                     o->undo, "Take gpu-run's entry out again: restore daemon.json from its backup, as it was before")
       ->excludes(set_default);
+  cmd->add_flag_callback(
+      "--no-guard", [o] { o->guard = false; },
+      "Leave the node guard off (default: enable and start gpu-run-guard.service, which grows /dev/shm "
+      "before it fills)");
   cmd->footer(
       "Adds runtimes.\"gpu-run\".path and keeps every other key. gpu-run-runtime then execs the runtime\n"
       "containers run under now: dockerd's default-runtime (NVIDIA's, when nvidia-ctk made it the default),\n"
@@ -302,6 +310,9 @@ void add_configure_docker_command(CLI::App& configure) {
       "--undo restores it byte for byte, and refuses when the file changed otherwise since. Running it\n"
       "again changes nothing. A malformed daemon.json is reported (file:line:column) and never\n"
       "overwritten. dockerd reloads runtimes on SIGHUP (`systemctl reload docker`).\n"
+      "It then enables and starts the node guard (systemctl enable --now gpu-run-guard.service), unless\n"
+      "--no-guard; without systemd it prints the command to keep running. --undo stops and disables it (not with "
+      "--no-guard).\n"
       "daemon.json has no place for gpu-run's config path: gpu-run-runtime reads $GPU_RUN_CONFIG from\n"
       "dockerd's environment, else /etc/gpu-run/config.json. For another path, give dockerd the variable\n"
       "(a systemd drop-in; printed when --config names another file).");

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ctl/configure/chain.hpp"
+#include "ctl/configure/guard_service.hpp"
 #include "ctl/configure/undo.hpp"
 #include "ctl/ctl_common.hpp"
 
@@ -25,6 +26,9 @@ struct ConfigureDockerOptions {
   std::string daemon_json = kDefaultDaemonJson;
   std::optional<std::string> config;        // the gpu-run config the runtime should read
   std::optional<std::string> runtime_path;  // default: gpu-run-runtime next to this program
+  bool guard = true;                        // enable and start the node guard (--no-guard: leave it)
+  CommandRunner systemctl = run_command;    // how systemctl runs (tests: a fake)
+  std::string systemd_dir = "/run/systemd/system";
 };
 
 // The runtime dockerd runs containers under by default: "default-runtime" (else runc, its
@@ -60,7 +64,8 @@ UndoEdit undo_daemon_json(const std::optional<std::string>& current, const std::
 std::string dockerd_reload_hint(const std::string& daemon_json, const std::optional<std::string>& text);
 
 // Edits the file (backup <file>.gpu-run.bak, atomic replace) and writes the chain file, or
-// prints them with --dry-run; --undo puts the file back.
+// prints them with --dry-run; --undo puts the file back. Then turns the node guard on
+// (apply_guard_service; not with --no-guard), or off with --undo.
 void run_configure_docker(const ConfigureDockerOptions& options);
 
 // Registers `docker` on the `configure` command.

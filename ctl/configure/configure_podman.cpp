@@ -103,6 +103,7 @@ void run_configure_podman(const ConfigurePodmanOptions& o) {
     const UndoEdit undo = undo_hook_file(read_existing_file(file, "hooks.d file"),
                                          read_existing_file(backup_path(file), "backup"), file.string());
     apply_undo(file, undo, o.dry_run);
+    if (o.guard) apply_guard_service("podman", false, o.dry_run, o.systemctl, o.systemd_dir);
     return;
   }
   // podman stats the hook's path when it reads hooks.d and refuses to run any container otherwise.
@@ -116,11 +117,13 @@ void run_configure_podman(const ConfigurePodmanOptions& o) {
 
   if (o.dry_run) {
     report_dry_run(file, edit.text, edit, "JSON");
+    if (o.guard) apply_guard_service("podman", true, true, o.systemctl, o.systemd_dir);
     return;
   }
   if (!edit.changed) {
     std::cout << file.string() << ": already configured (hook " << hook.string() << ", --config "
               << config_file.string() << "); nothing changed\n";
+    if (o.guard) apply_guard_service("podman", true, false, o.systemctl, o.systemd_dir);
     return;
   }
   const std::optional<fs::path> backup = replace_file_with_backup(file, edit.text, existing, edit.first);
@@ -139,6 +142,7 @@ void run_configure_podman(const ConfigurePodmanOptions& o) {
   std::cout << "each podman command reads hooks.d anew: nothing to restart (unless containers.conf sets "
                "hooks_dir to other directories)\n";
   std::cout << missing_config;
+  if (o.guard) apply_guard_service("podman", true, false, o.systemctl, o.systemd_dir);
 }
 
 void add_configure_podman_command(CLI::App& configure) {
@@ -157,6 +161,10 @@ void add_configure_podman_command(CLI::App& configure) {
           ->type_name("PATH");
   CLI::Option* always = cmd->add_flag("--always", o->always,
                                       "Inject the hook into every container, not only those with a gpu-run annotation");
+  cmd->add_flag_callback(
+      "--no-guard", [o] { o->guard = false; },
+      "Leave the node guard off (default: enable and start "
+      "gpu-run-guard-podman.service, which grows /dev/shm before it fills)");
   cmd->add_flag("--undo", o->undo, "Remove the hooks.d file again (or put back the file it replaced)")
       ->excludes(config)
       ->excludes(hook_path)
@@ -170,7 +178,10 @@ void add_configure_podman_command(CLI::App& configure) {
       "and the host's default_profile take effect only with --always. Runtimes start hooks with\n"
       "only the hook's own env, so the config path goes on its command line. Running it again\n"
       "changes nothing; a malformed existing file is reported and never overwritten. --undo removes\n"
-      "the file (a file of that name it replaced is saved as gpu-run.json.gpu-run.bak and put back).");
+      "the file (a file of that name it replaced is saved as gpu-run.json.gpu-run.bak and put back).\n"
+      "It then enables and starts the node guard for podman (systemctl enable --now\n"
+      "gpu-run-guard-podman.service), unless --no-guard; without systemd it prints the command to keep\n"
+      "running. --undo stops and disables it (not with --no-guard).");
   cmd->callback([o] { run_configure_podman(*o); });
 }
 

@@ -21,10 +21,13 @@ constexpr const char* kHookFileName = "gpu-run.json";
 struct ConfigurePodmanOptions {
   std::string hooks_dir = kDefaultHooksDir;
   bool dry_run = false;
-  bool undo = false;                     // remove the hooks.d file again
-  bool always = false;                   // inject into every container, not only annotated ones
-  std::optional<std::string> config;     // passed to the hook as --config
-  std::optional<std::string> hook_path;  // default: gpu-run-hook next to this program
+  bool undo = false;                      // remove the hooks.d file again
+  bool always = false;                    // inject into every container, not only annotated ones
+  std::optional<std::string> config;      // passed to the hook as --config
+  std::optional<std::string> hook_path;   // default: gpu-run-hook next to this program
+  bool guard = true;                      // enable and start the node guard (--no-guard: leave it)
+  CommandRunner systemctl = run_command;  // how systemctl runs (tests: a fake)
+  std::string systemd_dir = "/run/systemd/system";
 };
 
 // The hooks.d (schema 1.0.0) document: gpu-run-hook with --config at createRuntime, when

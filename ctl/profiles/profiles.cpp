@@ -7,6 +7,7 @@
 
 #include "base/error.hpp"
 #include "ctl/ctl_common.hpp"
+#include "ctl/profiles/learn.hpp"
 #include "ctl/profiles/profiles_new.hpp"
 #include "ctl/profiles/profiles_validate.hpp"
 #include "profiles/profile.hpp"
@@ -173,7 +174,7 @@ void run_profiles_show(const ProfilesShowOptions& o) {
 }
 
 void add_profiles_command(CLI::App& app) {
-  CLI::App* profiles = app.add_subcommand("profiles", "List, show and validate workload profiles");
+  CLI::App* profiles = app.add_subcommand("profiles", "List, show, validate, create and learn workload profiles");
   profiles->require_subcommand(1);
 
   auto lo = std::make_shared<ProfilesListOptions>();
@@ -198,6 +199,7 @@ void add_profiles_command(CLI::App& app) {
 
   add_profiles_validate_command(*profiles);
   add_profiles_new_command(*profiles);
+  add_profiles_learn_command(*profiles);
 }
 
 }  // namespace gpurun

@@ -105,7 +105,7 @@ docker rm -f wrapped runtimed old plain >/dev/null 2>&1
 # ------------------------------------------------------------ podman: the hook's state file
 hooks=$work/hooks.d
 mkdir -p "$hooks"
-"$CTL" configure podman --hooks-dir "$hooks" --config "$GPU_RUN_CONFIG" >/dev/null || it_die "configure podman failed"
+"$CTL" configure podman --no-guard --hooks-dir "$hooks" --config "$GPU_RUN_CONFIG" >/dev/null || it_die "configure podman failed"
 p=$(it_tmpdir)
 it_on_exit it_podman_cleanup "$p"
 it_podman_env "$p"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# gpu-run-hook through podman's hooks.d: `gpu-run-ctl configure podman --hooks-dir DIR`
+# gpu-run-hook through podman's hooks.d: `gpu-run-ctl configure podman --no-guard --hooks-dir DIR`
 # installs the hook, then `podman --hooks-dir DIR run --annotation gpu-run.profile=...`
-# gets its /dev/shm (podman's own tmpfs, bind-mounted in) resized; `configure podman --undo`
+# gets its /dev/shm (podman's own tmpfs, bind-mounted in) resized; `configure podman --no-guard --undo`
 # removes the file, and the next annotated container runs no hook.
 set -u
 source "$(dirname "$0")/lib.sh"
@@ -18,10 +18,10 @@ log=$work/gpu-run.log
 printf '{"log_file": "%s"}\n' "$log" >"$cfg"
 hooks=$work/hooks.d
 mkdir -p "$hooks"
-"$CTL" configure podman --hooks-dir "$hooks" --config "$cfg" >/dev/null
+"$CTL" configure podman --no-guard --hooks-dir "$hooks" --config "$cfg" >/dev/null
 assert_eq 0 $? "gpu-run-ctl configure podman writes the hooks.d file"
 assert_eq "$HOOK" "$(jq -r .hook.path "$hooks/gpu-run.json")" "the hooks.d file names the built hook"
-"$CTL" configure podman --hooks-dir "$hooks" --config "$cfg" >/dev/null
+"$CTL" configure podman --no-guard --hooks-dir "$hooks" --config "$cfg" >/dev/null
 assert_eq 1 "$(ls "$hooks" | wc -l)" "configure podman is idempotent"
 
 p=$(it_tmpdir)
@@ -44,10 +44,10 @@ rc=$?
 assert_contains "$out" "unknown profile 'imagenett'" "podman shows the hook's message"
 
 # --undo: the entry goes, and podman, which reads hooks.d for each container, runs no hook.
-"$CTL" configure podman --hooks-dir "$hooks" --undo >"$work/undo.out" 2>&1
-assert_eq 0 $? "configure podman --undo ($(cat "$work/undo.out"))"
+"$CTL" configure podman --no-guard --hooks-dir "$hooks" --undo >"$work/undo.out" 2>&1
+assert_eq 0 $? "configure podman --no-guard --undo ($(cat "$work/undo.out"))"
 assert_eq "" "$(ls -A "$hooks")" "--undo: the hooks.d entry is removed, nothing left in the directory"
 assert_eq 64000 "$(shm_kib --annotation gpu-run.shm-size=300m)" "after --undo: an annotated container keeps podman's default"
-"$CTL" configure podman --hooks-dir "$hooks" --undo >"$work/undo.out" 2>&1
+"$CTL" configure podman --no-guard --hooks-dir "$hooks" --undo >"$work/undo.out" 2>&1
 assert_contains "$(cat "$work/undo.out")" "does not exist: nothing to undo" "a second --undo has nothing to do"
 it_done

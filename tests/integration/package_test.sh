@@ -98,7 +98,7 @@ for f in /usr/bin/gpu-run /usr/bin/gpu-run-hook /usr/bin/gpu-run-runtime /usr/bi
   /usr/share/gpu-run/hooks.d/gpu-run.json /usr/share/doc/gpu-run/README.md \
   /usr/share/doc/gpu-run/daemon.json.example /usr/share/man/man1/gpu-run.1.gz \
   /usr/share/man/man5/gpu-run-profile.5.gz /usr/share/bash-completion/completions/gpu-run-ctl \
-  /usr/lib/systemd/system/gpu-run-guard.service /usr/lib/tmpfiles.d/gpu-run.conf; do
+  /usr/lib/systemd/system/gpu-run-guard.service /usr/lib/tmpfiles.d/gpu-run.conf /usr/lib/systemd/system/gpu-run-guard-podman.service; do
   assert_contains "$rpm_files" "$f" "rpm holds $f"
 done
 assert_eq Apache-2.0 "$(rpm -qp --queryformat '%{LICENSE}' "$rpmf" 2>/dev/null)" "rpm: License is Apache-2.0"
@@ -242,7 +242,7 @@ assert_exit 0 in_root dpkg -i --force-confold /tmp/gpu-run.deb
 assert_eq "$local_sum" "$(sha256sum <"$root/etc/gpu-run/config.json")" "reinstalling keeps the admin's config.json"
 
 # -------------------------------------------------------------------- register and run
-assert_exit 0 in_root gpu-run-ctl configure docker
+assert_exit 0 in_root gpu-run-ctl configure docker --no-guard
 assert_eq /usr/bin/gpu-run-runtime "$(jq -r '.runtimes["gpu-run"].path' "$root/etc/docker/daemon.json")" \
   "configure docker registers /usr/bin/gpu-run-runtime"
 assert_eq warn "$(jq -r '."log-level"' "$root/etc/docker/daemon.json")" "configure docker keeps the admin's keys"

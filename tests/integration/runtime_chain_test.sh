@@ -53,7 +53,7 @@ assert_contains "$(jq -r '.findings[] | select(.check == "runtime-chain") | .mes
   "bypassing the GPU runtime \"nvidia\" ($NV)" "doctor: names the runtime bypassed"
 
 # --- configure --dry-run: the chain, nothing written --------------------------------------------
-assert_exit 0 "$CTL" configure docker --daemon-json "$DJ" --runtime-path "$RUNTIME" --dry-run
+assert_exit 0 "$CTL" configure docker --no-guard --daemon-json "$DJ" --runtime-path "$RUNTIME" --dry-run
 assert_contains "$IT_ERR" "chain: gpu-run-runtime -> nvidia-container-runtime ($NV, dockerd's default runtime \"nvidia\"" \
   "--dry-run shows the chain"
 assert_contains "$IT_ERR" "would write $d/gpu-run-runtime.gpu-run:" "--dry-run names the chain file it would write"
@@ -61,7 +61,7 @@ assert_eq "" "$(cmp "$DJ" "$d/before.json" 2>&1)" "--dry-run leaves daemon.json 
 assert_eq no "$([[ -e $d/gpu-run-runtime.gpu-run ]] && echo yes || echo no)" "--dry-run writes no chain file"
 
 # --- configure: the entry runs the chain file; the container is sized and the stand-in ran --------
-assert_exit 0 "$CTL" configure docker --daemon-json "$DJ" --runtime-path "$RUNTIME"
+assert_exit 0 "$CTL" configure docker --no-guard --daemon-json "$DJ" --runtime-path "$RUNTIME"
 assert_contains "$IT_OUT" "chain: gpu-run-runtime -> nvidia-container-runtime" "configure says what it chains"
 assert_contains "$IT_OUT" "backup of the previous file (what --undo restores): $DJ.gpu-run.bak" "configure names the backup"
 assert_eq "$d/gpu-run-runtime.gpu-run" "$(jq -r '.runtimes["gpu-run"].path' "$DJ")" "the entry runs the chain file"
@@ -82,12 +82,12 @@ assert_eq OK "$(jq -r '.findings[] | select(.check == "runtime-chain") | .level'
   "doctor: the chained entry reaches NVIDIA's runtime"
 
 sum=$(sha256sum <"$DJ")
-assert_exit 0 "$CTL" configure docker --daemon-json "$DJ" --runtime-path "$RUNTIME"
+assert_exit 0 "$CTL" configure docker --no-guard --daemon-json "$DJ" --runtime-path "$RUNTIME"
 assert_contains "$IT_OUT" "already configured" "a second configure changes nothing"
 assert_eq "$sum" "$(sha256sum <"$DJ")" "a second configure leaves daemon.json as it is"
 
 # --- --set-default: gpu-run first, the stand-in still behind it -----------------------------------
-assert_exit 0 "$CTL" configure docker --daemon-json "$DJ" --runtime-path "$RUNTIME" --set-default
+assert_exit 0 "$CTL" configure docker --no-guard --daemon-json "$DJ" --runtime-path "$RUNTIME" --set-default
 assert_contains "$IT_OUT" "default-runtime was \"nvidia\", now \"gpu-run\", which execs \"nvidia\"" \
   "--set-default says what it chains"
 assert_eq "$(cat "$d/before.json")" "$(cat "$DJ.gpu-run.bak")" "--set-default keeps the first backup"
@@ -105,7 +105,7 @@ docker create --name made-by-default gpurun-busybox true >/dev/null || it_die "d
 cp "$DJ" "$d/configured.json"
 jq '."log-level" = "warn"' "$d/configured.json" >"$DJ"
 cp "$DJ" "$d/edited.json"
-assert_exit 2 "$CTL" configure docker --undo --daemon-json "$DJ"
+assert_exit 2 "$CTL" configure docker --no-guard --undo --daemon-json "$DJ"
 assert_eq 1 "$(printf '%s\n' "$IT_ERR" | wc -l)" "an edited file: the refusal is one line"
 assert_contains "$IT_ERR" "$DJ changed since gpu-run-ctl configure wrote it (key 'log-level' added)" \
   "an edited file: the refusal names the change"
@@ -116,14 +116,14 @@ assert_eq yes "$([[ -f $DJ.gpu-run.bak && -f $d/gpu-run-runtime.gpu-run ]] && ec
 cp "$d/configured.json" "$DJ"
 
 # --- --undo: daemon.json back byte for byte -----------------------------------------------------------
-assert_exit 0 "$CTL" configure docker --undo --daemon-json "$DJ" --dry-run
+assert_exit 0 "$CTL" configure docker --no-guard --undo --daemon-json "$DJ" --dry-run
 assert_eq "$(cat "$d/before.json")" "$IT_OUT" "--undo --dry-run prints the file it would restore"
 assert_eq "" "$(cmp "$DJ" "$d/configured.json" 2>&1)" "--undo --dry-run writes nothing"
-assert_exit 0 "$CTL" configure docker --undo --daemon-json "$DJ"
+assert_exit 0 "$CTL" configure docker --no-guard --undo --daemon-json "$DJ"
 assert_eq "" "$(cmp "$DJ" "$d/before.json" 2>&1)" "--undo: daemon.json is byte for byte what nvidia-ctk wrote"
 assert_eq no "$([[ -e $DJ.gpu-run.bak ]] && echo yes || echo no)" "--undo removes the backup it restored"
 assert_contains "$IT_OUT" "$d/gpu-run-runtime.gpu-run stays" "--undo says the chain file stays"
-assert_exit 0 "$CTL" configure docker --undo --daemon-json "$DJ"
+assert_exit 0 "$CTL" configure docker --no-guard --undo --daemon-json "$DJ"
 assert_contains "$IT_OUT" "has no runtimes.gpu-run: nothing to undo" "a second --undo has nothing to do"
 reload
 : >"$NV_LOG"
@@ -148,7 +148,7 @@ refused() {  # refused NAME JSON SAYS: configure on DIR/NAME/daemon.json holding
   mkdir -p "$r"
   printf '%s\n' "$2" >"$r/daemon.json"
   cp "$r/daemon.json" "$r/orig.json"
-  assert_exit 2 "$CTL" configure docker --daemon-json "$r/daemon.json" --runtime-path "$RUNTIME"
+  assert_exit 2 "$CTL" configure docker --no-guard --daemon-json "$r/daemon.json" --runtime-path "$RUNTIME"
   assert_eq 1 "$(printf '%s\n' "$IT_ERR" | wc -l)" "$1: one line"
   assert_contains "$IT_ERR" "$3" "$1: says why"
   assert_eq "" "$(cmp "$r/daemon.json" "$r/orig.json" 2>&1)" "$1: daemon.json is left as it was"

@@ -39,6 +39,9 @@ TEST(ShmGrowerTest, BlockedWhileAFullShmCannotGrowAndCountedOncePerEpisode) {
   guard.on_sample(1, "c", ShmUsage{64 * kMiB, 62 * kMiB});
   EXPECT_EQ(guard.refusals(), 2u);
   EXPECT_EQ(guard.growths(), 0u);
+  EXPECT_EQ(guard.peak_used(), 62 * kMiB) << "the most any sample saw used";
+  EXPECT_EQ(guard.last_size(), 64 * kMiB);
+  EXPECT_EQ(guard.samples(), 5u);
 }
 
 TEST(ShmGrowerTest, AnEmptyDirAtItsSizeLimitIsLeftThereNeverLowered) {
