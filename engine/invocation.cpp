@@ -29,7 +29,8 @@ std::optional<std::string> worker_flag_warning(const WrapperOptions& o, const Sh
   if (o.sizing.workers)
     origin = "--workers";
   else if (plan.workers_auto)
-    origin = "auto: " + std::to_string(plan.cpus) + " CPUs / " + std::to_string(plan.ranks) + " ranks";
+    origin = "auto: " + std::to_string(plan.cpus) + " CPU" + (plan.cpus == 1 ? "" : "s") + " / " +
+             std::to_string(plan.ranks) + " rank" + (plan.ranks == 1 ? "" : "s");
   std::string line = "the command line's '" + seen->flag + "' asks for " + n + " DataLoader workers, but /dev/shm (" +
                      format_size(plan.shm) + ") is planned for " + std::to_string(plan.workers) + " DataLoader worker" +
                      (plan.workers == 1 ? "" : "s") + " per GPU rank (" + origin + ")";
