@@ -37,7 +37,7 @@ function __gpu_run_ctl_prev_is
 end
 
 function __gpu_run_ctl_no_value
-    for o in --profile --engine --gpu-request --format --profile-dir --log --out-dir --hooks-dir --daemon-json --containerd-config --config --runtime-path --hook-path --self-signed --namespace --image --handler -f --filename --toleration --priority-class --node-selector --label --image-pull-secret --max-unavailable --runbook-url --apiserver-cidr --chain --host-root --profiles
+    for o in --profile --engine --gpu-request --format --color --profile-dir --log --out-dir --hooks-dir --daemon-json --containerd-config --config --runtime-path --hook-path --self-signed --namespace --image --handler -f --filename --toleration --priority-class --node-selector --label --image-pull-secret --max-unavailable --runbook-url --apiserver-cidr --chain --host-root --profiles
         __gpu_run_ctl_prev_is $o; and return 1
     end
     return 0
@@ -48,6 +48,7 @@ complete -c gpu-run-ctl -f -n '__gpu_run_ctl_prev_is --profile' -a '(gpu-run-ctl
 complete -c gpu-run-ctl -f -n '__gpu_run_ctl_prev_is --engine' -a 'docker podman'
 complete -c gpu-run-ctl -f -n '__gpu_run_ctl_prev_is --gpu-request' -a 'docker cdi none'
 complete -c gpu-run-ctl -f -n '__gpu_run_ctl_prev_is --format' -a 'yaml json'
+complete -c gpu-run-ctl -f -n '__gpu_run_ctl_prev_is --color' -a 'auto always never'
 complete -c gpu-run-ctl -f -n '__gpu_run_ctl_prev_is --handler' -a 'gpu-run'
 complete -c gpu-run-ctl -f -n '__gpu_run_ctl_prev_is --toleration' -a 'all nvidia.com/gpu:NoSchedule'
 complete -c gpu-run-ctl -f -n '__gpu_run_ctl_prev_is --priority-class' -a 'system-node-critical system-cluster-critical'

@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <memory>
 
 #include "base/error.hpp"
 #include "base/program.hpp"
@@ -35,9 +36,27 @@ std::string command_path(const CLI::App& app) {
   return path;
 }
 
+// CLI11's help with an option's exclusions moved out of its name column ("--config PATH
+// Excludes: --undo" pushed the description onto the next line) to the end of its description.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    const std::string out = CLI::Formatter::make_option_opts(opt);
+    return out.substr(0, out.find(" " + get_label("Excludes") + ":"));  // CLI11 writes them last
+  }
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    std::string out = opt->get_description();
+    const auto& excluded = opt->get_excludes();
+    std::size_t i = 0;
+    for (const CLI::Option* other : excluded) out += (i++ == 0 ? " (not with " : ", ") + other->get_name();
+    return excluded.empty() ? out : out + ")";
+  }
+};
+
 }  // namespace
 
 void add_ctl_commands(CLI::App& app) {
+  app.formatter(std::make_shared<HelpFormatter>());  // before the commands: each copies its parent's
   app.name("gpu-run-ctl");
   app.description("Plan, inspect and install gpu-run: /dev/shm sized for PyTorch DataLoader jobs in containers");
   app.require_subcommand(1);
@@ -67,6 +86,20 @@ int report_parse_error(const CLI::App& app, const CLI::ParseError& error) {
   if (error.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(error);
   const std::string where = command_path(app);
   std::string what = error.what();
+  if (dynamic_cast<const CLI::ExtrasError*>(&error)) {
+    // CLI11 2.1 joins the words backwards (detail::rjoin): say them in the user's order, from the
+    // first command on the path that has them left over (the one that threw).
+    for (const CLI::App* current = &app; current;) {
+      if (const std::vector<std::string> words = current->remaining(false); !words.empty()) {
+        what = std::string(words.size() > 1 ? "The following arguments were not expected:"
+                                            : "The following argument was not expected:");
+        for (const std::string& w : words) what += " " + w;
+        break;
+      }
+      const auto chosen = current->get_subcommands();
+      current = chosen.empty() ? nullptr : chosen.front();
+    }
+  }
   for (char& c : what)
     if (c == '\n') c = ' ';
   std::cerr << where << ": " << what << " (see " << where << " --help)\n";

@@ -28,9 +28,14 @@ ShmPlan make_plan(const PlanOptions& o, const Config& config, HostInfo host, con
 }
 
 std::string plan_text(const ShmPlan& plan) {
-  std::string out = explain(plan, kFlagWords) + "=> /dev/shm " + format_size(plan.shm);
-  if (plan.fits()) return out + " (gpu-run passes --shm-size " + engine_size(plan.shm) + ")\n";
-  return out + " does not fit: gpu-run starts nothing with these flags (the problem above says what to change)\n";
+  if (plan.fits())
+    return explain(plan, kFlagWords) + "=> /dev/shm " + format_size(plan.shm) + " (gpu-run passes --shm-size " +
+           engine_size(plan.shm) + ")\n";
+  // The problem is run_plan's error line on stderr (require_fits): said here too, a terminal shows it twice.
+  ShmPlan shown = plan;
+  shown.refusal.reset();
+  return explain(shown, kFlagWords) + "=> /dev/shm " + format_size(plan.shm) +
+         " does not fit: gpu-run starts nothing with these flags (the error below says what to change)\n";
 }
 
 void run_plan(const PlanOptions& o) {

@@ -29,7 +29,8 @@ struct PlanOptions {
 ShmPlan make_plan(const PlanOptions& options, const Config& config, HostInfo host, const EnvLookup& env = process_env);
 
 // The plan as `plan` prints it: explain()'s breakdown, then "=> /dev/shm SIZE" with what gpu-run
-// passes, or that it starts nothing when the plan does not fit.
+// passes, or that it starts nothing when the plan does not fit (the problem is left to run_plan's
+// error, so that a terminal shows it once).
 std::string plan_text(const ShmPlan& plan);
 
 // Prints the plan (text or --json) on stdout; throws Error (exit 2) with the one-line

@@ -59,7 +59,8 @@ std::string command_workers_warning(const ContainerRequest& request, const ShmPl
   if (request.workers)
     origin = words.workers;
   else if (plan.workers_auto)
-    origin = "auto: " + std::to_string(plan.cpus) + " CPUs / " + std::to_string(plan.ranks) + " ranks";
+    origin = "auto: " + std::to_string(plan.cpus) + (plan.cpus == 1 ? " CPU / " : " CPUs / ") +
+             std::to_string(plan.ranks) + (plan.ranks == 1 ? " rank" : " ranks");
   std::string line = "the command line's '" + seen->flag.substr(0, 80) + "' asks for " + n +
                      " DataLoader workers, but /dev/shm (" + format_size(plan.shm) + ") is planned for " +
                      std::to_string(plan.workers) + " DataLoader worker" + (plan.workers == 1 ? "" : "s") +

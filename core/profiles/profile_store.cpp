@@ -39,6 +39,13 @@ bool is_schema_file(const fs::path& file) {
   return f.size() > 12 && f.compare(f.size() - 12, 12, ".schema.json") == 0;
 }
 
+// "a, b, c": the names a "did you mean" offers.
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i) out += (i ? ", " : "") + names[i];
+  return out;
+}
+
 bool looks_like_path(const std::string& s) { return s.size() > 5 && s.compare(s.size() - 5, 5, ".json") == 0; }
 
 }  // namespace
@@ -48,8 +55,11 @@ std::string name_mismatch_message(const fs::path& path, const std::string& name,
          file_name + "': rename the file to " + name.substr(0, 80) + ".json (team/name lives in team/) or fix 'name'";
 }
 
-std::string unknown_parent_message(const fs::path& path, const std::string& parent) {
-  return path.string() + ": key 'extends': unknown parent profile '" + parent + "'";
+std::string unknown_parent_message(const fs::path& path, const std::string& parent,
+                                   const std::vector<std::string>& close) {
+  std::string message = path.string() + ": key 'extends': unknown parent profile '" + parent + "'";
+  if (!close.empty()) message += ": did you mean " + join_names(close) + "?";
+  return message;
 }
 
 ProfileStore::ProfileStore(std::vector<fs::path> dirs) : dirs_(std::move(dirs)) {}
@@ -95,12 +105,7 @@ Profile ProfileStore::load(const std::string& name_or_path, bool allow_path, con
   auto path = find(name_or_path);
   if (!path) {
     std::string message = "unknown profile '" + name_or_path + "'";
-    auto close = suggest(name_or_path);
-    if (!close.empty()) {
-      message += ": did you mean ";
-      for (std::size_t i = 0; i < close.size(); ++i) message += (i ? ", " : "") + close[i];
-      message += "?";
-    }
+    if (auto close = suggest(name_or_path); !close.empty()) message += ": did you mean " + join_names(close) + "?";
     std::string hint = kProfilesListHint;
     if (known_profiles) {
       const std::vector<ProfileEntry> entries = list();
@@ -156,7 +161,9 @@ Profile ProfileStore::load_chain(const fs::path& path, const std::string& displa
     const bool self =
         parent == current.stem().string() || (current.parent_path().filename() / current.stem()) == parent;
     auto parent_path = find(parent, self ? current : fs::path());
-    if (!parent_path) throw usage_error(unknown_parent_message(current, parent));
+    // Its own name found nowhere below: the close names would offer the profile itself.
+    if (!parent_path)
+      throw usage_error(unknown_parent_message(current, parent, self ? std::vector<std::string>{} : suggest(parent)));
     current = *parent_path;
   }
   nlohmann::json merged = nlohmann::json::object();

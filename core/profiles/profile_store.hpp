@@ -82,9 +82,11 @@ class ProfileStore {
 };
 
 // The two refusals of a profile's own file that a whole-path check (profiles validate) also
-// makes: a "name" other than the name its file has on the search path, and an unknown parent.
+// makes: a "name" other than the name its file has on the search path, and an unknown parent
+// (with "did you mean" and the `close` names, when there are any: ProfileStore::suggest).
 std::string name_mismatch_message(const fs::path& path, const std::string& name, const std::string& file_name);
-std::string unknown_parent_message(const fs::path& path, const std::string& parent);
+std::string unknown_parent_message(const fs::path& path, const std::string& parent,
+                                   const std::vector<std::string>& close = {});
 
 // The directory of built-in profiles: $GPU_RUN_BUILTIN_PROFILES if set, else
 // <program_dir()>/../share/gpu-run/profiles.

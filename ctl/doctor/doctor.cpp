@@ -26,19 +26,20 @@ namespace {
 
 constexpr std::size_t kMaxLogBytes = 64u << 20;
 
-int report(const std::string& target, const std::vector<Finding>& findings, const nlohmann::json& json, bool as_json) {
-  if (as_json)
+int report(const std::string& target, const std::vector<Finding>& findings, const nlohmann::json& json,
+           const DoctorOptions& o) {
+  if (o.json)
     std::cout << json.dump(2) << "\n";
   else
-    std::cout << format_findings(target, findings);
+    std::cout << format_findings(target, findings, use_color(o.color, ::isatty(STDOUT_FILENO) == 1, process_env));
   std::cout.flush();
   return doctor_exit_code(findings);
 }
 
-int report_crash(const CrashFacts& crash, bool as_json) {
+int report_crash(const CrashFacts& crash, const DoctorOptions& o) {
   std::vector<Finding> findings = diagnose_crash(crash);
   put_workers_mismatch_first(crash, findings);
-  return report(crash.source, findings, crash_json(crash, findings), as_json);
+  return report(crash.source, findings, crash_json(crash, findings), o);
 }
 
 }  // namespace
@@ -84,7 +85,7 @@ int run_doctor(const DoctorOptions& o) {
     if (o.for_door == "k8s") crash.door = CrashDoor::kKubernetes;
     read_crash_log(read_log(*o.log), crash);
     if (o.for_door && *o.for_door != "k8s") crash.door = CrashDoor::kEngine;
-    return report_crash(crash, o.json);
+    return report_crash(crash, o);
   }
   if (o.for_door)
     throw usage_error("doctor: --for " + *o.for_door +
@@ -94,7 +95,7 @@ int run_doctor(const DoctorOptions& o) {
   if (o.container) {
     if (o.container->empty()) throw usage_error("doctor: the CONTAINER argument is empty: give a container name or id");
     const InspectedContainer c = inspect_for_doctor(o.engine.value_or(config.engine), *o.container);
-    if (has_exited(c)) return report_crash(gather_crash(c), o.json);
+    if (has_exited(c)) return report_crash(gather_crash(c), o);
     gather_from_host(c, f);
   } else {
     if (o.engine)
@@ -106,7 +107,7 @@ int run_doctor(const DoctorOptions& o) {
     if (f.on_host) gather_runtime_entries(f, o.daemon_json, o.containerd_config, config.runtimes);
   }
   const std::vector<Finding> findings = diagnose(f);
-  return report(f.target, findings, doctor_json(f, findings), o.json);
+  return report(f.target, findings, doctor_json(f, findings), o);
 }
 
 void add_doctor_command(CLI::App& app) {
@@ -151,6 +152,12 @@ void add_doctor_command(CLI::App& app) {
       ->type_name("ENGINE")
       ->check(CLI::IsMember({"docker", "podman"}));
   cmd->add_flag("--json", o->json, "Print the facts and findings as JSON");
+  cmd->add_option("--color", o->color,
+                  "Colour FAIL, WARN and OK: auto (on a terminal whose TERM is not dumb, unless NO_COLOR is set), "
+                  "always or never")
+      ->type_name("WHEN")
+      ->check(CLI::IsMember({"auto", "always", "never"}))
+      ->capture_default_str();
   cmd->add_option("--daemon-json", o->daemon_json,
                   "On the host: dockerd's daemon.json, whose gpu-run runtime is checked against its GPU runtimes")
       ->type_name("PATH")

@@ -20,6 +20,7 @@ struct DoctorOptions {
   std::optional<std::string> log;        // --log FILE|-: read a crashed job's log instead
   std::optional<std::string> for_door;   // --for docker|podman|k8s: where the logged job ran
   bool json = false;
+  std::string color = "auto";  // --color auto|always|never: the levels of the text report (use_color)
   std::string daemon_json = "/etc/docker/daemon.json";            // on the host: the engines' runtime
   std::string containerd_config = "/etc/containerd/config.toml";  // entries, for the runtime chain
 };

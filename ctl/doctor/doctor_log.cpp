@@ -536,6 +536,26 @@ std::string_view trimmed(std::string_view s) {
   return s;
 }
 
+// A log line as a person reads it: NUL bytes (PyTorch writes one after its bus-error message)
+// as blanks, and without a terminal's CSI sequences (ESC [ parameters, intermediates, a final
+// byte: a logger's colours, "\033[31mERROR\033[0m"), which would split the words the matchers read.
+std::string plain_line(std::string_view raw) {
+  std::string out;
+  out.reserve(raw.size());
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    if (raw[i] == '\033' && i + 1 < raw.size() && raw[i + 1] == '[') {
+      std::size_t j = i + 2;
+      while (j < raw.size() && raw[j] >= 0x20 && raw[j] <= 0x3f) ++j;
+      if (j < raw.size() && raw[j] >= 0x40 && raw[j] <= 0x7e) {
+        i = j;
+        continue;
+      }
+    }
+    out += raw[i] == '\0' ? ' ' : raw[i];
+  }
+  return out;
+}
+
 // The part of a line the matchers read: a megabyte-long line (a progress bar that never printed
 // a newline) still ends in the message that matters.
 constexpr std::size_t kMaxMatchedLine = 4u << 20;
@@ -560,18 +580,16 @@ void read_crash_log(std::string_view text, CrashFacts& f) {
         if (!f.pod) f.pod = shown(lines[i].substr(5, std::min<std::size_t>(end - 5, 253)));
       }
     }
-    // NUL bytes (PyTorch writes one after its bus-error message) end nothing here.
-    std::string line(lines[i]);
-    std::replace(line.begin(), line.end(), '\0', ' ');
+    const std::string line = plain_line(lines[i]);
     note_engines(line, f.engines);
     auto match = match_crash_line(line);
     std::string seen_text = line;
     // A message a terminal or a paste re-wrapped ("killed by signal: Bus\nerror."): the line
     // with the next one.
-    if (!match && i + 1 < lines.size() && !trimmed(line).empty() && !match_crash_line(std::string(lines[i + 1]))) {
-      std::string joined = std::string(trimmed(line)) + " " + std::string(trimmed(lines[i + 1]));
-      std::replace(joined.begin(), joined.end(), '\0', ' ');
-      if ((match = match_crash_line(joined))) seen_text = joined;
+    if (!match && i + 1 < lines.size() && !trimmed(line).empty()) {
+      const std::string next = plain_line(lines[i + 1]);
+      const std::string joined = std::string(trimmed(line)) + " " + std::string(trimmed(next));
+      if (!match_crash_line(next) && (match = match_crash_line(joined))) seen_text = joined;
     }
     if (!match) continue;
     if (match->kind == CrashEvidence::kSigbusExit && nccl_frames_below(lines, i)) match->detail = "nccl";

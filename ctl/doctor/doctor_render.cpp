@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/error.hpp"
+
 namespace gpurun {
 
 namespace {
@@ -24,21 +26,37 @@ nlohmann::json findings_json(const std::string& target, const std::vector<Findin
   return j;
 }
 
+// A level's word for a terminal: SGR red, yellow or green, then the reset.
+std::string colored(Level level) {
+  const char* sgr = level == Level::kFail ? "\033[1;31m" : level == Level::kWarn ? "\033[1;33m" : "\033[32m";
+  return sgr + std::string(level_name(level)) + "\033[0m";
+}
+
 }  // namespace
 
-std::string format_findings(const std::string& target, const std::vector<Finding>& findings) {
+bool use_color(const std::string& mode, bool stdout_is_tty, const EnvLookup& env) {
+  if (mode == "always") return true;
+  if (mode == "never") return false;
+  if (mode != "auto") throw usage_error("--color '" + mode.substr(0, 40) + "': expected auto, always or never");
+  const auto no_color = env("NO_COLOR");
+  const auto term = env("TERM");
+  return stdout_is_tty && !(no_color && !no_color->empty()) && term && !term->empty() && *term != "dumb";
+}
+
+std::string format_findings(const std::string& target, const std::vector<Finding>& findings, bool color) {
+  const auto word = [color](Level l) { return color ? colored(l) : std::string(level_name(l)); };
   std::ostringstream s;
   s << "gpu-run-ctl doctor: " << target << "\n";
   std::size_t width = 0;
   for (const auto& x : findings) width = std::max(width, x.check.size());
   const std::string indent(6 + width + 2, ' ');
   for (const auto& x : findings) {
-    std::string level = level_name(x.level);
-    s << level << std::string(6 - level.size(), ' ') << x.check << std::string(width - x.check.size() + 2, ' ')
+    const std::string level = level_name(x.level);
+    s << word(x.level) << std::string(6 - level.size(), ' ') << x.check << std::string(width - x.check.size() + 2, ' ')
       << x.message << "\n";
     if (!x.fix.empty() && x.level != Level::kOk) s << indent << "fix: " << x.fix << "\n";
   }
-  s << "worst: " << level_name(worst_level(findings)) << "\n";
+  s << "worst: " << word(worst_level(findings)) << "\n";
   return s.str();
 }
 

@@ -193,6 +193,13 @@ void add_k8s_command(CLI::App& app) {
       "a sized one is written anew (comments inside it are lost). Notes go to stderr.\n"
       "  gpu-run-ctl k8s -f train.yaml > train-sized.yaml\n"
       "  kubectl get deployment NAME -o yaml | gpu-run-ctl k8s -f - | kubectl apply -f -");
+  // The flag-only form -f replaced (docs/kubernetes.md, "Why the flag-only form went"): its flags,
+  // hidden from --help, are answered with the form that replaced it rather than CLI11's "not expected".
+  auto removed = std::make_shared<std::vector<std::string>>();
+  for (const char* flag : {"--gpus", "--workers", "--batch-size", "--prefetch-factor", "--memory", "--cpus",
+                           "--container", "--runtime-class", "--format"})
+    cmd->add_option_function<std::string>(flag, [removed, flag](const std::string&) { removed->push_back(flag); })
+        ->group("");
   auto handler = std::make_shared<std::string>("gpu-run");
   CLI::App* rc =
       cmd->add_subcommand("runtimeclass", "Print the RuntimeClass that selects the containerd runtime handler gpu-run");
@@ -206,7 +213,16 @@ void add_k8s_command(CLI::App& app) {
   rc->callback([handler] { std::cout << runtime_class_manifest(*handler); });
   add_k8s_webhook_command(*cmd);
   add_k8s_guard_command(*cmd);
-  cmd->callback([o, cmd] {
+  cmd->callback([o, cmd, removed] {
+    if (!removed->empty()) {
+      std::string flags;
+      for (std::size_t i = 0; i < removed->size(); ++i)
+        flags += (i == 0 ? "" : i + 1 == removed->size() ? " and " : ", ") + (*removed)[i];
+      throw usage_error("k8s: " + flags + (removed->size() > 1 ? " were" : " was") +
+                        " removed with the flag-only form: k8s now sizes each pod template of a manifest from its "
+                        "own nvidia.com/gpu, limits and gpu-run.* annotations: gpu-run-ctl k8s -f MANIFEST (--profile "
+                        "NAME for templates without a gpu-run.profile annotation; docs/kubernetes.md)");
+    }
     if (!cmd->get_subcommands().empty()) return;
     if (o->filename.empty())
       throw usage_error(

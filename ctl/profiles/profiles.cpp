@@ -1,6 +1,7 @@
 #include "ctl/profiles/profiles.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -37,6 +38,32 @@ std::string one_line(std::string text, std::size_t max) {
   return text;
 }
 
+// JSON as dump(2) lays it out, except that an array of numbers or strings (a shape) keeps one line.
+void write_profile_json(std::string& out, const json& value, const std::string& indent) {
+  const bool flat =
+      value.is_array() && std::none_of(value.begin(), value.end(), [](const json& v) { return v.is_structured(); });
+  if (!value.is_structured() || value.empty()) {
+    out += value.dump();
+    return;
+  }
+  if (flat) {
+    out += "[";
+    for (std::size_t i = 0; i < value.size(); ++i) out += (i ? ", " : "") + value[i].dump();
+    out += "]";
+    return;
+  }
+  const std::string inner = indent + "  ";
+  out += value.is_object() ? "{\n" : "[\n";
+  bool first = true;
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    out += (first ? "" : ",\n") + inner;
+    if (value.is_object()) out += json(it.key()).dump() + ": ";
+    write_profile_json(out, *it, inner);
+    first = false;
+  }
+  out += "\n" + indent + (value.is_object() ? "}" : "]");
+}
+
 void print_chain_lines(const json& entry, const std::string& indent) {
   const json& chain = entry["chain"];
   for (std::size_t i = 1; i < chain.size(); ++i)
@@ -46,6 +73,12 @@ void print_chain_lines(const json& entry, const std::string& indent) {
 }
 
 }  // namespace
+
+std::string profile_text(const json& profile) {
+  std::string out;
+  write_profile_json(out, profile, "");
+  return out + "\n";
+}
 
 std::string profile_name_for(const fs::path& file, const std::vector<fs::path>& dirs) {
   const fs::path f = file.lexically_normal();
@@ -170,7 +203,7 @@ void run_profiles_show(const ProfilesShowOptions& o) {
   std::cout << "profile " << shown["profile"]["name"].get<std::string>() << ": " << shown["path"].get<std::string>()
             << "\n";
   print_chain_lines(shown, "");
-  std::cout << shown["profile"].dump(2) << "\n";
+  std::cout << profile_text(shown["profile"]);
 }
 
 void add_profiles_command(CLI::App& app) {

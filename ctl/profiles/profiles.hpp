@@ -54,6 +54,10 @@ nlohmann::json list_profiles(const ProfileStore& store, const ProfileStore& host
 // "shadowed": [...]}. Throws Error for unknown or invalid profiles.
 nlohmann::json show_profile(const ProfileStore& store, const std::string& name_or_path);
 
+// A merged profile as `profiles show` prints it: indented JSON with each shape on one line
+// ("shape": [3, 224, 224]), ending in a newline.
+std::string profile_text(const nlohmann::json& profile);
+
 void run_profiles_list(const ProfilesListOptions& options);
 void run_profiles_show(const ProfilesShowOptions& options);
 

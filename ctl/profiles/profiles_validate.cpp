@@ -163,7 +163,8 @@ ValidationReport validate_profiles(const std::vector<fs::path>& paths, bool expl
         const std::string parent = doc["extends"].get<std::string>();
         // "extends" of its own name is the same profile further down the path.
         const bool self = parent == where || parent == stem || parent == team_name;
-        if (!store.find(parent, self ? t.file : fs::path())) add_error(unknown_parent_message(t.file, parent));
+        if (!store.find(parent, self ? t.file : fs::path()))
+          add_error(unknown_parent_message(t.file, parent, self ? std::vector<std::string>{} : store.suggest(parent)));
       }
     }
     if (!doc_errors.empty() || report.errors.size() != before_chain) continue;

@@ -190,6 +190,17 @@ TEST(ProfileStore, ExtendsUnknownParentIsAnError) {
   EXPECT_CONTAINS(m, "unknown parent profile 'nope'");
 }
 
+TEST(ProfileStore, ExtendsMisspeltParentOffersTheCloseNames) {
+  TempDir d;
+  d.write("imagenet.json", R"({"batch_size": 8})");
+  d.write("child.json", R"({"extends": "imagenett", "batch_size": 4})");
+  std::string m = error_of([&] { ProfileStore({d.path()}).load("child"); });
+  EXPECT_CONTAINS(m, "unknown parent profile 'imagenett': did you mean imagenet?");
+  // Nothing close: no offer.
+  d.write("other.json", R"({"extends": "zzzzzzzzzz"})");
+  EXPECT_EQ(error_of([&] { ProfileStore({d.path()}).load("other"); }).find("did you mean"), std::string::npos);
+}
+
 TEST(ProfileStore, ErrorInParentNamesTheParentFile) {
   TempDir d;
   d.write("child.json", R"({"extends": "base"})");

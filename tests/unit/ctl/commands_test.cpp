@@ -14,7 +14,7 @@ namespace {
 
 TEST(Cli, UsageErrorsExitTwo) {
   for (const char* args :
-       {"", "plan --bogus", "plan --profile", "k8s -f", "k8s --gpus 1", "k8s --container c",
+       {"", "plan --bogus", "plan --profile", "k8s -f", "k8s --gpus", "k8s --container",
         "k8s webhook-manifests --bogus", "k8s guard-manifests --bogus", "k8s guard-manifests --port", "profiles",
         "profiles show", "configure", "configure docker --set-default=maybe", "nope", "k8s runtimeclass --handler",
         "configure containerd --print=maybe", "configure docker --print=maybe"}) {
@@ -31,6 +31,62 @@ TEST(Cli, UsageErrorsExitTwo) {
       EXPECT_CONTAINS(err, "--help");
     }
   }
+}
+
+// The error line report_parse_error prints for `args`.
+std::string parse_error_line(const std::string& args) {
+  CLI::App app;
+  add_ctl_commands(app);
+  try {
+    app.parse(args, false);
+  } catch (const CLI::ParseError& e) {
+    testing::internal::CaptureStderr();
+    report_parse_error(app, e);
+    return testing::internal::GetCapturedStderr();
+  }
+  ADD_FAILURE() << "parsed: " << args;
+  return "";
+}
+
+TEST(Cli, UnexpectedWordsAreListedInTheUsersOrder) {
+  EXPECT_EQ(
+      parse_error_line("plan --gpus 2 one two three"),
+      "gpu-run-ctl plan: The following arguments were not expected: one two three (see gpu-run-ctl plan --help)\n");
+  EXPECT_EQ(parse_error_line("profiles show imagenet extra"),
+            "gpu-run-ctl profiles show: The following argument was not expected: extra (see gpu-run-ctl profiles show "
+            "--help)\n");
+  EXPECT_CONTAINS(parse_error_line("doctor c --bogus x"), "were not expected: --bogus x (see");
+}
+
+TEST(Cli, TheRemovedK8sFormIsAnsweredWithTheFormThatReplacedIt) {
+  CLI::App app;
+  add_ctl_commands(app);
+  const Error e = expect_error([&] { app.parse("k8s --profile imagenet --gpus 2 --container c", false); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "k8s: --gpus and --container were removed with the flag-only form");
+  EXPECT_CONTAINS(e.what(), "gpu-run-ctl k8s -f MANIFEST");
+  EXPECT_NOT_CONTAINS(e.what(), "not expected");
+  CLI::App one;
+  add_ctl_commands(one);
+  EXPECT_CONTAINS(expect_error([&] { one.parse("k8s --memory 16g -f x.yaml", false); }).what(),
+                  "k8s: --memory was removed");
+  // Hidden: --help shows the current form only.
+  CLI::App help;
+  add_ctl_commands(help);
+  EXPECT_NOT_CONTAINS(help.get_subcommand("k8s")->help(), "--gpus");
+}
+
+TEST(Cli, ConfigureHelpSaysWhatAnOptionExcludesAfterItsDescription) {
+  CLI::App app;
+  add_ctl_commands(app);
+  const std::string help = app.get_subcommand("configure")->get_subcommand("docker")->help();
+  EXPECT_NOT_CONTAINS(help, "Excludes");
+  EXPECT_CONTAINS(help, "  --config PATH ");
+  EXPECT_CONTAINS(help, "(not with --undo)");
+  EXPECT_CONTAINS(help, "(not with --set-default, --config, --runtime-path)");
+  // Each option keeps its line: name, type and default, then its description.
+  EXPECT_CONTAINS(help, "--daemon-json PATH=/etc/docker/daemon.json");
+  EXPECT_NOT_CONTAINS(app.get_subcommand("configure")->get_subcommand("podman")->help(), "Excludes");
 }
 
 TEST(Cli, HelpExitsZero) {
@@ -74,9 +130,10 @@ TEST(Cli, SizingFlagsSayTheSameOnEveryCommand) {
     for (const char* command : {"calibrate", "tune"}) EXPECT_EQ(help(command, flag), help("plan", flag)) << flag;
   for (const char* flag : {"--profile", "--gpus", "--workers"})
     EXPECT_EQ(help("calibrate", flag), help("plan", flag)) << flag;
-  // k8s -f reads each pod's own resources: its --profile is a default, and it has no --gpus.
+  // k8s -f reads each pod's own resources: its --profile is a default, and it has no --gpus (the
+  // removed form's, hidden, only answers with the form that replaced it).
   EXPECT_NE(help("k8s", "--profile"), help("plan", "--profile"));
-  EXPECT_EQ(app.get_subcommand("k8s")->get_option_no_throw("--gpus"), nullptr);
+  EXPECT_NOT_CONTAINS(app.get_subcommand("k8s")->help(), "--gpus");
   for (const char* flag : {"--profile", "--gpus"}) EXPECT_EQ(help("tune", flag), help("plan", flag)) << flag;
 }
 

@@ -306,6 +306,28 @@ TEST(DoctorLog, HostileLogs) {
   EXPECT_EQ(checks(diagnose_crash(empty)), "crash-log=OK");
 }
 
+TEST(DoctorLog, QuotesALineWithoutItsColourEscapes) {
+  // A logger's colours around its level word, and a bold span inside the message.
+  CrashFacts f;
+  read_crash_log(
+      "\033[31mERROR\033[0m trainer: RuntimeError: DataLoader worker (pid 7) is killed by signal: "
+      "\033[1mBus error\033[0m.\n",
+      f);
+  ASSERT_EQ(f.evidence.size(), 1u);
+  EXPECT_EQ(f.evidence[0].text,
+            "ERROR trainer: RuntimeError: DataLoader worker (pid 7) is killed by signal: Bus error.");
+  const auto findings = diagnose_crash(f);
+  ASSERT_EQ(checks(findings), "dataloader-bus-error=FAIL");
+  EXPECT_CONTAINS(findings[0].message, "line 1: \"ERROR trainer: RuntimeError");
+  EXPECT_NOT_CONTAINS(findings[0].message, "[31m");
+  EXPECT_NOT_CONTAINS(findings[0].message, "[0m");
+  // A bracket that is not an escape's stays: "[rank0]", "[W CUDAAllocator]".
+  CrashFacts ranks;
+  read_crash_log("[rank0]: RuntimeError: DataLoader worker (pid 8) is killed by signal: Bus error.\n", ranks);
+  ASSERT_EQ(ranks.evidence.size(), 1u);
+  EXPECT_EQ(ranks.evidence[0].text.rfind("[rank0]: RuntimeError", 0), 0u) << ranks.evidence[0].text;
+}
+
 TEST(DoctorLog, JsonCarriesTheEvidence) {
   const CrashFacts f = read("nccl-2.10-segment-extend.log");
   const auto j = crash_json(f, diagnose_crash(f));

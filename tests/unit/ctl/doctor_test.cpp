@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -516,6 +518,48 @@ TEST(Doctor, TextReport) {
   const std::string ok = format_findings(sized().target, diagnose(sized()));
   EXPECT_NOT_CONTAINS(ok, "fix:");
   EXPECT_CONTAINS(ok, "worst: OK\n");
+}
+
+TEST(Doctor, ColoursTheLevelsOnlyWhenAsked) {
+  const DoctorFacts f = plain();
+  const std::vector<Finding> findings = diagnose(f);
+  const std::string text = format_findings(f.target, findings, true);
+  EXPECT_CONTAINS(text, "\033[1;31mFAIL\033[0m  shm-size");
+  EXPECT_CONTAINS(text, "\033[32mOK\033[0m    ipc");
+  EXPECT_CONTAINS(text, "worst: \033[1;31mFAIL\033[0m\n");
+  EXPECT_NOT_CONTAINS(format_findings(f.target, findings), "\033");
+  // Without its escapes the coloured report is the plain one, column for column.
+  std::string stripped;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\033') {
+      i = text.find('m', i);
+      continue;
+    }
+    stripped += text[i];
+  }
+  EXPECT_EQ(stripped, format_findings(f.target, findings));
+  DoctorFacts warn = sized();
+  warn.ipc = parse_ipc_mode("host");
+  EXPECT_CONTAINS(format_findings(warn.target, diagnose(warn), true), "\033[1;33mWARN\033[0m  ");
+}
+
+TEST(Doctor, ColorAutoIsATerminalWithoutNoColor) {
+  using Env = std::map<std::string, std::string>;
+  const auto env = [](Env vars) {
+    return [vars](const std::string& k) -> std::optional<std::string> {
+      auto it = vars.find(k);
+      return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+    };
+  };
+  EXPECT_TRUE(use_color("auto", true, env({{"TERM", "xterm-256color"}})));
+  EXPECT_FALSE(use_color("auto", false, env({{"TERM", "xterm-256color"}})));
+  EXPECT_FALSE(use_color("auto", true, env({{"TERM", "dumb"}})));
+  EXPECT_FALSE(use_color("auto", true, env({})));
+  EXPECT_FALSE(use_color("auto", true, env({{"TERM", "xterm"}, {"NO_COLOR", "1"}})));
+  EXPECT_TRUE(use_color("auto", true, env({{"TERM", "xterm"}, {"NO_COLOR", ""}})));  // set but empty: ignored
+  EXPECT_TRUE(use_color("always", false, env({{"NO_COLOR", "1"}})));                 // the flag wins
+  EXPECT_FALSE(use_color("never", true, env({{"TERM", "xterm"}})));
+  EXPECT_EQ(expect_error([&] { use_color("yes", true, env({})); }).exit_code(), kExitUsage);
 }
 
 TEST(Doctor, JsonReport) {

@@ -192,9 +192,21 @@ TEST(Plan, APlanThatDoesNotFitSaysSoInItsLastLine) {
   o.memory = "384m";
   const ShmPlan plan = make_plan(o, Config{}, host_with_cpus(2), builtin_only_env);
   const std::string text = plan_text(plan);
-  EXPECT_CONTAINS(text, "DOES NOT FIT");
   EXPECT_EQ(text.find("gpu-run passes"), std::string::npos) << text;
   EXPECT_CONTAINS(text, "=> /dev/shm 256MiB does not fit: gpu-run starts nothing");
+  // The problem is said once: by the error run_plan throws after the text, not in the text too.
+  ASSERT_TRUE(plan.refusal);
+  const std::string problem = expect_error([&] { require_fits(plan, kFlagWords); }).what();
+  EXPECT_EQ(text.find(problem), std::string::npos) << text;
+  EXPECT_EQ(text.find("DOES NOT FIT"), std::string::npos) << text;
+  EXPECT_CONTAINS(text, "(the error below says what to change)");
+  // The same for an engine's refusal (ray-worker with no memory limit).
+  PlanOptions ray;
+  ray.sizing.profile = "ray-worker";
+  const ShmPlan unsized = make_plan(ray, Config{}, host_with_cpus(2), builtin_only_env);
+  ASSERT_TRUE(unsized.refusal);
+  const std::string ray_problem = expect_error([&] { require_fits(unsized, kFlagWords); }).what();
+  EXPECT_EQ(plan_text(unsized).find(ray_problem), std::string::npos) << plan_text(unsized);
   o.memory = "4g";
   EXPECT_CONTAINS(plan_text(make_plan(o, Config{}, host_with_cpus(2), builtin_only_env)),
                   "=> /dev/shm 256MiB (gpu-run passes --shm-size 256m)\n");

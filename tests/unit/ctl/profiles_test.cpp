@@ -80,5 +80,16 @@ TEST(ProfilesShow, GivesTheMergedProfileAndChain) {
   EXPECT_THROW(show_profile(store, "nope"), Error);
 }
 
+TEST(ProfilesShow, PrintsAShapeOnOneLine) {
+  const json profile = show_profile(ProfileStore({GPU_RUN_SOURCE_PROFILES}), "imagenet")["profile"];
+  const std::string text = profile_text(profile);
+  EXPECT_CONTAINS(text, "\"shape\": [3, 224, 224]\n");
+  EXPECT_CONTAINS(text, "\"shape\": []\n");
+  EXPECT_CONTAINS(text, "  \"fields\": [\n    {\n      \"dtype\": \"float32\",\n");
+  // The same document: only the layout differs from dump(2).
+  EXPECT_EQ(json::parse(text), profile);
+  EXPECT_EQ(text.back(), '\n');
+}
+
 }  // namespace
 }  // namespace gpurun

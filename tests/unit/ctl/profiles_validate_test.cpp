@@ -81,6 +81,15 @@ TEST(ProfilesValidate, EveryErrorOfAFileInOnePassNamedAsPlanNamesIt) {
   EXPECT_CONTAINS(all, "b.json: key 'extends': unknown parent profile 'nothing'");
 }
 
+TEST(ProfilesValidate, MisspeltParentOffersTheBuiltIn) {
+  TempDir dir;
+  dir.write("repo/mine.json", R"({"extends": "imagenett"})");
+  const ValidationReport report = validate_profiles({dir.path() / "repo"}, true, {GPU_RUN_SOURCE_PROFILES});
+  ASSERT_EQ(report.errors.size(), 1u);
+  EXPECT_CONTAINS(report.errors[0],
+                  "mine.json: key 'extends': unknown parent profile 'imagenett': did you mean imagenet");
+}
+
 TEST(ProfilesValidate, MissingExplicitPathIsAnErrorButNotOnTheSearchPath) {
   EXPECT_EQ(validate_profiles({"/nonexistent/gpu-run"}, true, {}).errors.size(), 1u);
   EXPECT_EQ(validation_summary(validate_profiles({"/nonexistent/gpu-run"}, true, {})),

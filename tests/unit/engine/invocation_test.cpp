@@ -330,6 +330,15 @@ TEST_F(WrapperTest, SaysLoudlyWhenTheCommandLineStartsOtherWorkersThanThePlan) {
   ASSERT_EQ(told.warnings.size(), 1u);
   EXPECT_NE(told.warnings[0].find("2 DataLoader workers per GPU rank (--workers)"), std::string::npos)
       << told.warnings[0];
+  // One rank on 2 CPUs, one CPU for 2 ranks: each word singular only for one.
+  const EngineInvocation one = run({"--profile", "imagenet", "--gpus", "1", "img", "python", "t.py", "-j", "7"});
+  ASSERT_EQ(one.warnings.size(), 1u);
+  EXPECT_CONTAINS(one.warnings[0], "(auto: 2 CPUs / 1 rank)");
+  host_.cpus = 1;
+  const EngineInvocation cpu = run({"--profile", "imagenet", "--gpus", "2", "img", "python", "t.py", "-j", "7"});
+  ASSERT_EQ(cpu.warnings.size(), 1u);
+  EXPECT_CONTAINS(cpu.warnings[0], "(auto: 1 CPU / 2 ranks)");
+  host_.cpus = 2;
   // The same count, or no worker flag: nothing to say.
   EXPECT_TRUE(run({"--profile", "imagenet", "--gpus", "2", "img", "python", "t.py", "-j", "1"}).warnings.empty());
   EXPECT_TRUE(run({"--profile", "imagenet", "--gpus", "2", "--workers", "4", "img", "python", "t.py", "-j", "4"})
