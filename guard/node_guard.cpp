@@ -175,7 +175,7 @@ class GuardRun {
     metrics_.remove(it->first);
     if (orphans_) orphans_->untrack(it->first);
     if (removes_decision_record(why)) {
-      perf_log_.on_end(it->second.info, *it->second.guard);  // before its record goes
+      perf_log_.on_end(it->second.info, *it->second.grower);  // before its record goes
       remove_decision_state(kDecisionDir, it->first);
     }
     changed_ = true;

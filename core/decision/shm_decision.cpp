@@ -188,7 +188,7 @@ ShmDecision decide_shm(const ContainerRequest& request, const SpecFacts& spec, c
       error = e;
     }
   }
-  if (!request.conflict.empty()) error = request.conflict;
+  if (!request.conflict.empty()) error = usage_error(request.conflict);
   if (const auto seen = command_worker_flag(spec.args)) {
     d.command_flag = seen->flag.substr(0, 80);
     d.command_workers = seen->workers;

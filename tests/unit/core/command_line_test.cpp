@@ -53,7 +53,7 @@ class CommandWorkersTest : public ::testing::Test {
 // said by core in the container's words, with the size 8 workers need.
 TEST_F(CommandWorkersTest, AShellCommandLineOfOtherWorkersIsNamedWithBothSizes) {
   const ShmDecision d = decide({"sh", "-c", "python train.py -j 8"}, {{"GPU_RUN_PROFILE", "imagenet"}});
-  ASSERT_TRUE(d.act) << d.error;
+  ASSERT_TRUE(d.act) << (d.error ? d.error->what() : "");
   ASSERT_FALSE(d.command_warning.empty());
   EXPECT_NE(d.command_warning.find("the command line's '-j 8' asks for 8 DataLoader workers"), std::string::npos)
       << d.command_warning;

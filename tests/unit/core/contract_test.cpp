@@ -113,7 +113,9 @@ TEST(Contract, TheWorkersAliasIsReadAsTheWorkersAndTwoValuesAreRefused) {
   const ShmDecision d = decide_shm(r, spec, Config{}, ProfileStore{{GPU_RUN_SOURCE_PROFILES}}, HostFacts{2, 0, kGiB});
   EXPECT_FALSE(d.act);
   EXPECT_TRUE(d.explicit_request);
-  EXPECT_EQ(d.error, r.conflict);
+  ASSERT_TRUE(d.error);
+  EXPECT_EQ(std::string(d.error->what()), r.conflict);
+  EXPECT_EQ(d.error->exit_code(), 2);
 }
 
 TEST(ContractTest, PodAppContainerByContainerdOrCrioKey) {

@@ -393,7 +393,7 @@ TEST_F(ShmDecisionTest, RecordedRequestReadsWhatGpuRunWrote) {
 // 256 GiB (the default profile's max_shm), more than the host has.
 TEST_F(ShmDecisionTest, TheRecordedCeilingIsNeverAboveTheHostsMemory) {
   ShmDecision d = decide(spec_with_env({{"GPU_RUN_PROFILE", "default"}}));
-  ASSERT_TRUE(d.act) << d.error;
+  ASSERT_TRUE(d.act) << error_text(d);
   ASSERT_TRUE(d.plan);
   ASSERT_GT(d.plan->max_shm, 24 * kGiB);  // the trap needs a max_shm above the host
   EXPECT_EQ(decision_record(d, "gpu-run").ceiling, 24 * kGiB);
@@ -402,7 +402,7 @@ TEST_F(ShmDecisionTest, TheRecordedCeilingIsNeverAboveTheHostsMemory) {
   SpecFacts limited = spec_with_env({{"GPU_RUN_PROFILE", "default"}});
   limited.memory_limit = 8 * kGiB;
   d = decide(limited);
-  ASSERT_TRUE(d.act) << d.error;
+  ASSERT_TRUE(d.act) << error_text(d);
   EXPECT_EQ(decision_record(d, "gpu-run").ceiling, 4 * kGiB);
 }
 
