@@ -76,7 +76,12 @@ ordered_json node_daemon_set(const NodeManifestOptions& o, const std::string& im
 std::vector<ordered_json> node_manifests(const NodeManifestOptions& o) {
   check_manifest_namespace(o.namespace_name);
   const std::string image = manifest_image(o.image, kDefaultGuardImage);
-  const std::string pause = manifest_image(o.pause_image, "registry.k8s.io/pause:3.9");
+  std::string pause;
+  try {
+    pause = manifest_image(o.pause_image, "registry.k8s.io/pause:3.9");
+  } catch (const Error& e) {
+    throw usage_error("--pause-image '" + k8s_shown(o.pause_image) + "': expected an image reference without spaces");
+  }
   if (!is_k8s_dns_label(o.handler))
     throw usage_error("--handler '" + k8s_shown(o.handler) +
                       "': expected the runtime handler's name (lowercase letters, digits and '-', at most 63)");

@@ -99,8 +99,7 @@ TEST(WebhookManifestsTest, ForRealClusters) {
                   "apiserver_admission_webhook_fail_open_count{name=\"shm.gpu-run.io\", type=\"admit\"}");
   EXPECT_EQ(rules[1]["alert"], "GpuRunWebhookRejectingPods");
   EXPECT_CONTAINS(rules[1]["expr"].get<std::string>(), "apiserver_admission_webhook_rejection_count{");
-  EXPECT_EQ(rules[0]["annotations"]["runbook_url"],
-            "file:///usr/share/doc/gpu-run/docs/kubernetes.md#gpurunwebhookfailingopen");
+  EXPECT_EQ(rules[0]["annotations"]["runbook_url"], kDefaultRunbookUrl + "#gpurunwebhookfailingopen");
   for (const ordered_json& object : objects)
     EXPECT_EQ(object["metadata"]["labels"]["release"], "kps") << object["kind"];
   o.no_monitoring = true;
