@@ -441,8 +441,8 @@ std::string render_guard_manifests(const GuardManifestOptions& o) {
       "# `gpu-run-ctl guard --engine containerd` on " +
       (o.all_nodes ? std::string("every node")
                    : std::string("GPU nodes (") + kGpuPresentLabel + "=true, or " + kRuntimeNodeLabel + " set)") +
-      ", its metrics Service (port " + std::to_string(guard_port(o.port)) +
-      ")\n# that a NetworkPolicy opens to namespace " + o.monitoring_namespace + " only" +
+      ",\n# its metrics Service (port " + std::to_string(guard_port(o.port)) +
+      ") that a NetworkPolicy opens to namespace " + o.monitoring_namespace + " only" +
       (o.no_monitoring
            ? ".\n"
            : ",\n# a ServiceMonitor and a PrometheusRule (prometheus-operator's CRDs), and a Grafana dashboard (a\n"
