@@ -12,6 +12,7 @@
 #include "ctl/doctor/doctor.hpp"
 #include "ctl/guard_command.hpp"
 #include "ctl/k8s/k8s.hpp"
+#include "ctl/node/node_install.hpp"
 #include "ctl/plan.hpp"
 #include "ctl/profiles/calibrate.hpp"
 #include "ctl/profiles/profiles.hpp"
@@ -74,6 +75,7 @@ void add_ctl_commands(CLI::App& app) {
   add_tune_command(app);
   add_doctor_command(app);
   add_reap_command(app);
+  add_node_command(app);
   CLI::App* configure = app.add_subcommand(
       "configure", "Register gpu-run with docker (daemon.json), podman (hooks.d) or containerd (config.toml)");
   configure->require_subcommand(1);

@@ -6,6 +6,7 @@
 set(CPACK_PACKAGE_NAME gpu-run)
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_VENDOR "gpu-run")
+set(CPACK_PACKAGE_HOMEPAGE_URL "https://github.com/gpu-run/gpu-run")
 set(CPACK_PACKAGE_CONTACT "gpu-run maintainers <maintainers@users.noreply.a-seed-1f58e9f9.example>")
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "right-sized /dev/shm for PyTorch training in containers")
 set(CPACK_PACKAGE_DESCRIPTION
@@ -55,7 +56,7 @@ set(CPACK_PACKAGE_RELOCATABLE OFF)
 set(CPACK_RPM_PACKAGE_LICENSE "Apache-2.0")
 set(CPACK_RPM_PACKAGE_REQUIRES_PRE "")
 set(CPACK_RPM_PACKAGE_SUGGESTS "runc")
-set(CPACK_RPM_USER_FILELIST "%config(noreplace) /etc/gpu-run/config.json")
+set(CPACK_RPM_USER_FILELIST "%config(noreplace) /etc/gpu-run/config.json" "%config(noreplace) /etc/logrotate.d/gpu-run")
 # Directories other packages own (the filesystem, man, bash-completion, containers-common, systemd).
 set(CPACK_RPM_EXCLUDE_FROM_AUTO_FILELIST_ADDITION
   /usr/lib/systemd /usr/lib/systemd/system /usr/lib/tmpfiles.d

@@ -11,6 +11,7 @@
 #include "base/k8s_quantity.hpp"
 #include "ctl/ctl_common.hpp"
 #include "ctl/k8s/k8s_guard.hpp"
+#include "ctl/k8s/k8s_node.hpp"
 #include "ctl/k8s/k8s_webhook.hpp"
 #include "ctl/k8s/pod_templates.hpp"
 #include "ctl/k8s/yaml.hpp"
@@ -213,6 +214,7 @@ void add_k8s_command(CLI::App& app) {
   rc->callback([handler] { std::cout << runtime_class_manifest(*handler); });
   add_k8s_webhook_command(*cmd);
   add_k8s_guard_command(*cmd);
+  add_k8s_node_command(*cmd);
   cmd->callback([o, cmd, removed] {
     if (!removed->empty()) {
       std::string flags;

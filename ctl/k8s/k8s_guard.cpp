@@ -8,6 +8,7 @@
 #include "base/error.hpp"
 #include "base/k8s_quantity.hpp"
 #include "ctl/k8s/manifest.hpp"
+#include "decision/contract.hpp"
 #include "guard/task_watch.hpp"
 #include "profiles/profile_store.hpp"
 
@@ -68,30 +69,6 @@ ordered_json host_path_volume(const char* name, const std::string& path, const c
   return {{"name", name}, {"hostPath", {{"path", path}, {"type", type}}}};
 }
 
-// What the DaemonSet's pod spec takes from the flags, checked.
-struct GuardPodPlacement {
-  ordered_json tolerations = ordered_json::array();
-  ordered_json node_selector = ordered_json::object();
-  ordered_json pull_secrets = ordered_json::array();
-  std::string priority_class;
-  ordered_json max_unavailable;
-};
-
-GuardPodPlacement placement(const GuardManifestOptions& o) {
-  GuardPodPlacement p;
-  for (const std::string& t :
-       o.tolerations.empty() ? std::vector<std::string>{"nvidia.com/gpu:NoSchedule"} : o.tolerations)
-    p.tolerations.push_back(parse_toleration(t));
-  p.node_selector = parse_label_flags(o.node_selectors, "--node-selector");
-  p.pull_secrets = image_pull_secrets(o.image_pull_secrets, "the guard's");
-  if (!is_dns_subdomain(o.priority_class))
-    throw usage_error("--priority-class '" + k8s_shown(o.priority_class) +
-                      "': expected a PriorityClass's name (lowercase letters, digits, '-' and '.')");
-  p.priority_class = o.priority_class;
-  p.max_unavailable = max_unavailable(o.max_unavailable);
-  return p;
-}
-
 bool is_critical_priority_class(const std::string& name) {
   for (const char* critical : kCriticalPriorityClasses)
     if (name == critical) return true;
@@ -99,7 +76,7 @@ bool is_critical_priority_class(const std::string& name) {
 }
 
 ordered_json daemon_set(const std::string& ns, const std::string& image, int port, const std::string& state,
-                        const GuardPodPlacement& placement, const ProfileTree* profiles) {
+                        const DaemonSetPlacement& placement, const ProfileTree* profiles) {
   const std::string tasks = state + "/" + kContainerdTaskDir;
   // The guard's loops' progress, not /metrics: its table answers while a loop is stuck (guard_health.hpp).
   const ordered_json probe = {{"httpGet", {{"path", "/healthz"}, {"port", "metrics"}}}, {"timeoutSeconds", 2}};
@@ -141,9 +118,7 @@ ordered_json daemon_set(const std::string& ns, const std::string& image, int por
         {{"name", "profiles"}, {"mountPath", "/etc/gpu-run/profiles.d"}, {"readOnly", true}}}}};
   ordered_json pod_spec = {{"hostPID", true},
                            {"automountServiceAccountToken", false},
-                           {"priorityClassName", placement.priority_class},
                            {"terminationGracePeriodSeconds", 10},
-                           {"tolerations", placement.tolerations},
                            {"containers", ordered_json::array({container})},
                            {"volumes",
                             {host_path_volume("containerd-tasks", tasks, "Directory"),
@@ -151,8 +126,7 @@ ordered_json daemon_set(const std::string& ns, const std::string& image, int por
                              host_path_volume("host-shm", "/dev/shm", "Directory"),
                              {{"name", "config"}, {"configMap", {{"name", kGuardConfigMap}, {"optional", true}}}},
                              profiles_volume(profiles)}}};
-  if (!placement.node_selector.empty()) pod_spec["nodeSelector"] = placement.node_selector;
-  if (!placement.pull_secrets.empty()) pod_spec["imagePullSecrets"] = placement.pull_secrets;
+  apply_placement(pod_spec, placement);
   ordered_json d = manifest_object("apps/v1", "DaemonSet", guard_metadata(kGuardName, ns));
   d["spec"] = {{"selector", {{"matchLabels", app_labels(kGuardName)}}},
                // A rollout stops the guard on this many nodes at once (their pods keep what they have).
@@ -242,6 +216,72 @@ ordered_json dashboard_variable(const char* name, const char* label, const std::
 
 }  // namespace
 
+ordered_json gpu_node_affinity(bool or_runtime_label) {
+  // Terms are ORed: a node with either label.
+  ordered_json terms = {
+      {{"matchExpressions", {{{"key", kGpuPresentLabel}, {"operator", "In"}, {"values", {"true"}}}}}}};
+  if (or_runtime_label) terms.push_back({{"matchExpressions", {{{"key", kRuntimeNodeLabel}, {"operator", "Exists"}}}}});
+  return {{"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution", {{"nodeSelectorTerms", terms}}}}}};
+}
+
+DaemonSetPlacement daemon_set_placement(const DaemonSetPlacementFlags& o, const std::string& whose,
+                                        bool or_runtime_label) {
+  DaemonSetPlacement p;
+  for (const std::string& t :
+       o.tolerations.empty() ? std::vector<std::string>{"nvidia.com/gpu:NoSchedule"} : o.tolerations)
+    p.tolerations.push_back(parse_toleration(t));
+  p.node_selector = parse_label_flags(o.node_selectors, "--node-selector");
+  if (!o.all_nodes) p.affinity = gpu_node_affinity(or_runtime_label);
+  p.pull_secrets = image_pull_secrets(o.image_pull_secrets, whose);
+  if (!is_dns_subdomain(o.priority_class))
+    throw usage_error("--priority-class '" + k8s_shown(o.priority_class) +
+                      "': expected a PriorityClass's name (lowercase letters, digits, '-' and '.')");
+  p.priority_class = o.priority_class;
+  p.max_unavailable = max_unavailable(o.max_unavailable);
+  return p;
+}
+
+void apply_placement(ordered_json& pod_spec, const DaemonSetPlacement& p) {
+  pod_spec["priorityClassName"] = p.priority_class;
+  pod_spec["tolerations"] = p.tolerations;
+  if (!p.node_selector.empty()) pod_spec["nodeSelector"] = p.node_selector;
+  if (!p.affinity.is_null()) pod_spec["affinity"] = p.affinity;
+  if (!p.pull_secrets.empty()) pod_spec["imagePullSecrets"] = p.pull_secrets;
+}
+
+void add_placement_options(CLI::App& cmd, DaemonSetPlacementFlags& o, const std::string& what) {
+  cmd.add_option("--toleration", o.tolerations,
+                 "A taint " + what +
+                     " pods tolerate (repeatable; replaces the default nvidia.com/gpu:NoSchedule): "
+                     "KEY=VALUE:EFFECT, KEY:EFFECT, KEY (any value and effect), or all (every taint)")
+      ->type_name("TOLERATION");
+  cmd.add_option("--node-selector", o.node_selectors, "Run only on nodes with this label (repeatable)")
+      ->type_name("KEY=VALUE");
+  cmd.add_flag("--all-nodes", o.all_nodes,
+               std::string("Every node the tolerations admit, not only GPU nodes (by default a node affinity on ") +
+                   kGpuPresentLabel + "=true, NVIDIA's GPU Feature Discovery's label, or gpu-run's " +
+                   kRuntimeNodeLabel + ")");
+  cmd.add_option("--image-pull-secret", o.image_pull_secrets,
+                 "A Secret in " + what + " namespace to pull the image with (repeatable)")
+      ->type_name("NAME");
+  cmd.add_option("--priority-class", o.priority_class,
+                 "The pods' PriorityClass (system-node-critical and system-cluster-critical get the "
+                 "ResourceQuota a namespace other than kube-system needs)")
+      ->type_name("NAME")
+      ->capture_default_str();
+  cmd.add_option("--max-unavailable", o.max_unavailable, "Nodes whose pod a rollout stops at once: N or N%")
+      ->type_name("N|N%")
+      ->capture_default_str();
+}
+
+std::string tolerated_words(const DaemonSetPlacementFlags& o) {
+  std::string tolerated;
+  for (const std::string& t :
+       o.tolerations.empty() ? std::vector<std::string>{"nvidia.com/gpu:NoSchedule"} : o.tolerations)
+    tolerated += (tolerated.empty() ? "" : ", ") + (t == "all" ? std::string("every taint") : t);
+  return tolerated;
+}
+
 ordered_json parse_toleration(const std::string& text) {
   if (text == "all") return {{"operator", "Exists"}};
   static const char* const effects[] = {"NoSchedule", "PreferNoSchedule", "NoExecute"};
@@ -325,7 +365,8 @@ std::vector<ordered_json> guard_manifests(const GuardManifestOptions& o, const P
   const std::string image = manifest_image(o.image, kDefaultGuardImage);
   const int port = guard_port(o.port);
   check_containerd_state(o.containerd_state);
-  const GuardPodPlacement pod = placement(o);
+  const DaemonSetPlacement pod = daemon_set_placement(o, "the guard's", /*or_runtime_label=*/true);
+  check_manifest_namespace(o.monitoring_namespace, "--monitoring-namespace");
   const ordered_json labels = parse_label_flags(o.labels, "--label");
   check_runbook_url(o.runbook_url);
 
@@ -354,6 +395,17 @@ std::vector<ordered_json> guard_manifests(const GuardManifestOptions& o, const P
       {"selector", app_labels(kGuardName)},
       {"ports", {{{"name", "metrics"}, {"port", port}, {"targetPort", "metrics"}, {"protocol", "TCP"}}}}};
   out.push_back(service);
+  // The metrics name every tenant's pods: only the monitoring namespace may read them. The
+  // kubelet's probes come from the node, which NetworkPolicy implementations admit.
+  ordered_json policy = manifest_object("networking.k8s.io/v1", "NetworkPolicy", guard_metadata(kGuardName, ns));
+  policy["spec"] = {
+      {"podSelector", {{"matchLabels", app_labels(kGuardName)}}},
+      {"policyTypes", {"Ingress"}},
+      {"ingress",
+       {{{"from",
+          {{{"namespaceSelector", {{"matchLabels", {{"kubernetes.io/metadata.name", o.monitoring_namespace}}}}}}}},
+         {"ports", {{{"port", port}, {"protocol", "TCP"}}}}}}}};
+  out.push_back(policy);
   if (!o.no_monitoring) {
     ordered_json monitor =
         manifest_object("monitoring.coreos.com/v1", "ServiceMonitor", guard_metadata(kGuardName, ns));
@@ -382,16 +434,16 @@ std::vector<ordered_json> guard_manifests(const GuardManifestOptions& o, const P
 std::string render_guard_manifests(const GuardManifestOptions& o, const ProfileTree* profiles) {
   const std::vector<ordered_json> objects = guard_manifests(o, profiles);
   const std::string tasks = o.containerd_state + "/" + kContainerdTaskDir;
-  std::string tolerated;
-  for (const std::string& t :
-       o.tolerations.empty() ? std::vector<std::string>{"nvidia.com/gpu:NoSchedule"} : o.tolerations)
-    tolerated += (tolerated.empty() ? "" : ", ") + (t == "all" ? std::string("every taint") : t);
+  const std::string tolerated = tolerated_words(o);
   const bool quota = o.namespace_name != "kube-system" && is_critical_priority_class(o.priority_class);
   const std::string header =
       "# gpu-run's node guard in namespace " + o.namespace_name +
       " (gpu-run-ctl k8s guard-manifests): a DaemonSet running\n"
-      "# `gpu-run-ctl guard --engine containerd` on every node, its metrics Service (port " +
-      std::to_string(guard_port(o.port)) + ")" +
+      "# `gpu-run-ctl guard --engine containerd` on " +
+      (o.all_nodes ? std::string("every node")
+                   : std::string("GPU nodes (") + kGpuPresentLabel + "=true, or " + kRuntimeNodeLabel + " set)") +
+      ",\n# its metrics Service (port " + std::to_string(guard_port(o.port)) +
+      ") that a NetworkPolicy opens to namespace " + o.monitoring_namespace + " only" +
       (o.no_monitoring
            ? ".\n"
            : ",\n# a ServiceMonitor and a PrometheusRule (prometheus-operator's CRDs), and a Grafana dashboard (a\n"
@@ -430,7 +482,8 @@ void add_k8s_guard_command(CLI::App& k8s) {
   auto o = std::make_shared<GuardManifestOptions>();
   CLI::App* cmd = k8s.add_subcommand(
       "guard-manifests",
-      "Print the Kubernetes objects that run the node guard on every node: DaemonSet, Service, ServiceMonitor, "
+      "Print the Kubernetes objects that run the node guard on GPU nodes: DaemonSet, Service, NetworkPolicy, "
+      "ServiceMonitor, "
       "PrometheusRule, Grafana dashboard");
   cmd->add_option("--namespace", o->namespace_name, "Namespace to run the guard in")
       ->type_name("NS")
@@ -441,25 +494,14 @@ void add_k8s_guard_command(CLI::App& k8s) {
                   "containerd's state directory on the nodes, whose tasks the guard watches")
       ->type_name("DIR")
       ->capture_default_str();
-  cmd->add_option("--toleration", o->tolerations,
-                  "A taint the guard's pods tolerate (repeatable; replaces the default nvidia.com/gpu:NoSchedule): "
-                  "KEY=VALUE:EFFECT, KEY:EFFECT, KEY (any value and effect), or all (every taint)")
-      ->type_name("TOLERATION");
-  cmd->add_option("--node-selector", o->node_selectors, "Run only on nodes with this label (repeatable)")
-      ->type_name("KEY=VALUE");
-  cmd->add_option("--image-pull-secret", o->image_pull_secrets,
-                  "A Secret in the guard's namespace to pull the image with (repeatable)")
-      ->type_name("NAME");
+  add_placement_options(*cmd, *o, "the guard's");
   cmd->add_option("--label", o->labels,
                   "A label on every object, e.g. the one your Prometheus selects rules and monitors by (repeatable)")
       ->type_name("KEY=VALUE");
-  cmd->add_option("--priority-class", o->priority_class,
-                  "The guard's PriorityClass (system-node-critical and system-cluster-critical get the "
-                  "ResourceQuota a namespace other than kube-system needs)")
-      ->type_name("NAME")
-      ->capture_default_str();
-  cmd->add_option("--max-unavailable", o->max_unavailable, "Nodes whose guard a rollout stops at once: N or N%")
-      ->type_name("N|N%")
+  cmd->add_option("--monitoring-namespace", o->monitoring_namespace,
+                  "The namespace of the Prometheus that scrapes the guards: the NetworkPolicy admits only its pods to "
+                  "the metrics port")
+      ->type_name("NS")
       ->capture_default_str();
   cmd->add_flag("--no-monitoring", o->no_monitoring,
                 "No ServiceMonitor, PrometheusRule or dashboard (a cluster without prometheus-operator's CRDs)");

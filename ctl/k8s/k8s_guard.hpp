@@ -20,22 +20,61 @@ class App;
 
 namespace gpurun {
 
-struct GuardManifestOptions {
-  std::string namespace_name = "gpu-run-guard";
-  std::string image;                                 // empty: kDefaultGuardImage
-  std::string port = "9477";                         // the metrics port, 1 to 65535
-  std::string containerd_state = "/run/containerd";  // the nodes' containerd state directory
+// Where a DaemonSet of gpu-run's runs, as guard-manifests and node-manifests take it.
+struct DaemonSetPlacementFlags {
   // --toleration KEY[=VALUE][:EFFECT] or all (every taint); none given: nvidia.com/gpu:NoSchedule.
   std::vector<std::string> tolerations;
   std::vector<std::string> node_selectors;      // --node-selector KEY=VALUE
   std::vector<std::string> image_pull_secrets;  // --image-pull-secret NAME
-  std::vector<std::string> labels;              // --label KEY=VALUE, on every object
   std::string priority_class = "system-node-critical";
   std::string max_unavailable = "10%";  // the DaemonSet's rolling update: N or N%
-  bool no_monitoring = false;           // no ServiceMonitor, PrometheusRule or dashboard
+  bool all_nodes = false;               // --all-nodes: no GPU-node affinity
+};
+
+struct GuardManifestOptions : DaemonSetPlacementFlags {
+  std::string namespace_name = "gpu-run-guard";
+  std::string image;                                 // empty: kDefaultGuardImage
+  std::string port = "9477";                         // the metrics port, 1 to 65535
+  std::string containerd_state = "/run/containerd";  // the nodes' containerd state directory
+  std::vector<std::string> labels;                   // --label KEY=VALUE, on every object
+  bool no_monitoring = false;                        // no ServiceMonitor, PrometheusRule or dashboard
+  // The namespace whose pods (Prometheus) may reach the metrics port; the NetworkPolicy admits no other.
+  std::string monitoring_namespace = "monitoring";
   std::string runbook_url = kDefaultRunbookUrl;
   std::optional<std::string> profiles_dir;  // --profiles DIR: the teams' profiles, as a ConfigMap
 };
+
+// What a DaemonSet's pod spec takes from DaemonSetPlacementFlags, checked.
+struct DaemonSetPlacement {
+  nlohmann::ordered_json tolerations = nlohmann::ordered_json::array();
+  nlohmann::ordered_json node_selector = nlohmann::ordered_json::object();
+  nlohmann::ordered_json affinity;  // null with --all-nodes
+  nlohmann::ordered_json pull_secrets = nlohmann::ordered_json::array();
+  std::string priority_class;
+  nlohmann::ordered_json max_unavailable;
+};
+
+// The label NVIDIA's GPU Feature Discovery puts on a node with a GPU (nvidia.com/gpu.present=true).
+inline constexpr const char* kGpuPresentLabel = "nvidia.com/gpu.present";
+
+// The pods' node affinity on GPU nodes: nvidia.com/gpu.present=true, or (`or_runtime_label`)
+// gpu-run.io/runtime set (by gpu-run-ctl node install, or by hand). Pure.
+nlohmann::ordered_json gpu_node_affinity(bool or_runtime_label);
+
+// The flags checked, naming the flag that is wrong (Error, exit 2); `whose` ("the guard's") names
+// the pull secrets' namespace; `or_runtime_label` as gpu_node_affinity. Pure.
+DaemonSetPlacement daemon_set_placement(const DaemonSetPlacementFlags& flags, const std::string& whose,
+                                        bool or_runtime_label);
+
+// Sets the pod spec's tolerations, priorityClassName, nodeSelector, affinity and imagePullSecrets.
+void apply_placement(nlohmann::ordered_json& pod_spec, const DaemonSetPlacement& placement);
+
+// Registers --toleration, --node-selector, --image-pull-secret, --priority-class,
+// --max-unavailable and --all-nodes; `what` names the pods in the help ("the guard's").
+void add_placement_options(CLI::App& cmd, DaemonSetPlacementFlags& flags, const std::string& what);
+
+// "Tolerated: ..." for a manifest's header.
+std::string tolerated_words(const DaemonSetPlacementFlags& flags);
 
 // The priority classes Kubernetes creates for the system, which a namespace other than
 // kube-system may use only under a ResourceQuota that names them (the ResourceQuota admission

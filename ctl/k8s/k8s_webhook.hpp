@@ -30,6 +30,12 @@ struct WebhookManifestOptions {
   bool no_monitoring = false;                   // no PrometheusRule
   std::string runbook_url = kDefaultRunbookUrl;
   std::optional<std::string> profiles_dir;  // --profiles DIR: the teams' profiles, as a ConfigMap
+  // Placement, as the guard's flags: --toleration (none by default), --node-selector,
+  // --priority-class (none by default) and --replicas.
+  std::vector<std::string> tolerations;
+  std::vector<std::string> node_selectors;
+  std::string priority_class;
+  std::string replicas = "2";
 };
 
 // The webhook's own config (pod/webhook_config.hpp, gpu-run-webhook(1)), as the ConfigMap ships it
@@ -57,8 +63,9 @@ std::vector<std::string> webhook_dns_names(const std::string& namespace_name);
 
 // The objects, in apply order. `tls`: the self-signed pair (a Secret and the caBundle); without
 // it cert-manager objects (a CA chain). `config`: webhook.json's text, checked. Pure. Throws
-// Error (exit 2) on a bad namespace, image, config, CIDR, label or runbook URL. With `profiles`
-// (read from --profiles), their ConfigMap too, mounted as the tree it was (profiles_config_map.hpp).
+// Error (exit 2) on a bad namespace, image, config, CIDR, label, runbook URL, toleration, node
+// selector, priority class or replica count. With `profiles` (read from --profiles), their
+// ConfigMap too, mounted as the tree it was (profiles_config_map.hpp).
 std::vector<nlohmann::ordered_json> webhook_manifests(const WebhookManifestOptions& options,
                                                       const std::optional<WebhookTlsPair>& tls,
                                                       const std::string& config = kDefaultWebhookConfig,

@@ -11,9 +11,9 @@ namespace gpurun {
 
 using nlohmann::ordered_json;
 
-void check_manifest_namespace(const std::string& ns) {
+void check_manifest_namespace(const std::string& ns, const std::string& flag) {
   if (!is_k8s_dns_label(ns))
-    throw usage_error("--namespace '" + k8s_shown(ns) +
+    throw usage_error(flag + " '" + k8s_shown(ns) +
                       "': expected a namespace name (lowercase letters, digits and '-', at most 63)");
 }
 

@@ -13,8 +13,8 @@ namespace gpurun {
 // (`k8s webhook-manifests --profiles DIR`, `k8s guard-manifests --profiles DIR`).
 inline constexpr const char* kProfilesConfigMap = "gpu-run-profiles";
 
-// Throws Error (exit 2) naming --namespace unless `ns` is a namespace name (a DNS label).
-void check_manifest_namespace(const std::string& ns);
+// Throws Error (exit 2) naming `flag` unless `ns` is a namespace name (a DNS label).
+void check_manifest_namespace(const std::string& ns, const std::string& flag = "--namespace");
 
 // `image`, or `fallback` when `image` is empty. Throws Error (exit 2) naming --image unless the
 // result is an image reference: 1 to 512 characters, no spaces or control characters.
@@ -59,9 +59,14 @@ nlohmann::ordered_json parse_label_flags(const std::vector<std::string>& items, 
 // policy selects objects by).
 void add_object_labels(std::vector<nlohmann::ordered_json>& objects, const nlohmann::ordered_json& labels);
 
-// The docs' page every alert's runbook_url points into, where the gpu-run package installs it
-// (--runbook-url: the same page as the team serves it).
-inline constexpr const char* kDefaultRunbookUrl = "file:///usr/share/doc/gpu-run/docs/kubernetes.md";
+// The project's repository (packaging/cpack.cmake's CPACK_PACKAGE_HOMEPAGE_URL says the same).
+inline constexpr const char* kProjectUrl = "https://github.com/gpu-run/gpu-run";
+
+// The docs' page every alert's runbook_url points into: docs/kubernetes.md of this version in the
+// project's repository, an https link a browser opens from Alertmanager (--runbook-url: the same
+// page as the team serves it).
+inline const std::string kDefaultRunbookUrl =
+    std::string(kProjectUrl) + "/blob/v" + GPU_RUN_VERSION + "/docs/kubernetes.md";
 
 // Throws Error (exit 2) naming --runbook-url unless `url` is an http, https or file URL without
 // spaces or a '#'.

@@ -37,13 +37,14 @@ assert_eq "" "$(diff "$work/default.yaml" "$here/../../packaging/kubernetes/gpu-
 assert_eq 0 "$?" "guard-manifests with every flag: exit 0"
 "$CTL" k8s guard-manifests --toleration all --toleration dedicated=gpu:NoExecute \
   --node-selector nvidia.com/gpu.present=true --image-pull-secret regcred --label release=kps \
-  --priority-class gpu-agents --max-unavailable 25% --no-monitoring >"$work/placed.yaml"
+  --priority-class gpu-agents --max-unavailable 25% --no-monitoring --all-nodes --monitoring-namespace obs \
+  >"$work/placed.yaml"
 assert_eq 0 "$?" "guard-manifests with the placement flags and --no-monitoring: exit 0"
 
 for bad in "--namespace Bad_NS" "--image two\ words" "--port 0" "--port 65536" "--port nine" \
   "--containerd-state run/containerd" "--toleration x:Never" "--node-selector pool" \
   "--image-pull-secret Reg_Cred" "--label app.kubernetes.io/name=x" "--priority-class Bad" \
-  "--max-unavailable 0%" "--runbook-url wiki"; do
+  "--max-unavailable 0%" "--runbook-url wiki" "--monitoring-namespace Obs_1"; do
   flag=${bad%% *}
   out=$(eval "\"\$CTL\" k8s guard-manifests $bad" 2>&1)
   rc=$?
@@ -54,8 +55,8 @@ done
 for f in default custom placed; do
   kinds=$(kubectl label --local -f "$work/$f.yaml" gpu-run.io/checked=yes -o json 2>"$work/kubectl.err" |
     jq -r 'if .items then .items[].kind else .kind end' | tr '\n' ' ')
-  want="Namespace ResourceQuota DaemonSet Service ServiceMonitor PrometheusRule ConfigMap "
-  [[ $f == placed ]] && want="Namespace DaemonSet Service "
+  want="Namespace ResourceQuota DaemonSet Service NetworkPolicy ServiceMonitor PrometheusRule ConfigMap "
+  [[ $f == placed ]] && want="Namespace DaemonSet Service NetworkPolicy "
   assert_eq "$want" "$kinds" "$f: kubectl reads every object ($(head -c 200 "$work/kubectl.err"))"
 done
 
@@ -65,7 +66,7 @@ import yaml
 from k8s_models import check, done, read_objects
 
 MODELS = {"Namespace": "V1Namespace", "DaemonSet": "V1DaemonSet", "Service": "V1Service", "ConfigMap": "V1ConfigMap",
-          "ResourceQuota": "V1ResourceQuota"}
+          "ResourceQuota": "V1ResourceQuota", "NetworkPolicy": "V1NetworkPolicy"}
 path, variant, work, docs = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 ns, port, state = {"default": ("gpu-run-guard", 9477, "/run/containerd"),
                    "custom": ("shm-guard", 9555, "/run/k3s/containerd"),
@@ -88,6 +89,9 @@ if variant == "placed":
     check(objs["DaemonSet"].spec.update_strategy.rolling_update.max_unavailable == "25%", "placed: maxUnavailable 25%")
     check(all(o.metadata.labels.get("release") == "kps" for o in objs.values()), "placed: --label on every object")
     check("ResourceQuota" not in objs and "PrometheusRule" not in objs, "placed: no quota for its own class, no monitoring")
+    check(pod.affinity is None, "placed: --all-nodes: no GPU-node affinity")
+    check(objs["NetworkPolicy"].spec.ingress[0]._from[0].namespace_selector.match_labels
+          == {"kubernetes.io/metadata.name": "obs"}, "placed: --monitoring-namespace obs is the one admitted")
     done()
 
 quota = objs["ResourceQuota"].spec
@@ -145,12 +149,24 @@ check(mon["spec"]["selector"]["matchLabels"] == svc.metadata.labels and ep["port
       variant + ": the ServiceMonitor scrapes the Service's port, keeping the pods' labels")
 groups = objs["PrometheusRule"]["spec"]["groups"]
 down = [r for g in groups for r in g["rules"] if r["alert"] == "GpuRunGuardDown"][0]
-base = {"default": "file:///usr/share/doc/gpu-run/docs/kubernetes.md",
+version = sys.argv[5]
+base = {"default": "https://github.com/gpu-run/gpu-run/blob/v%s/docs/kubernetes.md" % version,
         "custom": "https://wiki.example/gpu-run/kubernetes.html"}[variant]
 for r in (r for g in groups for r in g["rules"]):
     url = r["annotations"]["runbook_url"]
     check(url == base + "#" + r["alert"].lower() and r["alert"].lower() in sections,
           "%s: %s's runbook_url is its section of docs/kubernetes.md (%s)" % (variant, r["alert"], url))
+terms = pod.affinity.node_affinity.required_during_scheduling_ignored_during_execution.node_selector_terms
+check([(e.key, e.operator, e.values) for t in terms for e in t.match_expressions]
+      == [("nvidia.com/gpu.present", "In", ["true"]), ("gpu-run.io/runtime", "Exists", None)] and len(terms) == 2,
+      variant + ": on GPU nodes: nvidia.com/gpu.present=true OR gpu-run.io/runtime set (two terms, ORed)")
+np = objs["NetworkPolicy"].spec
+check(np.pod_selector.match_labels == d.spec.template.metadata.labels and np.policy_types == ["Ingress"]
+      and len(np.ingress) == 1 and len(np.ingress[0]._from) == 1
+      and np.ingress[0]._from[0].namespace_selector.match_labels == {"kubernetes.io/metadata.name": "monitoring"}
+      and np.ingress[0]._from[0].pod_selector is None
+      and [(p.port, p.protocol) for p in np.ingress[0].ports] == [(port, "TCP")],
+      variant + ": the NetworkPolicy admits only namespace monitoring, to the metrics port")
 check('job="%s"' % svc.metadata.name in down["expr"] and 'namespace="%s"' % ns in down["expr"],
       variant + ": GpuRunGuardDown watches the Service's job")
 check(objs["Namespace"].metadata.labels.get("pod-security.kubernetes.io/enforce") == "privileged",
@@ -182,7 +198,7 @@ done()
 PYEOF
 for f in default custom placed; do
   PYTHONPATH=$here "$PY" "$work/check.py" "$work/$f.yaml" "$f" "$work" "$here/../../docs/kubernetes.md" \
-    >"$work/$f.out" 2>&1
+    "$("$CTL" --version | awk '{ print $2 }')" >"$work/$f.out" 2>&1
   rc=$?
   it_count_checks "$work/$f.out"
   assert_eq 0 "$rc" "$f: the model checks pass"

@@ -103,9 +103,12 @@ for f in /usr/bin/gpu-run /usr/bin/gpu-run-hook /usr/bin/gpu-run-runtime /usr/bi
 done
 assert_eq Apache-2.0 "$(rpm -qp --queryformat '%{LICENSE}' "$rpmf" 2>/dev/null)" "rpm: License is Apache-2.0"
 assert_contains "$(dpkg-deb --fsys-tarfile "$deb" | tar -xOf - ./usr/share/doc/gpu-run/copyright)" "License: Apache-2.0" "deb: copyright names Apache-2.0"
-assert_eq /etc/gpu-run/config.json "$(rpm -qp --configfiles "$rpmf" 2>/dev/null)" "rpm: config.json is its only %config file"
-assert_contains "$(rpm -qp --queryformat '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpmf" 2>/dev/null)" \
-  "cn /etc/gpu-run/config.json" "rpm: config.json is %config(noreplace)"
+assert_eq "/etc/gpu-run/config.json
+/etc/logrotate.d/gpu-run" "$(rpm -qp --configfiles "$rpmf" 2>/dev/null | sort)" \
+  "rpm: config.json and the logrotate file are its only %config files"
+rpm_flags=$(rpm -qp --queryformat '[%{FILEFLAGS:fflags} %{FILENAMES}\n]' "$rpmf" 2>/dev/null)
+assert_contains "$rpm_flags" "cn /etc/gpu-run/config.json" "rpm: config.json is %config(noreplace)"
+assert_contains "$rpm_flags" "cn /etc/logrotate.d/gpu-run" "rpm: the logrotate file is %config(noreplace)"
 rpm_scripts=$(rpm -qp --scripts "$rpmf" 2>/dev/null)
 assert_contains "$rpm_scripts" "postinstall scriptlet" "rpm: %post installs the hooks.d entry"
 assert_contains "$rpm_scripts" "/usr/share/containers/oci/hooks.d" "rpm: scripts name the hooks.d directory"
@@ -152,7 +155,8 @@ for f in /usr/share/gpu-run/profiles/{default,imagenet,multi-gpu}.json /etc/gpu-
   /usr/share/man/man5/gpu-run-{profile,config}.5.gz \
   /usr/share/bash-completion/completions/{gpu-run,gpu-run-ctl} \
   /usr/share/zsh/vendor-completions/{_gpu-run,_gpu-run-ctl} \
-  /usr/share/fish/vendor_completions.d/{gpu-run,gpu-run-ctl}.fish /usr/share/doc/gpu-run/copyright; do
+  /usr/share/fish/vendor_completions.d/{gpu-run,gpu-run-ctl}.fish /usr/share/doc/gpu-run/copyright \
+  /etc/logrotate.d/gpu-run; do
   [[ -f $root$f ]] && it_pass "$f installed" || it_fail "$f missing"
 done
 # The node guard's unit: installed, naming the installed gpu-run-ctl, and not enabled.
@@ -172,6 +176,16 @@ assert_contains "$(cat "$tmpfiles" 2>/dev/null)" "d /run/gpu-run 0755 root root"
 [[ -d $root/etc/gpu-run/profiles.d ]] && it_pass "/etc/gpu-run/profiles.d exists" || it_fail "/etc/gpu-run/profiles.d missing"
 assert_contains "$(in_root dpkg-query -W -f '${Conffiles}' gpu-run)" "/etc/gpu-run/config.json" \
   "config.json is a dpkg conffile"
+assert_contains "$(in_root dpkg-query -W -f '${Conffiles}' gpu-run)" "/etc/logrotate.d/gpu-run" \
+  "the logrotate file is a dpkg conffile"
+# logrotate's own parser reads it (debug mode: parses and plans, rotates nothing).
+if command -v logrotate >/dev/null; then
+  lr_out=$(logrotate -d "$root/etc/logrotate.d/gpu-run" 2>&1)
+  assert_contains "$lr_out" "/var/log/gpu-run.log" "logrotate -d reads the package's file for /var/log/gpu-run.log"
+  assert_not_contains "$lr_out" "error" "logrotate -d finds no error in the package's file"
+else
+  it_log "logrotate is not installed here: its own parse of /etc/logrotate.d/gpu-run is not checked"
+fi
 hooks=$root/usr/share/containers/oci/hooks.d/gpu-run.json
 if cmp -s "$root/usr/share/gpu-run/hooks.d/gpu-run.json" "$hooks"; then
   it_pass "postinst put the hooks.d entry in /usr/share/containers/oci/hooks.d"

@@ -87,7 +87,7 @@ from k8s_models import check, done, read_objects
 MODELS = {"Namespace": "V1Namespace", "ConfigMap": "V1ConfigMap", "Secret": "V1Secret", "Deployment": "V1Deployment",
           "Service": "V1Service", "PodDisruptionBudget": "V1PodDisruptionBudget", "NetworkPolicy": "V1NetworkPolicy",
           "MutatingWebhookConfiguration": "V1MutatingWebhookConfiguration"}
-path, variant, tls_dir, data, docs = sys.argv[1:6]
+path, variant, tls_dir, data, docs, version = sys.argv[1:7]
 docs_all = [d for d in yaml.safe_load_all(open(path)) if d]
 
 # Debian's python3-kubernetes (22.6) knows the Kubernetes 1.22 API: the two newer fields are checked
@@ -232,7 +232,7 @@ if variant != "cm-config":
     sections = {slug(m.group(1).strip()) for m in re.finditer(r"^#{1,6}\s+(.*)$", open(docs).read(), re.M)}
     groups = objs["PrometheusRule"]["spec"]["groups"]
     for r in (r for g in groups for r in g["rules"]):
-        check(r["annotations"]["runbook_url"] == "file:///usr/share/doc/gpu-run/docs/kubernetes.md#" + r["alert"].lower()
+        check(r["annotations"]["runbook_url"] == "https://github.com/gpu-run/gpu-run/blob/v%s/docs/kubernetes.md#" % version + r["alert"].lower()
               and r["alert"].lower() in sections, "%s: %s's runbook_url is its section of docs/kubernetes.md" % (variant, r["alert"]))
     yaml.safe_dump({"groups": groups}, open(path + ".rules.yml", "w"))
     for g in groups:
@@ -243,7 +243,7 @@ done()
 PYEOF
 for f in cm ss cm-config; do
   PYTHONPATH=$here "$PY" "$work/models.py" "$work/$f.yaml" "$f" "$work/tls" "$here/../data" \
-    "$here/../../docs/kubernetes.md" >"$work/$f.out" 2>&1
+    "$here/../../docs/kubernetes.md" "$("$CTL" --version | awk '{ print $2 }')" >"$work/$f.out" 2>&1
   rc=$?
   it_count_checks "$work/$f.out"
   assert_eq 0 "$rc" "$f: the model checks pass"

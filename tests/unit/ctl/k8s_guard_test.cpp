@@ -33,8 +33,9 @@ std::vector<std::string> guard_kinds(const std::vector<ordered_json>& objects) {
 
 TEST(GuardManifestsTest, TheObjectsInApplyOrder) {
   const auto objects = guard_manifests(GuardManifestOptions{});
-  EXPECT_EQ(guard_kinds(objects), (std::vector<std::string>{"Namespace", "ResourceQuota", "DaemonSet", "Service",
-                                                            "ServiceMonitor", "PrometheusRule", "ConfigMap"}));
+  EXPECT_EQ(guard_kinds(objects),
+            (std::vector<std::string>{"Namespace", "ResourceQuota", "DaemonSet", "Service", "NetworkPolicy",
+                                      "ServiceMonitor", "PrometheusRule", "ConfigMap"}));
   const ordered_json& ns = guard_object(objects, "Namespace");
   EXPECT_EQ(ns["metadata"]["name"], "gpu-run-guard");
   EXPECT_EQ(ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "privileged");
@@ -42,6 +43,48 @@ TEST(GuardManifestsTest, TheObjectsInApplyOrder) {
     if (o["kind"] != "Namespace") {
       EXPECT_EQ(o["metadata"]["namespace"], "gpu-run-guard") << o["kind"];
     }
+  }
+}
+
+TEST(GuardManifestsTest, TheRunbookIsAnHttpsLinkToThisVersionsDocs) {
+  EXPECT_EQ(kDefaultRunbookUrl,
+            std::string("https://github.com/gpu-run/gpu-run/blob/v") + GPU_RUN_VERSION + "/docs/kubernetes.md");
+}
+
+TEST(GuardManifestsTest, GpuNodesByDefaultEveryNodeWithAllNodes) {
+  const auto objects = guard_manifests(GuardManifestOptions{});
+  const ordered_json& terms =
+      guard_object(objects, "DaemonSet")["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+                                        ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+  ASSERT_EQ(terms.size(), 2u);  // ORed
+  EXPECT_EQ(terms[0]["matchExpressions"][0],
+            ordered_json({{"key", "nvidia.com/gpu.present"}, {"operator", "In"}, {"values", {"true"}}}));
+  EXPECT_EQ(terms[1]["matchExpressions"][0], ordered_json({{"key", "gpu-run.io/runtime"}, {"operator", "Exists"}}));
+  GuardManifestOptions all;
+  all.all_nodes = true;
+  EXPECT_FALSE(guard_object(guard_manifests(all), "DaemonSet")["spec"]["template"]["spec"].contains("affinity"));
+}
+
+TEST(GuardManifestsTest, OnlyTheMonitoringNamespaceReachesTheMetrics) {
+  GuardManifestOptions o;
+  o.port = "9555";
+  o.monitoring_namespace = "obs";
+  const auto objects = guard_manifests(o);
+  const ordered_json& spec = guard_object(objects, "NetworkPolicy")["spec"];
+  EXPECT_EQ(spec["podSelector"]["matchLabels"],
+            guard_object(objects, "DaemonSet")["spec"]["template"]["metadata"]["labels"]);
+  EXPECT_EQ(spec["policyTypes"], ordered_json({"Ingress"}));
+  ASSERT_EQ(spec["ingress"].size(), 1u);
+  EXPECT_EQ(spec["ingress"][0]["from"],
+            ordered_json::parse(R"([{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "obs"}}}])"));
+  EXPECT_EQ(spec["ingress"][0]["ports"], ordered_json::parse(R"([{"port": 9555, "protocol": "TCP"}])"));
+  o.monitoring_namespace = "Obs_1";
+  try {
+    guard_manifests(o);
+    ADD_FAILURE() << "a bad --monitoring-namespace was taken";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_CONTAINS(std::string(e.what()), "--monitoring-namespace 'Obs_1'");
   }
 }
 
@@ -129,7 +172,7 @@ TEST(GuardManifestsTest, ScrapedAndAlerted) {
   EXPECT_CONTAINS(rules[3]["expr"].get<std::string>(), "absent(kube_daemonset_status_desired_number_scheduled{");
   for (const ordered_json& rule : rules)
     EXPECT_EQ(
-        rule["annotations"]["runbook_url"], "file:///usr/share/doc/gpu-run/docs/kubernetes.md#" + [&] {
+        rule["annotations"]["runbook_url"], kDefaultRunbookUrl + "#" + [&] {
           std::string a = rule["alert"];
           for (char& ch : a) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
           return a;
@@ -162,8 +205,8 @@ TEST(GuardManifestsTest, PlacedWhereTheClusterSays) {
   EXPECT_EQ(pod["imagePullSecrets"], ordered_json::parse(R"([{"name": "regcred"}])"));
   EXPECT_EQ(pod["priorityClassName"], "gpu-agents");
   EXPECT_EQ(d["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"], 3);
-  EXPECT_EQ(guard_kinds(objects), (std::vector<std::string>{"Namespace", "DaemonSet", "Service", "ServiceMonitor",
-                                                            "PrometheusRule", "ConfigMap"}))
+  EXPECT_EQ(guard_kinds(objects), (std::vector<std::string>{"Namespace", "DaemonSet", "Service", "NetworkPolicy",
+                                                            "ServiceMonitor", "PrometheusRule", "ConfigMap"}))
       << "no ResourceQuota for a class of one's own";
   for (const ordered_json& object : objects) {
     EXPECT_EQ(object["metadata"]["labels"]["release"], "kube-prometheus-stack") << object["kind"];
@@ -189,7 +232,7 @@ TEST(GuardManifestsTest, NoMonitoringForAClusterWithoutPrometheusOperator) {
   GuardManifestOptions o;
   o.no_monitoring = true;
   EXPECT_EQ(guard_kinds(guard_manifests(o)),
-            (std::vector<std::string>{"Namespace", "ResourceQuota", "DaemonSet", "Service"}));
+            (std::vector<std::string>{"Namespace", "ResourceQuota", "DaemonSet", "Service", "NetworkPolicy"}));
   EXPECT_EQ(render_guard_manifests(o).find("ServiceMonitor"), std::string::npos);
 }
 
@@ -217,7 +260,7 @@ TEST(GuardManifestsTest, RenderedAsOneYamlStreamThatSaysWhy) {
   EXPECT_EQ(text.rfind("# gpu-run's node guard in namespace gpu-run-guard", 0), 0u);
   std::size_t documents = 0;
   for (std::size_t at = text.find("\n---\n"); at != std::string::npos; at = text.find("\n---\n", at + 1)) ++documents;
-  EXPECT_EQ(documents, 7u);
+  EXPECT_EQ(documents, 8u);
   for (const char* why : {"hostPID:", "SYS_PTRACE:", "SYS_ADMIN, SYS_CHROOT:", "DAC_OVERRIDE:",
                           "/run/gpu-run, read-write", "/dev/shm, read-only", "seccomp RuntimeDefault"})
     EXPECT_CONTAINS(text, why);

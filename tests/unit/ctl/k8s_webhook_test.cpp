@@ -99,8 +99,7 @@ TEST(WebhookManifestsTest, ForRealClusters) {
                   "apiserver_admission_webhook_fail_open_count{name=\"shm.gpu-run.io\", type=\"admit\"}");
   EXPECT_EQ(rules[1]["alert"], "GpuRunWebhookRejectingPods");
   EXPECT_CONTAINS(rules[1]["expr"].get<std::string>(), "apiserver_admission_webhook_rejection_count{");
-  EXPECT_EQ(rules[0]["annotations"]["runbook_url"],
-            "file:///usr/share/doc/gpu-run/docs/kubernetes.md#gpurunwebhookfailingopen");
+  EXPECT_EQ(rules[0]["annotations"]["runbook_url"], kDefaultRunbookUrl + "#gpurunwebhookfailingopen");
   for (const ordered_json& object : objects)
     EXPECT_EQ(object["metadata"]["labels"]["release"], "kps") << object["kind"];
   o.no_monitoring = true;
@@ -145,7 +144,7 @@ TEST(WebhookManifestsTest, DeploymentIsHardened) {
   EXPECT_EQ(c["securityContext"]["capabilities"]["drop"], ordered_json::array({"ALL"}));
   EXPECT_EQ(c["livenessProbe"]["httpGet"]["path"], "/healthz");
   EXPECT_EQ(c["readinessProbe"]["httpGet"]["path"], "/readyz");
-  EXPECT_EQ(c["resources"]["limits"]["memory"], "128Mi");
+  EXPECT_EQ(c["resources"]["limits"]["memory"], "320Mi");
   EXPECT_EQ(c["resources"]["requests"]["cpu"], "50m");
   EXPECT_EQ(pod["volumes"][2]["configMap"]["name"], "gpu-run-profiles");
   EXPECT_EQ(c["volumeMounts"][2]["mountPath"], "/profiles");
@@ -221,6 +220,39 @@ TEST(WebhookManifestsTest, BadInputIsAUsageError) {
   // Neither or both certificate set-ups.
   EXPECT_CONTAINS(expect_error([] { run_webhook_manifests(WebhookManifestOptions{}); }).what(),
                   "--cert-manager or --self-signed DIR");
+}
+
+TEST(WebhookManifestsTest, PlacedAsTheGuardIs) {
+  WebhookManifestOptions o;
+  const auto defaults = webhook_manifests(o, std::nullopt);
+  const ordered_json& plain = find(defaults, "Deployment");
+  EXPECT_EQ(plain["spec"]["replicas"], 2);
+  EXPECT_FALSE(plain["spec"]["template"]["spec"].contains("tolerations"));
+  EXPECT_FALSE(plain["spec"]["template"]["spec"].contains("priorityClassName"));
+  EXPECT_EQ(plain["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"], "320Mi");
+  o.tolerations = {"dedicated=infra:NoSchedule"};
+  o.node_selectors = {"pool=system"};
+  o.priority_class = "system-cluster-critical";
+  o.replicas = "3";
+  const auto objects = webhook_manifests(o, std::nullopt);
+  const ordered_json& pod = find(objects, "Deployment")["spec"]["template"]["spec"];
+  EXPECT_EQ(find(objects, "Deployment")["spec"]["replicas"], 3);
+  EXPECT_EQ(
+      pod["tolerations"],
+      ordered_json::parse(R"([{"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}])"));
+  EXPECT_EQ(pod["nodeSelector"], ordered_json::parse(R"({"pool": "system"})"));
+  EXPECT_EQ(pod["priorityClassName"], "system-cluster-critical");
+  for (const auto& [field, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--replicas '0'", "0"}, {"--replicas 'two'", "two"}, {"--priority-class 'Bad'", "Bad"}}) {
+    WebhookManifestOptions bad;
+    if (field.rfind("--replicas", 0) == 0)
+      bad.replicas = value;
+    else
+      bad.priority_class = value;
+    const Error e = expect_error([&] { webhook_manifests(bad, std::nullopt); });
+    EXPECT_EQ(e.exit_code(), kExitUsage);
+    EXPECT_CONTAINS(std::string(e.what()), field);
+  }
 }
 
 TEST(WebhookManifestsTest, DnsNamesOfTheService) {
