@@ -15,6 +15,7 @@
 #include "base/fd.hpp"
 #include "base/file_io.hpp"
 #include "base/k8s_quantity.hpp"
+#include "base/program_path.hpp"
 #include "ctl/configure/chain.hpp"
 #include "ctl/configure/configure_containerd.hpp"
 #include "ctl/ctl_common.hpp"
@@ -228,7 +229,7 @@ void run_node_install(const NodeInstallOptions& o) {
   if (!is_k8s_dns_label(o.handler))
     throw usage_error("--handler '" + o.handler +
                       "': expected a runtime handler's name (lowercase letters, digits, '-')");
-  const std::vector<PlannedFile> planned = plan_files(o.source_dir.empty() ? self_dir() : fs::path(o.source_dir));
+  const std::vector<PlannedFile> planned = plan_files(o.source_dir.empty() ? program_dir() : fs::path(o.source_dir));
 
   NodeInstallRecord record = load_record(root).value_or(NodeInstallRecord{});
   if (!record.handler.empty() && (record.handler != o.handler || record.containerd_config != o.containerd_config))

@@ -71,7 +71,8 @@ tmpl = ds["spec"]["template"]
 pod = tmpl["spec"]
 c, = pod["containers"]
 sc = c["securityContext"]
-known_pod = {"hostPID", "automountServiceAccountToken", "priorityClassName", "terminationGracePeriodSeconds",
+# affinity says where the pod lands (GPU nodes), nothing the container runs with
+known_pod = {"affinity", "hostPID", "automountServiceAccountToken", "priorityClassName", "terminationGracePeriodSeconds",
              "tolerations", "containers", "volumes"}
 known_sc = {"privileged", "readOnlyRootFilesystem", "runAsUser", "capabilities", "seccompProfile"}
 assert set(pod) <= known_pod, "pod spec: %s" % (set(pod) - known_pod)
