@@ -1,6 +1,7 @@
 #include "ctl/node/host_root.hpp"
 
 #include <fcntl.h>
+#include <nghttp2/nghttp2.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <thread>
 
 #include "base/error.hpp"
@@ -23,56 +25,50 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// HTTP/2 (RFC 9113): frame types and flags the probe uses.
-constexpr std::uint8_t kData = 0x0, kHeaders = 0x1, kRstStream = 0x3, kSettings = 0x4, kGoAway = 0x7;
-constexpr std::uint8_t kEndStream = 0x1, kAck = 0x1, kEndHeaders = 0x4;
+// The probe's state, shared with nghttp2's callbacks.
+struct CriProbe {
+  int fd = -1;
+  std::size_t answer_bytes = 0;  // of stream 1's DATA: a gRPC message prefix and the response
+  bool closed = false;           // stream 1 closed, or the server sent GOAWAY
+};
 
-std::string frame(std::uint8_t type, std::uint8_t flags, std::uint32_t stream, const std::string& payload) {
-  std::string f;
-  const auto n = static_cast<std::uint32_t>(payload.size());
-  f += static_cast<char>((n >> 16) & 0xff);
-  f += static_cast<char>((n >> 8) & 0xff);
-  f += static_cast<char>(n & 0xff);
-  f += static_cast<char>(type);
-  f += static_cast<char>(flags);
-  for (int shift = 24; shift >= 0; shift -= 8) f += static_cast<char>((stream >> shift) & 0xff);
-  return f + payload;
-}
-
-// HPACK's "literal header field without indexing, new name", no Huffman: names and values
-// shorter than 127 bytes.
-std::string literal_field(const std::string& name, const std::string& value) {
-  return std::string(1, '\0') + static_cast<char>(name.size()) + name + static_cast<char>(value.size()) + value;
-}
-
-// Reads exactly `n` bytes before `deadline`; false on timeout, EOF or error.
-bool read_exact(int fd, std::string& out, std::size_t n, Clock::time_point deadline) {
-  out.clear();
-  while (out.size() < n) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) return false;
-    pollfd p{fd, POLLIN, 0};
-    const int r = ::poll(&p, 1, static_cast<int>(left));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    char buffer[4096];
-    const ssize_t got = ::read(fd, buffer, std::min(sizeof buffer, n - out.size()));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    out.append(buffer, static_cast<std::size_t>(got));
-  }
-  return true;
-}
-
-bool send_all(int fd, const std::string& data) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+ssize_t send_frames(nghttp2_session*, const uint8_t* data, size_t length, int, void* user) {
+  const int fd = static_cast<CriProbe*>(user)->fd;
+  for (;;) {
+    const ssize_t n = ::send(fd, data, length, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    done += static_cast<std::size_t>(n);
+    return n < 0 ? static_cast<ssize_t>(NGHTTP2_ERR_CALLBACK_FAILURE) : n;
   }
-  return true;
+}
+
+int on_data(nghttp2_session*, uint8_t, int32_t stream, const uint8_t*, size_t length, void* user) {
+  if (stream == 1) static_cast<CriProbe*>(user)->answer_bytes += length;
+  return 0;
+}
+
+int on_close(nghttp2_session*, int32_t stream, uint32_t, void* user) {
+  if (stream == 1) static_cast<CriProbe*>(user)->closed = true;
+  return 0;
+}
+
+int on_frame(nghttp2_session*, const nghttp2_frame* frame, void* user) {
+  if (frame->hd.type == NGHTTP2_GOAWAY) static_cast<CriProbe*>(user)->closed = true;
+  return 0;
+}
+
+// An empty VersionRequest: the gRPC message prefix (not compressed, length 0) and end of stream.
+ssize_t empty_grpc_message(nghttp2_session*, int32_t, uint8_t* buf, size_t length, uint32_t* flags,
+                           nghttp2_data_source*, void*) {
+  constexpr size_t kPrefix = 5;
+  if (length < kPrefix) return NGHTTP2_ERR_CALLBACK_FAILURE;
+  std::memset(buf, 0, kPrefix);
+  *flags |= NGHTTP2_DATA_FLAG_EOF;
+  return kPrefix;
+}
+
+nghttp2_nv header(const char* name, const char* value) {
+  return {reinterpret_cast<uint8_t*>(const_cast<char*>(name)), reinterpret_cast<uint8_t*>(const_cast<char*>(value)),
+          std::strlen(name), std::strlen(value), NGHTTP2_NV_FLAG_NONE};
 }
 
 }  // namespace
@@ -165,44 +161,61 @@ bool cri_answers(const fs::path& socket, std::chrono::milliseconds timeout, std:
     why = std::string("connect: ") + std::strerror(errno);
     return false;
   }
-  const std::string headers = literal_field(":method", "POST") + literal_field(":scheme", "http") +
-                              literal_field(":path", "/runtime.v1.RuntimeService/Version") +
-                              literal_field(":authority", "localhost") +
-                              literal_field("content-type", "application/grpc") + literal_field("te", "trailers");
-  // An empty VersionRequest: the gRPC message prefix (not compressed, length 0).
-  const std::string request = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + frame(kSettings, 0, 0, "") +
-                              frame(kHeaders, kEndHeaders, 1, headers) +
-                              frame(kData, kEndStream, 1, std::string(5, '\0'));
-  if (!send_all(fd.get(), request)) {
-    why = std::string("send: ") + std::strerror(errno);
-    return false;
-  }
-  std::string head, payload;
+
+  CriProbe probe;
+  probe.fd = fd.get();
+  nghttp2_session_callbacks* callbacks = nullptr;
+  if (nghttp2_session_callbacks_new(&callbacks) != 0) throw Error("nghttp2: out of memory");
+  nghttp2_session_callbacks_set_send_callback(callbacks, send_frames);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data);
+  nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_close);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame);
+  nghttp2_session* raw = nullptr;
+  const int made = nghttp2_session_client_new(&raw, callbacks, &probe);
+  nghttp2_session_callbacks_del(callbacks);
+  if (made != 0) throw Error(std::string("nghttp2: ") + nghttp2_strerror(made));
+  const std::unique_ptr<nghttp2_session, decltype(&nghttp2_session_del)> session(raw, nghttp2_session_del);
+
+  const nghttp2_nv headers[] = {header(":method", "POST"),
+                                header(":scheme", "http"),
+                                header(":path", "/runtime.v1.RuntimeService/Version"),
+                                header(":authority", "localhost"),
+                                header("content-type", "application/grpc"),
+                                header("te", "trailers")};
+  nghttp2_data_provider body{};
+  body.read_callback = empty_grpc_message;
+  nghttp2_submit_settings(raw, NGHTTP2_FLAG_NONE, nullptr, 0);
+  if (nghttp2_submit_request(raw, nullptr, headers, std::size(headers), &body, nullptr) < 0)
+    throw Error("nghttp2: the RuntimeService.Version request was refused");
+
   for (;;) {
-    if (!read_exact(fd.get(), head, 9, deadline)) {
+    if (const int sent = nghttp2_session_send(raw); sent != 0) {
+      why = std::string("send: ") + nghttp2_strerror(sent);
+      return false;
+    }
+    // A response message: its 5-byte prefix and a non-empty VersionResponse.
+    if (probe.answer_bytes > 5) return true;
+    if (probe.closed) {
+      why = "RuntimeService.Version got no response (containerd without its CRI plugin?)";
+      return false;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd.get(), POLLIN, 0};
+    const int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left)) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
       why = "no answer to RuntimeService.Version";
       return false;
     }
-    const std::size_t length = (static_cast<std::uint8_t>(head[0]) << 16) | (static_cast<std::uint8_t>(head[1]) << 8) |
-                               static_cast<std::uint8_t>(head[2]);
-    const auto type = static_cast<std::uint8_t>(head[3]);
-    const auto flags = static_cast<std::uint8_t>(head[4]);
-    const std::uint32_t stream = ((static_cast<std::uint8_t>(head[5]) & 0x7fu) << 24) |
-                                 (static_cast<std::uint8_t>(head[6]) << 16) |
-                                 (static_cast<std::uint8_t>(head[7]) << 8) | static_cast<std::uint8_t>(head[8]);
-    if (length > (1u << 20) || !read_exact(fd.get(), payload, length, deadline)) {
-      why = "a malformed HTTP/2 frame";
+    uint8_t buffer[16384];
+    const ssize_t got = ::read(fd.get(), buffer, sizeof buffer);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      why = "the server closed the connection without an answer to RuntimeService.Version";
       return false;
     }
-    if (type == kSettings && !(flags & kAck) && !send_all(fd.get(), frame(kSettings, kAck, 0, ""))) {
-      why = "send: the SETTINGS acknowledgement";
-      return false;
-    }
-    if (stream != 1 && type != kGoAway) continue;
-    // A response message: its 5-byte prefix and a non-empty VersionResponse.
-    if (type == kData && payload.size() > 5) return true;
-    if (type == kRstStream || type == kGoAway || (type == kHeaders && (flags & kEndStream))) {
-      why = "RuntimeService.Version got no response (containerd without its CRI plugin?)";
+    if (const auto used = nghttp2_session_mem_recv(raw, buffer, static_cast<size_t>(got)); used < 0) {
+      why = std::string("not an HTTP/2 answer: ") + nghttp2_strerror(static_cast<int>(used));
       return false;
     }
   }

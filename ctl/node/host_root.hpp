@@ -30,11 +30,10 @@ void restart_containerd(const std::optional<std::string>& command);
 // True when the gRPC server on the unix socket `socket` answers CRI's RuntimeService.Version
 // with a response message; else false with the reason in `why`. Waits at most `timeout`.
 //
-// There is no gRPC or HTTP/2 library among the project's dependencies: this speaks the least of
-// HTTP/2 that a unary call needs (the preface, a SETTINGS frame and its ACK, one HEADERS frame of
-// literal fields, one DATA frame) and decides on the frames' types alone, never decoding the
-// server's headers: a DATA frame on the stream is an answer; trailers, a reset or a GOAWAY
-// without one are not (a containerd without the CRI plugin answers "unimplemented").
+// The call goes through nghttp2 (Debian's libnghttp2, linked from its archive): a client
+// session with one unary request (an empty VersionRequest). A DATA frame on the stream is an
+// answer; trailers alone, a reset or a GOAWAY are not (a containerd without the CRI plugin
+// answers "unimplemented").
 bool cri_answers(const fs::path& socket, std::chrono::milliseconds timeout, std::string& why);
 
 // Waits until cri_answers(socket) or `timeout` passes; throws Error naming the socket, the

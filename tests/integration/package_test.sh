@@ -59,6 +59,8 @@ assert_exit 0 lintian --fail-on error "$deb"
 assert_not_contains "$IT_OUT" "E: " "lintian reports no errors on the .deb"
 assert_not_contains "$(dpkg-deb -f "$deb" Depends)" "yaml-cpp" \
   "the gpu-run package does not depend on yaml-cpp (gpu-run-ctl links its archive)"
+assert_not_contains "$(dpkg-deb -f "$deb" Depends)" "nghttp2" \
+  "the gpu-run package does not depend on nghttp2 (gpu-run-ctl links its archive)"
 assert_exit 0 dpkg-deb -c "$deb"
 assert_contains "$IT_OUT" "./usr/share/doc/gpu-run/docs/kubernetes.md" "the guides README.md links to are installed beside it"
 
