@@ -249,6 +249,14 @@ void apply_placement(ordered_json& pod_spec, const DaemonSetPlacement& p) {
   if (!p.pull_secrets.empty()) pod_spec["imagePullSecrets"] = p.pull_secrets;
 }
 
+void add_namespace_and_image_options(CLI::App& cmd, std::string& namespace_name, std::string& image,
+                                     const std::string& who, const std::string& image_help) {
+  cmd.add_option("--namespace", namespace_name, "Namespace to run " + who + " in")
+      ->type_name("NS")
+      ->capture_default_str();
+  cmd.add_option("--image", image, image_help)->type_name("IMAGE");
+}
+
 void add_placement_options(CLI::App& cmd, DaemonSetPlacementFlags& o, const std::string& what) {
   cmd.add_option("--toleration", o.tolerations,
                  "A taint " + what +
@@ -485,10 +493,8 @@ void add_k8s_guard_command(CLI::App& k8s) {
       "Print the Kubernetes objects that run the node guard on GPU nodes: DaemonSet, Service, NetworkPolicy, "
       "ServiceMonitor, "
       "PrometheusRule, Grafana dashboard");
-  cmd->add_option("--namespace", o->namespace_name, "Namespace to run the guard in")
-      ->type_name("NS")
-      ->capture_default_str();
-  cmd->add_option("--image", o->image, "The guard's image (default: " + kDefaultGuardImage + ")")->type_name("IMAGE");
+  add_namespace_and_image_options(*cmd, o->namespace_name, o->image, "the guard",
+                                  "The guard's image (default: " + kDefaultGuardImage + ")");
   cmd->add_option("--port", o->port, "The metrics port of each node's guard")->type_name("N")->capture_default_str();
   cmd->add_option("--containerd-state", o->containerd_state,
                   "containerd's state directory on the nodes, whose tasks the guard watches")

@@ -73,6 +73,11 @@ void apply_placement(nlohmann::ordered_json& pod_spec, const DaemonSetPlacement&
 // --max-unavailable and --all-nodes; `what` names the pods in the help ("the guard's").
 void add_placement_options(CLI::App& cmd, DaemonSetPlacementFlags& flags, const std::string& what);
 
+// Registers --namespace (its default shown) and --image of a manifests command: `who` runs in the
+// namespace ("the guard"), `image_help` says what the image is and its default.
+void add_namespace_and_image_options(CLI::App& cmd, std::string& namespace_name, std::string& image,
+                                     const std::string& who, const std::string& image_help);
+
 // "Tolerated: ..." for a manifest's header.
 std::string tolerated_words(const DaemonSetPlacementFlags& flags);
 

@@ -159,12 +159,9 @@ void add_k8s_node_command(CLI::App& k8s) {
       "node-manifests",
       "Print the node installer's DaemonSet (gpu-run-ctl node install on every GPU node) and the RuntimeClass; "
       "--uninstall: what takes gpu-run off every node");
-  cmd->add_option("--namespace", o->namespace_name, "Namespace to run the installer in")
-      ->type_name("NS")
-      ->capture_default_str();
-  cmd->add_option("--image", o->image,
-                  "The installer's image, holding the programs (default: " + kDefaultGuardImage + ", the guard's)")
-      ->type_name("IMAGE");
+  add_namespace_and_image_options(
+      *cmd, o->namespace_name, o->image, "the installer",
+      "The installer's image, holding the programs (default: " + kDefaultGuardImage + ", the guard's)");
   cmd->add_option("--pause-image", o->pause_image, "What the pod runs once installed")
       ->type_name("IMAGE")
       ->capture_default_str();

@@ -373,11 +373,8 @@ void add_k8s_webhook_command(CLI::App& k8s) {
       "webhook-manifests",
       "Print the Kubernetes objects that run gpu-run-webhook: Deployment, Service, webhook configuration, "
       "PodDisruptionBudget, NetworkPolicy, certificates, PrometheusRule");
-  cmd->add_option("--namespace", o->namespace_name, "Namespace to run the webhook in")
-      ->type_name("NS")
-      ->capture_default_str();
-  cmd->add_option("--image", o->image, "The webhook's image (default: " + kDefaultWebhookImage + ")")
-      ->type_name("IMAGE");
+  add_namespace_and_image_options(*cmd, o->namespace_name, o->image, "the webhook",
+                                  "The webhook's image (default: " + kDefaultWebhookImage + ")");
   cmd->add_option("--toleration", o->tolerations,
                   "A taint the webhook's pods tolerate (repeatable): KEY=VALUE:EFFECT, KEY:EFFECT, KEY, or all")
       ->type_name("TOLERATION");
