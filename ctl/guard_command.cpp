@@ -48,11 +48,13 @@ void add_guard_command(CLI::App& app) {
                   "Kubernetes' pods and Docker's containers)")
       ->type_name("ENGINE");
   cmd->add_option("--containerd-state", o->containerd_state,
-                  "containerd's state directory, where --engine containerd watches its tasks (default /run/containerd)")
-      ->type_name("DIR");
+                  "containerd's state directory, where --engine containerd watches its tasks")
+      ->type_name("DIR")
+      ->capture_default_str();
   cmd->add_flag("--all", o->all, "Guard every running container, not only those gpu-run sized");
-  cmd->add_option("--interval", o->interval_ms, "Milliseconds between samples of each container (default 10)")
-      ->type_name("MS");
+  cmd->add_option("--interval", o->interval_ms, "Milliseconds between samples of each container")
+      ->type_name("MS")
+      ->capture_default_str();
   cmd->add_option("--metrics", o->metrics,
                   "Serve Prometheus metrics (and /healthz, /readyz) at ADDR: 127.0.0.1:PORT, [::1]:PORT or unix:/PATH")
       ->type_name("ADDR");

@@ -167,8 +167,9 @@ void add_reap_command(CLI::App& app) {
   cmd->add_option("--engine", o->engine, "Engine of CONTAINER (default: the config's engine, else docker)")
       ->type_name("ENGINE")
       ->check(CLI::IsMember({"docker", "podman"}));
-  cmd->add_option("--min-age", o->min_age, "Seconds a segment must be unchanged to count as an orphan (default 60)")
-      ->type_name("SECONDS");
+  cmd->add_option("--min-age", o->min_age, "Seconds a segment must be unchanged to count as an orphan")
+      ->type_name("SECONDS")
+      ->capture_default_str();
   cmd->callback([o] { run_reap(*o); });
 }
 

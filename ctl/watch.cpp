@@ -142,7 +142,7 @@ void add_watch_command(CLI::App& app) {
       "through /proc/PID/root (no process per sample), so 100 samples a second catch short peaks. Needs root.");
   cmd->add_option("CONTAINER", o->container, "Container name or id")->required();
   cmd->add_option("--engine", o->engine, "docker or podman (default: the config's engine)")->type_name("ENGINE");
-  cmd->add_option("--interval", o->interval_ms, "Milliseconds between samples (default 10)")->type_name("MS");
+  cmd->add_option("--interval", o->interval_ms, "Milliseconds between samples")->type_name("MS")->capture_default_str();
   cmd->add_flag("--json", o->json, "One JSON line per sample, even on a terminal");
   cmd->add_option("--timeline", o->timeline,
                   "Also draw /dev/shm size and use over time as an SVG, the peak marked (written when watching ends)")

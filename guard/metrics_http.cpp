@@ -18,16 +18,6 @@
 namespace gpurun {
 namespace {
 
-// Connections served at once, a thread each (ConnectionThreads: a socket that sends nothing holds
-// only its own); more wait for a free thread.
-constexpr int kMaxConnections = 64;
-constexpr int kTimeoutSeconds = 2;
-// A kept-alive connection is closed once it has been idle this long (cpp-httplib polls it every
-// 10 ms): Prometheus scrapes every 15 s or so and reconnects, so a longer keep-alive serves no
-// scraper and only held the guard's exit for 2 s after SIGTERM (the server stops when its
-// connections end), leaving containers unguarded while a restarted guard waited to start.
-constexpr int kKeepAliveSeconds = 0;
-
 class HttpMetricsServer : public MetricsServer {
  public:
   ~HttpMetricsServer() override {
@@ -38,10 +28,10 @@ class HttpMetricsServer : public MetricsServer {
 
   // Empty when it listens; else why not.
   std::string start(const MetricsAddress& a, MetricsRoutes routes) {
-    server_.new_task_queue = [] { return new ThreadPerConnection(kMaxConnections); };
-    server_.set_read_timeout(kTimeoutSeconds, 0);
-    server_.set_write_timeout(kTimeoutSeconds, 0);
-    server_.set_keep_alive_timeout(kKeepAliveSeconds);
+    server_.new_task_queue = [] { return new ThreadPerConnection(kMetricsMaxConnections); };
+    server_.set_read_timeout(kMetricsTimeoutSeconds, 0);
+    server_.set_write_timeout(kMetricsTimeoutSeconds, 0);
+    server_.set_keep_alive_timeout(kMetricsKeepAliveSeconds);
     // A response goes out in two writes (headers, body): without TCP_NODELAY the second waits for
     // the client's delayed ACK on a kept-alive connection, as the webhook's did (bench/WEBHOOK.md).
     server_.set_tcp_nodelay(true);

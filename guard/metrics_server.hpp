@@ -48,9 +48,20 @@ class MetricsServer {
   virtual ~MetricsServer() = default;
 };
 
-// Binds `address` and serves `routes` in threads of its own: a few connections at once, each with
-// read, write and keep-alive timeouts of 2 s, so no client holds a thread longer and none can
-// stall the caller. A stale unix socket (nobody listening) is replaced; a live one or another
+// Connections the server serves at once, a thread each (ThreadPerConnection: a socket that sends
+// nothing holds only its own); more wait for a free thread. gpu-run-ctl(1) states it (man/).
+inline constexpr int kMetricsMaxConnections = 64;
+// How long one read or write of a connection may wait.
+inline constexpr int kMetricsTimeoutSeconds = 2;
+// A kept-alive connection is closed once it has been idle this long (cpp-httplib polls it every
+// 10 ms): Prometheus scrapes every 15 s or so and reconnects, so a longer keep-alive serves no
+// scraper and only held the guard's exit for 2 s after SIGTERM (the server stops when its
+// connections end), leaving containers unguarded while a restarted guard waited to start.
+inline constexpr int kMetricsKeepAliveSeconds = 0;
+
+// Binds `address` and serves `routes` in threads of its own: kMetricsMaxConnections connections at
+// once, each with read and write timeouts of kMetricsTimeoutSeconds, so no client holds a thread
+// longer and none can stall the caller. A stale unix socket (nobody listening) is replaced; a live one or another
 // file is refused. Throws Error: the module missing (how to install it), or the bind failed.
 std::unique_ptr<MetricsServer> serve_metrics(const MetricsAddress& address, MetricsRoutes routes);
 

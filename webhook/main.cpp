@@ -7,7 +7,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -29,6 +28,7 @@
 #include "serve/profile_cache.hpp"
 #include "serve/prometheus.hpp"
 #include "webhook/admission.hpp"
+#include "webhook/cli.hpp"
 #include "webhook/log_writer.hpp"
 #include "webhook/metrics.hpp"
 #include "webhook/tls.hpp"
@@ -39,21 +39,6 @@ namespace {
 constexpr const char* kProgram = "gpu-run-webhook";
 // How often a review checks the profile directories for a change (stat calls, bench/WEBHOOK.md).
 constexpr std::chrono::milliseconds kProfileCheckInterval{1000};
-// Requests served on one kept-alive connection before it is closed (nginx's keepalive_requests).
-constexpr std::size_t kKeepAliveRequests = 1000;
-
-struct Options {
-  std::string listen = "0.0.0.0:8443";
-  std::string tls_cert;
-  std::string tls_key;
-  std::vector<std::string> profile_dirs;
-  std::optional<std::string> config;
-  std::string max_body = "3MiB";
-  unsigned io_timeout = 10;
-  unsigned request_timeout = 15;
-  unsigned reload_interval = 2;
-  unsigned threads = 4096;
-};
 
 // Every connection is a descriptor: raise the soft RLIMIT_NOFILE to the hard one (as Go's runtime
 // does), so the cap on connections is --threads and not the soft limit's usual 1024. Returns the
@@ -79,7 +64,7 @@ std::pair<std::string, int> split_listen(const std::string& listen) {
   return {host, static_cast<int>(port)};
 }
 
-int serve(const Options& o) {
+int serve(const WebhookOptions& o) {
   WebhookConfig config;
   if (o.config) config = parse_webhook_config(read_small_file(*o.config, 1 << 20, "--config"), *o.config);
   Config dirs_config;
@@ -118,11 +103,11 @@ int serve(const Options& o) {
   server.set_payload_max_length(max_body);
   server.set_read_timeout(o.io_timeout, 0);
   server.set_write_timeout(o.io_timeout, 0);
-  server.set_keep_alive_timeout(5);
+  server.set_keep_alive_timeout(kWebhookKeepAliveSeconds);
   // cpp-httplib closes a kept-alive connection after 5 requests by default: every fifth review
   // paid a new TCP and TLS handshake (bench/webhook: 2,043 connections for 10,000 reviews, most
   // of the server's CPU in RSA signatures, and the one-connection p99 of 3.9 ms).
-  server.set_keep_alive_max_count(kKeepAliveRequests);
+  server.set_keep_alive_max_count(kWebhookKeepAliveRequests);
   // A response goes out in two writes (headers, body): without TCP_NODELAY the second waits for the
   // client's delayed ACK, 40 ms or more a review (bench/webhook: p50 87 ms on one connection).
   server.set_tcp_nodelay(true);
@@ -231,63 +216,9 @@ int serve(const Options& o) {
 }  // namespace gpurun
 
 int main(int argc, char** argv) {
-  using gpurun::Options;
-  Options o;
-  CLI::App app(std::string("gpu-run-webhook: a mutating admission webhook (admission.k8s.io/v1) that gives pods "
-                           "annotated ") +
-                   gpurun::request_key(gpurun::RequestKey::kProfile).annotation +
-                   " a memory-backed /dev/shm of the planned size",
-               "gpu-run-webhook");
-  app.set_version_flag("--version", std::string("gpu-run-webhook ") + GPU_RUN_VERSION);
-  app.add_option("--listen", o.listen, "Address and port to serve HTTPS on (port 0: any free port)")
-      ->type_name("ADDR:PORT")
-      ->capture_default_str();
-  app.add_option("--tls-cert", o.tls_cert, "PEM certificate (chain), reloaded when the file changes")
-      ->type_name("FILE")
-      ->required();
-  app.add_option("--tls-key", o.tls_key, "PEM private key, reloaded when the file changes")
-      ->type_name("FILE")
-      ->required();
-  app.add_option("--profile-dir", o.profile_dirs, "Look up profiles here first (repeatable; names only)")
-      ->type_name("DIR");
-  app.add_option("--config", o.config,
-                 "Webhook config (JSON: policy, memory_fraction_max, profile_dirs, default_cpus, namespace_profiles)")
-      ->type_name("FILE");
-  app.add_option("--max-body", o.max_body, "Largest request body; larger ones get 413")
-      ->type_name("SIZE")
-      ->capture_default_str();
-  app.add_option("--io-timeout", o.io_timeout, "Seconds one read or write may wait")
-      ->type_name("SECONDS")
-      ->check(CLI::Range(1, 600))
-      ->capture_default_str();
-  app.add_option("--request-timeout", o.request_timeout,
-                 "Seconds a connection may spend on one request before it is closed")
-      ->type_name("SECONDS")
-      ->check(CLI::Range(1, 600))
-      ->capture_default_str();
-  app.add_option("--threads", o.threads,
-                 "Connections served at once, a thread each from its TLS handshake until it closes; more wait "
-                 "for a free thread")
-      ->type_name("N")
-      ->check(CLI::Range(1, 65536))
-      ->capture_default_str();
-  app.add_option("--tls-reload-interval", o.reload_interval, "Seconds between checks of the TLS files")
-      ->type_name("SECONDS")
-      ->check(CLI::Range(1, 3600))
-      ->capture_default_str();
-  app.footer(
-      "POST /mutate answers AdmissionReviews for Pods; GET /healthz, /readyz and /metrics (Prometheus).\n"
-      "Policy (config \"policy\"): raise (default) raises memory limits and requests by the shm size;\n"
-      "deny refuses a pod whose plan does not fit; warn admits it unchanged with a warning.\n"
-      "One log line per review on stderr; SIGTERM stops after the reviews in flight.");
+  gpurun::WebhookOptions o;
   return gpurun::run_program("gpu-run-webhook", [&] {
-    try {
-      app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-      if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
-      gpurun::print_error("gpu-run-webhook", std::string(e.what()) + " (see gpu-run-webhook --help)");
-      return static_cast<int>(gpurun::kExitUsage);
-    }
+    if (const std::optional<int> code = gpurun::parse_webhook_args(argc, argv, o)) return *code;
     return gpurun::serve(o);
   });
 }

@@ -345,8 +345,9 @@ void add_tune_command(CLI::App& app) {
       "The runs' output is kept out of the way; a failed run shows its last line. Adds --rm to the runs.");
   cmd->add_option("--counts", o->counts, "Worker counts to try (default 0,1,2,4,8, up to the CPUs)")
       ->type_name("N,N,...");
-  cmd->add_option("--repeats", o->repeats, "Runs per count (default 3, at least 2: the spread needs two)")
-      ->type_name("N");
+  cmd->add_option("--repeats", o->repeats, "Runs per count (at least 2: the spread needs two)")
+      ->type_name("N")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print the results as JSON");
   add_run_options(*cmd, o->run, /*with_workers=*/false);
   cmd->callback([o] { run_tune(*o); });
