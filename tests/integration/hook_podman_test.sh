@@ -38,6 +38,27 @@ assert_contains "$(tail -n 1 "$log")" " before=62.5m after=" "the log line's siz
 assert_eq 307200 "$(shm_kib --annotation gpu-run.shm-size=300m)" "podman --annotation gpu-run.shm-size=300m"
 assert_eq 64000 "$(shm_kib)" "no annotation: the hook does not run (podman's default 65536000 bytes)"
 
+# One name per fact through the hook (issue 40): the workers as an annotation, and in the
+# container's environment under either name, plan the size gpu-run --workers 8 plans.
+req=(--annotation gpu-run.profile=imagenet --annotation gpu-run.gpus=2)
+w8=$(expected_kib imagenet 2 --workers 8)
+[[ $w8 != "$(expected_kib imagenet 2)" ]] && it_pass "8 workers plan another size than the default's" ||
+  it_fail "8 workers planned as the default"
+assert_eq "$w8" "$(shm_kib "${req[@]}" --annotation gpu-run.workers=8)" "podman --annotation gpu-run.workers=8"
+assert_eq "$w8" "$(shm_kib "${req[@]}" -e GPU_RUN_WORKERS=8)" "podman -e GPU_RUN_WORKERS=8: the same size"
+assert_eq "$w8" "$(shm_kib "${req[@]}" -e GPU_RUN_NUM_WORKERS=8)" "podman -e GPU_RUN_NUM_WORKERS=8: the same size"
+out=$(podman --hooks-dir "$hooks" run --rm "${req[@]}" -e GPU_RUN_WORKERS=4 -e GPU_RUN_NUM_WORKERS=8 gr-busybox true 2>&1)
+rc=$?
+((rc != 0)) && it_pass "two workers values: podman run fails (exit $rc)" || it_fail "two workers values: podman run succeeded"
+assert_contains "$out" "GPU_RUN_WORKERS=4 and GPU_RUN_NUM_WORKERS=8 name one key (workers) with two values" \
+  "podman shows the hook's line naming both"
+# The command line (the spec's process.args): the plan holds, the warning goes to the host log.
+got=$(podman --hooks-dir "$hooks" run --rm "${req[@]}" gr-busybox sh -c 'echo train.py -j 8 >/dev/null; df -k /dev/shm | tail -n 1' |
+  awk '{print $2}')
+assert_eq "$(expected_kib imagenet 2)" "$got" "a command line of other workers keeps the hook's plan"
+warn=$(grep 'action=warn warning=' "$log" | tail -n 1)
+assert_contains "$warn" "the command line's '-j 8' asks for 8 DataLoader workers" "the hook logs the command line's workers"
+
 out=$(podman --hooks-dir "$hooks" run --rm --annotation gpu-run.profile=imagenett gr-busybox true 2>&1)
 rc=$?
 ((rc != 0)) && it_pass "unknown profile: podman run fails (exit $rc)" || it_fail "unknown profile: podman run succeeded"
