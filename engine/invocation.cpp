@@ -52,6 +52,23 @@ std::map<std::string, std::string> env_request_keys(const EngineOptionFacts& fac
   return keys;
 }
 
+// The wrapper's field for a request key: the flag --NAME of the key's name (the contract's).
+std::optional<std::string>* wrapper_field(RequestKey key, WrapperOptions& o, EngineOptionFacts& facts) {
+  switch (key) {
+    case RequestKey::kProfile:
+      return &o.sizing.profile;
+    case RequestKey::kGpus:
+      return &o.sizing.gpus;
+    case RequestKey::kWorkers:
+      return &o.sizing.workers;
+    case RequestKey::kBatchSize:
+      return &o.sizing.batch_size;
+    case RequestKey::kShmSize:
+      return &facts.shm_size;
+  }
+  throw Error("unknown request key");
+}
+
 // Folds the request keys given with -e into gpu-run's own flags, as if each were its flag
 // (GPU_RUN_WORKERS=8 is --workers 8, GPU_RUN_SHM_SIZE=1g is --shm-size 1g): one request whatever
 // name carried it. A key given both ways with two values is refused in one line naming both.
@@ -62,28 +79,10 @@ void take_env_keys(WrapperOptions& o, EngineOptionFacts& facts, const EnvLookup&
     if (!e.conflict.empty()) throw usage_error("-e " + e.conflict);
     if (!e.value) continue;
     const std::string given = "-e " + e.name + "=" + e.value->substr(0, 40);
-    std::optional<std::string>* flag = nullptr;
-    const char* flag_name = "";
-    switch (k.key) {
-      case RequestKey::kProfile:
-        flag = &o.sizing.profile, flag_name = "--profile";
-        break;
-      case RequestKey::kGpus:
-        flag = &o.sizing.gpus, flag_name = "--gpus";
-        break;
-      case RequestKey::kWorkers:
-        flag = &o.sizing.workers, flag_name = "--workers";
-        break;
-      case RequestKey::kBatchSize:
-        flag = &o.sizing.batch_size, flag_name = "--batch-size";
-        break;
-      case RequestKey::kShmSize:
-        flag = &facts.shm_size, flag_name = "--shm-size";
-        break;
-    }
+    std::optional<std::string>* flag = wrapper_field(k.key, o, facts);
     if (*flag && **flag != *e.value) {
       // How the person gave it: the flag, or the engine's own sizing of /dev/shm (--tmpfs ...).
-      std::string as_given = std::string(flag_name) + " " + (*flag)->substr(0, 40);
+      std::string as_given = std::string("--") + k.name + " " + (*flag)->substr(0, 40);
       if (k.key == RequestKey::kShmSize && !facts.shm_size_flag.empty()) as_given = facts.shm_size_flag.substr(0, 80);
       throw usage_error(as_given + " and " + given + " name one key (" + k.name + ") with two values: give one");
     }

@@ -20,7 +20,7 @@ enum class RequestKey { kProfile, kGpus, kWorkers, kBatchSize, kShmSize };
 
 struct RequestKeySpec {
   RequestKey key;
-  const char* name;        // "profile": the annotation's suffix, also used in messages
+  const char* name;        // "profile": the annotation's suffix and the flag --profile, in messages too
   const char* annotation;  // "gpu-run.profile"
   const char* env;         // "GPU_RUN_PROFILE"
   // Another name of the same key in the environment, read exactly as `env` by every door (the
