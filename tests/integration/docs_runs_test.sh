@@ -3,8 +3,9 @@
 # and its output compared with the page: scripts/check-docs --engines, with a private dockerd (and
 # its containerd), the busybox image the pages call `img`, the PyTorch image of scripts/torch-rootfs
 # as `gpurun-torch` and `pytorch/pytorch`, the programs under test first on PATH, and a private
-# mount namespace whose /etc/docker, /etc/containerd and /var/log are empty tmpfs (the pages'
-# `configure` runs and the host log, with nothing of the host's changed). What check-docs runs
+# mount namespace whose /etc/docker, /etc/containerd and /var/log are empty tmpfs and whose /usr/local
+# is an overlay (the pages' `configure` runs, NVIDIA's toolkit path and the host log, with nothing
+# of the host's changed). It starts node guards (one a host): it runs alone. What check-docs runs
 # before a run (a container the prose describes) is its SETUP table.
 # Usage: docs_runs_test.sh [PATH/TO/gpu-run]   (the other programs from the same directory)
 set -u
@@ -34,6 +35,10 @@ it_log "images gpurun-torch, pytorch/pytorch and img made in $((SECONDS - t0))s"
 pin=()
 if [[ $(nproc) -gt 2 ]] && command -v taskset >/dev/null; then pin=(taskset -c 0,1); fi
 
+# doctor.md's daemon.json is at a path of its own in /tmp.
+rm -rf /tmp/chainx
+it_on_exit rm -rf /tmp/chainx
+
 t0=$SECONDS
 rc=0
 # shellcheck disable=SC2016  # expanded by the inner bash
@@ -43,7 +48,10 @@ rc=0
     [[ -d $dir ]] || { echo "no $dir on this host" >&2; exit 1; }
     mount -t tmpfs -o mode=0755 tmpfs "$dir"
   done
-  exec python3 "$1/scripts/check-docs" --engines "$2"' _ "$here/../.." "$IT_BIN" >"$work/check-docs.out" 2>&1 || rc=$?
+  mkdir -p "$3/upper" "$3/work"
+  mount -t overlay overlay -o "lowerdir=/usr/local,upperdir=$3/upper,workdir=$3/work" /usr/local
+  exec python3 "$1/scripts/check-docs" --engines "$2"' _ "$here/../.." "$IT_BIN" "$work/usr-local" \
+  >"$work/check-docs.out" 2>&1 || rc=$?
 it_log "check-docs --engines ran in $((SECONDS - t0))s"
 cat "$work/check-docs.out"
 assert_eq 0 "$rc" "scripts/check-docs --engines: every shown run prints what its page shows"
