@@ -33,7 +33,7 @@ it_log "images gpurun-torch, pytorch/pytorch and img made in $((SECONDS - t0))s"
 
 # The pages were run on a 2-CPU machine: the automatic worker counts they show are for 2 CPUs.
 pin=()
-if [[ $(nproc) -gt 2 ]] && command -v taskset >/dev/null; then pin=(taskset -c 0,1); fi
+if [[ $(nproc) -gt 2 ]] && command -v taskset >/dev/null; then pin=(taskset -c "0,1"); fi
 
 # doctor.md's daemon.json is at a path of its own in /tmp.
 rm -rf /tmp/chainx
