@@ -46,7 +46,9 @@ TEST(NodeGuardTest, ListsEveryContainerTheAdmissionChoosesFrom) {
 // Why the guard passes `c` over; "" when it takes it.
 std::string guard_skip_reason(const ContainerInfo& c, bool all) {
   const OrWhy<ContainerInfo> taken = guardable(c, all);
-  if (taken) EXPECT_EQ(taken->id, c.id);
+  if (taken) {
+    EXPECT_EQ(taken->id, c.id);
+  }
   return taken ? "" : taken.why;
 }
 
