@@ -84,14 +84,19 @@ TEST(Plan, ArgumentErrorsNameTheFlag) {
   }
 }
 
+// The error of planning `profile` with `dir` on the profile path (and the built-in profiles).
+Error plan_error(const fs::path& dir, const std::string& profile) {
+  const EnvLookup env =
+      test::fake_env({{"GPU_RUN_BUILTIN_PROFILES", GPU_RUN_SOURCE_PROFILES}, {"GPU_RUN_PROFILE_PATH", dir.string()}});
+  PlanOptions o;
+  o.sizing.profile = profile;
+  return expect_error([&] { make_plan(o, Config{}, host_with_cpus(4), env); });
+}
+
 TEST(Plan, RefusesAProfileWhoseNameIsNotItsFiles) {
   test::TempDir d;
   d.write("mine.json", R"({"name": "other"})");
-  const EnvLookup env = test::fake_env(
-      {{"GPU_RUN_BUILTIN_PROFILES", GPU_RUN_SOURCE_PROFILES}, {"GPU_RUN_PROFILE_PATH", d.path().string()}});
-  PlanOptions o;
-  o.sizing.profile = "mine";
-  const Error e = expect_error([&] { make_plan(o, Config{}, host_with_cpus(4), env); });
+  const Error e = plan_error(d.path(), "mine");
   EXPECT_EQ(e.exit_code(), kExitUsage);
   EXPECT_CONTAINS(e.what(), "key 'name': 'other' does not match the file's name");
 }
@@ -101,11 +106,7 @@ TEST(Plan, RefusesAProfileWhoseNameIsNotItsFiles) {
 TEST(Plan, AnUnreadableProfileReportsItsErrnoAndExitsTwo) {
   test::TempDir d;
   fs::create_symlink("loop.json", d.path() / "loop.json");
-  const EnvLookup env = test::fake_env(
-      {{"GPU_RUN_BUILTIN_PROFILES", GPU_RUN_SOURCE_PROFILES}, {"GPU_RUN_PROFILE_PATH", d.path().string()}});
-  PlanOptions o;
-  o.sizing.profile = "loop";
-  const Error e = expect_error([&] { make_plan(o, Config{}, host_with_cpus(4), env); });
+  const Error e = plan_error(d.path(), "loop");
   EXPECT_EQ(e.exit_code(), kExitUsage);
   EXPECT_EQ(e.errno_value(), ELOOP);
   EXPECT_CONTAINS(e.what(), (d.path() / "loop.json").string() + ": cannot open: " + std::strerror(ELOOP));
