@@ -71,8 +71,7 @@ void replace_file(const fs::path& link, const std::string& text, const std::opti
     if (old_text && backup) write_file_atomic(backup->string(), *old_text, mode, Durability::kDurable, owner);
     write_file_atomic(path.string(), text, mode, Durability::kDurable, owner);
   } catch (const Error& e) {
-    throw Error(std::string(e.what()) + (e.errno_value() == EACCES ? " (run as root, or pick another path)" : ""),
-                e.errno_value(), e.exit_code());
+    throw e.with_hint(e.errno_value() == EACCES ? " (run as root, or pick another path)" : "");
   }
 }
 

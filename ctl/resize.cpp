@@ -60,13 +60,7 @@ std::uint64_t size_asked(const ResizeOptions& o, const Config& config) {
   const SizingFlags& s = o.sizing;
   const bool planning = s.profile || s.gpus || s.workers || s.batch_size || s.prefetch_factor;
   if (o.size && planning) throw usage_error("resize: give SIZE or the sizing flags (--profile, --gpus, ...), not both");
-  if (o.size) {
-    try {
-      return parse_size(*o.size, "SIZE");
-    } catch (const Error& e) {
-      throw usage_error(e.what());
-    }
-  }
+  if (o.size) return parse_size(*o.size, "SIZE");
   if (!planning)
     throw usage_error(
         "resize: missing SIZE: usage: gpu-run-ctl resize CONTAINER SIZE, or CONTAINER --profile NAME "
@@ -198,8 +192,8 @@ void run_resize(const ResizeOptions& o) {
   }
   if (r.outcome != ShmOutcome::kResized)
     throw Error("/dev/shm of container " + display_name(owner) + ": not resized (" + outcome_name(r.outcome) + ")");
-  if (const std::string short_by = short_of_size(r, plan.size); !short_by.empty())
-    throw Error("container " + display_name(owner) + ": " + short_by);
+  if (const std::optional<Error> short_by = short_of_size(r, plan.size))
+    throw short_by->with_context("container " + display_name(owner));
   std::cout << resize_report(info, owner, facts, r.after, plan.over_budget);
 }
 

@@ -74,18 +74,21 @@ GuardLimits limits_of_record(const ContainerInfo& c, const DecisionRecord& r, co
 
 }  // namespace
 
-std::string guard_skip_reason(const ContainerInfo& c, bool all, const Recorded& recorded) {
-  if (!c.running || c.pid <= 0) return "not running";
+OrWhy<ContainerInfo> guardable(ContainerInfo c, bool all, const Recorded& recorded) {
+  using Why = OrWhy<ContainerInfo>;
+  if (!c.running || c.pid <= 0) return Why::none("not running");
   if (!all && !recorded.sized())
-    return std::string("gpu-run did not size it (no ") + kDecisionKey + ", no " + kLabelProfile + " or " +
-           kLabelShmSize + " label or annotation, no " + kEnvProfile + " or " + kEnvShmSize + "; --all guards it)";
+    return Why::none(std::string("gpu-run did not size it (no ") + kDecisionKey + ", no " + kLabelProfile + " or " +
+                     kLabelShmSize + " label or annotation, no " + kEnvProfile + " or " + kEnvShmSize +
+                     "; --all guards it)");
   if (c.ipc.kind != IpcKind::kPrivate && c.ipc.kind != IpcKind::kShareable)
-    return "--ipc " + ipc_mode_name(c.ipc).substr(0, 80) + ": no /dev/shm of its own to grow";
-  return "";
+    return Why::none("--ipc " + ipc_mode_name(c.ipc).substr(0, 80) + ": no /dev/shm of its own to grow");
+  return c;
 }
 
-std::string guard_skip_reason(const ContainerInfo& c, bool all) {
-  return guard_skip_reason(c, all, read_recorded(c, {}));
+OrWhy<ContainerInfo> guardable(ContainerInfo c, bool all) {
+  const Recorded recorded = read_recorded(c, {});
+  return guardable(std::move(c), all, recorded);
 }
 
 std::optional<GuardPlanInputs> guard_plan_inputs(const ContainerInfo& c, const Config& config) {
@@ -160,9 +163,11 @@ GuardLimits container_guard_limits(const ContainerInfo& c, const Config& config,
   return container_guard_limits(c, read_recorded(c, {}), ctx, note);
 }
 
-OrWhy<Admitted> admit(ContainerInfo c, const AdmissionContext& ctx) {
-  const Recorded recorded = read_recorded(c, ctx.decision_dir);
-  if (std::string why = guard_skip_reason(c, ctx.all, recorded); !why.empty()) return OrWhy<Admitted>::none(why);
+OrWhy<Admitted> admit(ContainerInfo container, const AdmissionContext& ctx) {
+  const Recorded recorded = read_recorded(container, ctx.decision_dir);
+  OrWhy<ContainerInfo> taken = guardable(std::move(container), ctx.all, recorded);
+  if (!taken) return OrWhy<Admitted>::none(taken.why);
+  ContainerInfo& c = *taken;
   Admitted a;
   a.limits = container_guard_limits(c, recorded, ctx, &a.note);
   if (c.shm_empty_dir) a.note += empty_dir_limits(c, recorded, a.limits);

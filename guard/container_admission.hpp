@@ -44,9 +44,10 @@ struct Admitted {
 // annotation or GPU_RUN_PROFILE / GPU_RUN_SHM_SIZE in its environment).
 OrWhy<Admitted> admit(ContainerInfo container, const AdmissionContext& context);
 
-// Why a running container is not guarded (empty: it is), as admit() decides it.
-std::string guard_skip_reason(const ContainerInfo& container, bool all, const Recorded& recorded);
-std::string guard_skip_reason(const ContainerInfo& container, bool all);
+// The container, when the guard may take it, as admit() decides it; else why it is passed over
+// (not running, no /dev/shm of its own, not sized by gpu-run without `all`).
+OrWhy<ContainerInfo> guardable(ContainerInfo container, bool all, const Recorded& recorded);
+OrWhy<ContainerInfo> guardable(ContainerInfo container, bool all);
 
 // What the plan knows of a container sized before the decision record existed, from its old
 // GPU_RUN_* keys (recorded_request): profile, workers and batch size per rank, and the GPUs

@@ -65,7 +65,7 @@ HookResult run_hook(const HookOptions& o) {
   // Host-controlled input first: config, host facts, the host's /dev/shm.
   DecisionContext ctx(config_path(o.config), "gpu-run-hook");
   ctx.log.set_echo(o.debug);
-  const HostFacts host = probe_host_facts();
+  const HostFacts host = probe_host_facts(ctx.log);
   const auto host_shm = host_shm_device();
 
   // Read, but do not parse, what the runtime and the container control.
@@ -118,7 +118,7 @@ HookResult run_hook(const HookOptions& o) {
     ShmTarget target{state.pid, spec.rootfs, d.size, d.size_explicit, host_shm};
     ShmResult r = apply_shm(target);
     ctx.log.info(who + " " + result_fields(d, r));
-    if (const std::string short_by = short_of_size(r, d.size); !short_by.empty()) return failure(short_by);
+    if (const std::optional<Error> short_by = short_of_size(r, d.size)) return failure(short_by->what());
   } catch (const Error& e) {
     return failure(e.what());
   }

@@ -177,7 +177,7 @@ std::optional<bool> resize_on_host(const Bundle& b, const ShmDecision& d, const 
   }
   if (!r) return std::nullopt;
   ctx.log.info(who + " " + result_fields(d, *r) + " where=host");
-  if (const std::string short_by = short_of_size(*r, d.size); !short_by.empty()) return failure(short_by);
+  if (const std::optional<Error> short_by = short_of_size(*r, d.size)) return failure(short_by->what());
   return false;
 }
 
@@ -186,11 +186,13 @@ std::optional<bool> resize_on_host(const Bundle& b, const ShmDecision& d, const 
 bool prepare_bundle(const std::string& bundle_arg, const DecisionContext& ctx, const std::string& runtime) {
   // Load, decide, modify, write (nvidia-container-toolkit's spec Load/Modify/Flush).
   Bundle bundle = load_bundle(bundle_arg);
-  const ContainerPlan plan = plan_container({}, bundle.facts, ctx.config, ctx.store, probe_host_facts);
+  const ContainerPlan plan =
+      plan_container({}, bundle.facts, ctx.config, ctx.store, [&ctx] { return probe_host_facts(ctx.log); });
   const std::string who = "bundle=" + log_quote(bundle.dir.string()) + " runtime=" + log_quote(runtime);
   if (plan.disposition.action != Action::kAct) {
     log_disposition(ctx.log, who, plan.disposition);
-    if (plan.disposition.action == Action::kFail) throw Error(plan.disposition.error, 0, kExitFailure);
+    if (plan.disposition.action == Action::kFail)
+      throw Error(plan.disposition.error, plan.disposition.errno_value, kExitFailure);
     return false;
   }
   // What it decided, once, in the spec (decision_record.hpp): written with the spec's edit, or alone when

@@ -85,6 +85,7 @@ int run_wrapper(const WrapperOptions& o) {
   }
   Config config = load_config(config_path(std::nullopt));
   HostInfo host = probe_host();
+  for (const auto& why : host.unread) print_warning("gpu-run", "host probe: " + why + " (sized without it)");
   EngineInvocation inv = prepare_run(o, config, host);
   for (const auto& w : inv.warnings) print_warning("gpu-run", w);
   if (o.explain) std::cerr << explain(inv.plan, kFlagWords) << explain_outcome(inv);

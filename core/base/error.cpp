@@ -11,6 +11,10 @@ Error Error::with_context(const std::string& context) const {
   return Error(context + ": " + what(), errno_, exit_code_);
 }
 
+Error Error::with_hint(const std::string& hint) const { return Error(what() + hint, errno_, exit_code_); }
+
+Error Error::with_exit_code(int exit_code) const { return Error(what(), errno_, exit_code); }
+
 Error system_error(const std::string& what, int errno_value) {
   std::string message = what;
   if (errno_value != 0) message += std::string(": ") + std::strerror(errno_value);

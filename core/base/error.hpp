@@ -22,6 +22,14 @@ class Error : public std::runtime_error {
   // Returns a copy whose message is "context: <this message>".
   Error with_context(const std::string& context) const;
 
+  // Returns a copy whose message is "<this message><hint>": what to do, added by the caller
+  // that knows (" (run as root, or pick another path)"). `hint` brings its own separator.
+  Error with_hint(const std::string& hint) const;
+
+  // Returns a copy that exits with `exit_code`: a door decides whose fault it is (a path a person
+  // gave that cannot be read is a usage error, 2), message and errno kept.
+  Error with_exit_code(int exit_code) const;
+
  private:
   int errno_;
   int exit_code_;

@@ -17,20 +17,43 @@ namespace gpurun {
 
 void close_fd(int fd) { ::close(fd); }
 
-std::string read_bounded(int fd, std::size_t max_bytes, const std::string& what) {
-  std::string out;
+namespace {
+
+constexpr int kTooLarge = -1;
+
+// Reads `fd` to EOF into `out`: 0, the read's errno, or kTooLarge past `max_bytes`.
+int read_to_eof(int fd, std::size_t max_bytes, std::string& out) {
   char buf[16384];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw system_error(what + ": read", errno);
+      return errno;
     }
-    if (n == 0) break;
-    if (out.size() + static_cast<std::size_t>(n) > max_bytes)
-      throw Error(what + ": more than " + std::to_string(max_bytes) + " bytes, refusing to read further");
+    if (n == 0) return 0;
+    if (out.size() + static_cast<std::size_t>(n) > max_bytes) return kTooLarge;
     out.append(buf, static_cast<std::size_t>(n));
   }
+}
+
+Error read_error(const std::string& what, std::size_t max_bytes, int err) {
+  if (err == kTooLarge)
+    return Error(what + ": more than " + std::to_string(max_bytes) + " bytes, refusing to read further");
+  return system_error(what + ": read", err);
+}
+
+}  // namespace
+
+std::string read_bounded(int fd, std::size_t max_bytes, const std::string& what) {
+  std::string out;
+  if (const int err = read_to_eof(fd, max_bytes, out)) throw read_error(what, max_bytes, err);
+  return out;
+}
+
+OrWhy<std::string> read_bounded_or_why(int fd, std::size_t max_bytes, const std::string& what) {
+  std::string out;
+  if (const int err = read_to_eof(fd, max_bytes, out))
+    return OrWhy<std::string>::none(read_error(what, max_bytes, err).what());
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "base/or_why.hpp"
 #include "base/unique_handle.hpp"
 
 namespace gpurun {
@@ -16,8 +17,13 @@ void close_fd(int fd);
 // A move-only owner of a file descriptor; closes it on destruction.
 using UniqueFd = UniqueHandle<int, -1, close_fd>;
 
-// Reads `fd` to EOF, failing (Error naming `what`) past `max_bytes`. Retries EINTR.
+// Reads `fd` to EOF, failing (Error naming `what`, with the read's errno) past `max_bytes`.
+// Retries EINTR.
 std::string read_bounded(int fd, std::size_t max_bytes, const std::string& what);
+
+// The same, for a probe to which a file that cannot be read is an answer: the text, or why not
+// (the read's error in words, or past `max_bytes`), naming `what`.
+OrWhy<std::string> read_bounded_or_why(int fd, std::size_t max_bytes, const std::string& what);
 
 // Writes all of `data` to `fd`, retrying short writes and EINTR.
 void write_all(int fd, const std::string& data, const std::string& what);

@@ -46,11 +46,9 @@ std::optional<std::string> read_below(const fs::path& root, const fs::path& rela
   UniqueFd fd(::openat(at.get(), file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   struct stat st {};
   if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  try {
-    return read_bounded(fd.get(), max_bytes, (root / relative).string());
-  } catch (const Error&) {
-    return std::nullopt;
-  }
+  OrWhy<std::string> text = read_bounded_or_why(fd.get(), max_bytes, (root / relative).string());
+  if (!text) return std::nullopt;
+  return std::move(*text);
 }
 
 }  // namespace gpurun

@@ -24,4 +24,10 @@ std::string json_syntax_error(const std::string& text, std::size_t byte, const s
   return source + ":" + line_column(text, byte == 0 ? 0 : byte - 1) + ": malformed JSON: " + why;
 }
 
+std::string json_parse_error(const std::string& text, const nlohmann::json::exception& e, const std::string& source) {
+  if (const auto* syntax = dynamic_cast<const nlohmann::json::parse_error*>(&e))
+    return json_syntax_error(text, syntax->byte, syntax->what(), source);
+  return source + ": malformed JSON: " + e.what();
+}
+
 }  // namespace gpurun

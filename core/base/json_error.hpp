@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace gpurun {
@@ -12,5 +13,11 @@ std::string line_column(const std::string& text, std::size_t byte);
 // reports it (`byte`, `what`): "source:line:column: malformed JSON: syntax error ...".
 std::string json_syntax_error(const std::string& text, std::size_t byte, const std::string& what,
                               const std::string& source);
+
+// The message for whatever nlohmann threw parsing `text` from `source` (json or ordered_json,
+// which share it): a syntax error with its line and column (json_syntax_error), anything else (a
+// number such as 1e999 out of range) as "source: malformed JSON: <nlohmann's words>". The one
+// catch of a JSON document a person wrote.
+std::string json_parse_error(const std::string& text, const nlohmann::json::exception& e, const std::string& source);
 
 }  // namespace gpurun

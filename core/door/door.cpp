@@ -13,8 +13,9 @@ DecisionContext::DecisionContext(const fs::path& file, const char* program)
       log(config.log_file.string(), parse_log_level(config.log_level), program),
       store(container_profile_search_path(config.profile_dirs)) {}
 
-HostFacts probe_host_facts() {
+HostFacts probe_host_facts(const Logger& log) {
   const HostInfo info = probe_host();
+  for (const std::string& why : info.unread) log.warn("action=warn host_probe=" + log_quote(why));
   return HostFacts{info.cpus, count_host_gpus(), info.mem_total, /*gpus_counted=*/true};
 }
 
@@ -26,25 +27,28 @@ std::optional<std::uint64_t> probe_pod_memory_limit(const SpecFacts& spec) {
 namespace {
 
 // Fail or skip, by the one policy; `fields` follow the action on the log line.
-Disposition fail_or_skip(const std::string& message, bool explicit_request, const Config& config,
+Disposition fail_or_skip(const std::string& message, int errno_value, bool explicit_request, const Config& config,
                          const std::string& fields) {
   const bool must_fail = explicit_request || config.on_error == OnError::kFail;
   Disposition out;
   out.action = must_fail ? Action::kFail : Action::kSkip;
   out.level = must_fail ? LogLevel::kError : LogLevel::kWarn;
   out.fields = std::string("action=") + (must_fail ? "fail " : "skip ") + fields;
-  if (must_fail) out.error = message;
+  if (must_fail) {
+    out.error = message;
+    out.errno_value = errno_value;
+  }
   return out;
 }
 
 }  // namespace
 
 Disposition dispose_failure(const std::string& message, bool explicit_request, const Config& config) {
-  return fail_or_skip(message, explicit_request, config, "error=" + log_quote(message));
+  return fail_or_skip(message, 0, explicit_request, config, "error=" + log_quote(message));
 }
 
 Disposition dispose(const ShmDecision& d, const Config& config) {
-  if (d.error) return fail_or_skip(d.error->what(), d.explicit_request, config, describe(d));
+  if (d.error) return fail_or_skip(d.error->what(), d.error->errno_value(), d.explicit_request, config, describe(d));
   Disposition out;
   if (d.act) {
     // The door logs what acting did (resized, spec-size, ...): no line to build here.

@@ -30,8 +30,9 @@ struct DecisionContext {
   ProfileStore store;
 };
 
-// The host as the decision sees it: CPUs, GPUs, memory. Probed (reads /proc, cgroups, /dev).
-HostFacts probe_host_facts();
+// The host as the decision sees it: CPUs, GPUs, memory. Probed (reads /proc, cgroups, /dev); a
+// kernel file that is there but cannot be read is a warning in `log` (HostInfo::unread).
+HostFacts probe_host_facts(const Logger& log);
 
 // The memory limit of the pod a container belongs to, for a pod's container (sandbox or app)
 // whose spec has no limit of its own: kubelet puts the pod's limit on the pod's cgroup, the
@@ -53,6 +54,7 @@ struct Disposition {
   std::string fields;                 // "action=... source=... reason=..." for that line (empty for
                                       // kAct: the door logs what acting did)
   std::string error;                  // kFail: why, one line for the engine's error message
+  int errno_value = 0;                // kFail: the failure's errno, kept for the door (0: none)
 };
 
 // The policy every door applies: a failure fails the start when the container asked

@@ -66,16 +66,12 @@ fs::path cgroup_dir(const fs::path& mount, const std::string& path) {
 
 }  // namespace
 
-std::optional<std::string> read_kernel_file(const fs::path& path) {
+OrWhy<std::string> read_kernel_file(const fs::path& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  if (!fd) return std::nullopt;
-  std::string s;
-  try {
-    s = read_bounded(fd.get(), kMaxProbeFile, path.string());
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  if (!fd) return OrWhy<std::string>::none(system_error(path.string() + ": open", errno).what());
+  OrWhy<std::string> s = read_bounded_or_why(fd.get(), kMaxProbeFile, path.string());
+  if (!s) return s;
+  while (!s->empty() && (s->back() == '\n' || s->back() == ' ')) s->pop_back();
   return s;
 }
 
@@ -211,11 +207,7 @@ std::optional<std::uint64_t> probe_parent_memory_limit(const std::string& cgroup
   std::optional<std::string> text = read_below(root, walk / (v2 ? "memory.max" : "memory.limit_in_bytes"), 64);
   if (!text) return std::nullopt;
   while (!text->empty() && is_space(text->back())) text->pop_back();
-  try {
-    return parse_memory_limit(*text);
-  } catch (const Error&) {
-    return std::nullopt;
-  }
+  return parse_memory_limit(*text);
 }
 
 unsigned usable_cpus(unsigned affinity, std::optional<double> quota) {
@@ -228,29 +220,40 @@ unsigned usable_cpus(unsigned affinity, std::optional<double> quota) {
 
 HostInfo probe_host(const fs::path& root) {
   HostInfo info;
+  // Each file is a hint: without it the figure stays unknown and the decision uses what it has
+  // (the affinity's CPUs, no cgroup limit), so a probe never fails a door. A file the kernel
+  // does not have (no such controller, cgroup v1 or v2) is no figure, not a failure; one that is
+  // there but cannot be read is kept in `unread` for the door to log.
+  auto probe_file = [&info](const fs::path& path) -> std::optional<std::string> {
+    OrWhy<std::string> text = read_kernel_file(path);
+    if (text) return std::move(*text);
+    std::error_code ec;
+    if (fs::exists(path, ec)) info.unread.push_back(text.why);
+    return std::nullopt;
+  };
   cpu_set_t set;
   CPU_ZERO(&set);
   if (::sched_getaffinity(0, sizeof set, &set) == 0) info.affinity_cpus = static_cast<unsigned>(CPU_COUNT(&set));
   const fs::path cg = root / "sys/fs/cgroup";
-  std::string self = read_kernel_file(root / "proc/self/cgroup").value_or("");
+  std::string self = probe_file(root / "proc/self/cgroup").value_or("");
   // cgroup v2 (unified) first, then v1 controllers.
   if (auto path = parse_proc_cgroup(self, ""); path && fs::exists(cg / "cgroup.controllers")) {
     fs::path dir = cgroup_dir(cg, *path);
-    if (auto t = read_kernel_file(dir / "cpu.max")) info.cgroup_cpu_quota = parse_cpu_max(*t);
-    if (auto t = read_kernel_file(dir / "memory.max")) info.cgroup_memory_limit = parse_memory_limit(*t);
+    if (auto t = probe_file(dir / "cpu.max")) info.cgroup_cpu_quota = parse_cpu_max(*t);
+    if (auto t = probe_file(dir / "memory.max")) info.cgroup_memory_limit = parse_memory_limit(*t);
   } else {
     if (auto cpu_path = parse_proc_cgroup(self, "cpu")) {
       fs::path dir = cgroup_dir(cg / "cpu", *cpu_path);
-      auto q = read_kernel_file(dir / "cpu.cfs_quota_us"), p = read_kernel_file(dir / "cpu.cfs_period_us");
+      auto q = probe_file(dir / "cpu.cfs_quota_us"), p = probe_file(dir / "cpu.cfs_period_us");
       if (q && p) info.cgroup_cpu_quota = parse_cfs_quota(*q, *p);
     }
     if (auto mem_path = parse_proc_cgroup(self, "memory")) {
       fs::path dir = cgroup_dir(cg / "memory", *mem_path);
-      if (auto t = read_kernel_file(dir / "memory.limit_in_bytes")) info.cgroup_memory_limit = parse_memory_limit(*t);
+      if (auto t = probe_file(dir / "memory.limit_in_bytes")) info.cgroup_memory_limit = parse_memory_limit(*t);
     }
   }
   info.cpus = usable_cpus(info.affinity_cpus, info.cgroup_cpu_quota);
-  if (auto t = read_kernel_file(root / "proc/meminfo")) {
+  if (auto t = probe_file(root / "proc/meminfo")) {
     auto [total, available] = parse_meminfo(*t);
     info.mem_total = total;
     info.mem_available = available;

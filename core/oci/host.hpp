@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "base/or_why.hpp"
 
 namespace gpurun {
 
@@ -17,16 +20,18 @@ struct HostInfo {
   std::optional<std::uint64_t> cgroup_memory_limit;
   std::uint64_t mem_total = 0;
   std::uint64_t mem_available = 0;
+  std::vector<std::string> unread;  // the files that are there but could not be read, and why
 };
 
 // Probes the running process: sched_getaffinity, its cgroup (v1 or v2) under
-// `root`/sys/fs/cgroup, and `root`/proc/meminfo. Missing files are not errors.
+// `root`/sys/fs/cgroup, and `root`/proc/meminfo. Missing files are not errors; files that are
+// there but cannot be read leave their figure unknown and are named in `unread`.
 HostInfo probe_host(const fs::path& root = "/");
 
 // Reads a small /proc or /sys file (at most 64KiB) with read(2), no streams: the hook reads
-// these on every container start. Trailing newlines and spaces are removed. nullopt when the
-// file is missing, unreadable or larger.
-std::optional<std::string> read_kernel_file(const fs::path& path);
+// these on every container start. Trailing newlines and spaces are removed. Else why not (the
+// file missing, unreadable or larger), naming the file and the errno's words.
+OrWhy<std::string> read_kernel_file(const fs::path& path);
 
 // Pure parsers, exposed for tests.
 // cgroup v2 "cpu.max": "max 100000" -> nullopt, "200000 100000" -> 2.0.

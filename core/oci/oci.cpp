@@ -173,6 +173,9 @@ SpecFacts spec_facts(const json& spec, const fs::path& bundle) {
           try {
             f.shm_size = parse_size(s.substr(5), "size");
           } catch (const Error&) {
+            // The engine's option, not the container's request: a size gpu-run cannot read is an
+            // unknown current size; a door that acts writes its own size= over it, else runc's
+            // mount meets it.
           }
         }
       }

@@ -472,10 +472,8 @@ json parse_profile_document(const std::string& text, const std::string& source) 
   json doc;
   try {
     doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw usage_error(json_syntax_error(text, e.byte, e.what(), source));
-  } catch (const json::exception& e) {  // out_of_range for a number such as 1e999
-    throw usage_error(source + ": malformed JSON: " + e.what());
+  } catch (const json::exception& e) {
+    throw usage_error(json_parse_error(text, e, source));
   }
   if (!doc.is_object()) throw usage_error(source + ": expected a JSON object at the top level");
   for (const auto& [key, v] : doc.items()) {

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <string>
 
@@ -62,16 +63,22 @@ void collect_line(std::string_view line, NcclSegmentMap& seen) {
   if (offset + length > size) size = offset + length;
 }
 
-// Adds the segments in /proc/PID/maps to `seen`; a process that has ended, or whose maps are
-// past kMaxMapsBytes, adds nothing.
-void collect_process(const std::string& pid, NcclSegmentMap& seen) {
+// Adds the segments in /proc/PID/maps to `seen`. A process that has ended maps nothing: it adds
+// nothing, and is no failure (a job's workers come and go between readdir and read). One whose
+// maps cannot be read otherwise (no permission, past kMaxMapsBytes) adds nothing either, and
+// why goes to `unread`.
+void collect_process(const std::string& pid, NcclSegmentMap& seen, std::vector<std::string>& unread) {
   const std::string path = "/proc/" + pid + "/maps";
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return;
-  try {
-    collect_nccl_segments(read_bounded(fd.get(), kMaxMapsBytes, path), seen);
-  } catch (const Error&) {
+  if (!fd) {
+    if (errno != ENOENT && errno != ESRCH) unread.push_back(system_error(path + ": open", errno).what());
+    return;
   }
+  const OrWhy<std::string> maps = read_bounded_or_why(fd.get(), kMaxMapsBytes, path);
+  if (maps)
+    collect_nccl_segments(*maps, seen);
+  else if (struct stat st{}; ::stat(("/proc/" + pid).c_str(), &st) == 0)  // not ended meanwhile
+    unread.push_back(maps.why);
 }
 
 }  // namespace
@@ -96,6 +103,7 @@ NcclSegments nccl_segments_of_container(int pid) {
   struct stat ns {};
   if (pid <= 0 || ::stat(("/proc/" + std::to_string(pid) + "/ns/mnt").c_str(), &ns) != 0) return {};
   NcclSegmentMap seen;
+  std::vector<std::string> unread;
   DIR* dir = ::opendir("/proc");
   if (!dir) return {};
   while (const struct dirent* e = ::readdir(dir)) {
@@ -104,10 +112,12 @@ NcclSegments nccl_segments_of_container(int pid) {
     struct stat st {};
     if (::stat(("/proc/" + other + "/ns/mnt").c_str(), &st) != 0) continue;
     if (st.st_dev != ns.st_dev || st.st_ino != ns.st_ino) continue;
-    collect_process(other, seen);
+    collect_process(other, seen, unread);
   }
   ::closedir(dir);
-  return total(seen);
+  NcclSegments t = total(seen);
+  t.unread = std::move(unread);
+  return t;
 }
 
 NcclShmSplit::NcclShmSplit(Scan scan, std::chrono::nanoseconds rescan, std::chrono::nanoseconds min_gap)
@@ -129,6 +139,7 @@ void NcclShmSplit::sample(int pid, std::uint64_t used, std::chrono::nanoseconds 
     nccl_now_ = s.bytes;
     if (s.bytes > nccl_peak_) nccl_peak_ = s.bytes;
     if (s.count > segments_) segments_ = s.count;
+    if (!s.unread.empty()) unread_ = s.unread;
     if (pending_used_ > nccl_now_) rest_peak_ = std::max(rest_peak_, pending_used_ - nccl_now_);
     pending_used_ = 0;
   }

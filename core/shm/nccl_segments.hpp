@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace gpurun {
 
@@ -19,6 +20,7 @@ namespace gpurun {
 struct NcclSegments {
   std::uint64_t bytes = 0;  // the segments' sizes added up, each once
   std::uint64_t count = 0;
+  std::vector<std::string> unread;  // the processes whose maps could not be read, and why
 };
 
 // The segments named in one process's maps text, added to `seen` (keyed by device and inode,
@@ -29,7 +31,8 @@ void collect_nccl_segments(std::string_view maps, NcclSegmentMap& seen);
 NcclSegments total(const NcclSegmentMap& seen);
 
 // The segments mapped by the processes in the mount namespace of `pid` (a container's init):
-// each /proc/PID/maps of those processes. Processes that end while being read are skipped.
+// each /proc/PID/maps of those processes. Processes that end while being read are skipped;
+// those whose maps cannot be read otherwise (no permission, past 64 MiB) are named in `unread`.
 NcclSegments nccl_segments_of_container(int pid);
 
 // Splits a container's /dev/shm use into NCCL's segments and the rest (the DataLoaders'),
@@ -51,6 +54,9 @@ class NcclShmSplit {
   std::uint64_t nccl_peak() const { return nccl_peak_; }
   std::uint64_t nccl_segments() const { return segments_; }
   std::uint64_t rest_peak() const;
+  // The processes of the last scan that had any whose maps could not be read (their segments
+  // count in the rest, which is then too large, never too small), and why.
+  const std::vector<std::string>& unread() const { return unread_; }
 
  private:
   Scan scan_;
@@ -58,6 +64,7 @@ class NcclShmSplit {
   std::chrono::nanoseconds min_gap_;
   std::optional<std::chrono::nanoseconds> last_scan_;
   std::uint64_t nccl_now_ = 0;
+  std::vector<std::string> unread_;
   std::uint64_t nccl_peak_ = 0;
   std::uint64_t segments_ = 0;
   std::uint64_t rest_peak_ = 0;

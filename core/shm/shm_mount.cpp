@@ -187,10 +187,10 @@ ShmResult apply_shm(const ShmTarget& t) {
   return result;
 }
 
-std::string short_of_size(const ShmResult& r, std::uint64_t size) {
+std::optional<Error> short_of_size(const ShmResult& r, std::uint64_t size) {
   const bool acted = r.outcome == ShmOutcome::kResized || r.outcome == ShmOutcome::kMounted;
-  if (!acted || r.after >= size) return "";
-  return "/dev/shm is " + format_size(r.after) + " after resizing, asked for " + format_size(size);
+  if (!acted || r.after >= size) return std::nullopt;
+  return Error("/dev/shm is " + format_size(r.after) + " after resizing, asked for " + format_size(size));
 }
 
 std::optional<ShmResult> resize_engine_shm(const std::string& source, std::uint64_t size, bool allow_shrink,

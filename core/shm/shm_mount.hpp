@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "base/error.hpp"
 #include "base/fd.hpp"
 
 namespace gpurun {
@@ -102,9 +103,9 @@ void join_mount_namespace(int ns_fd, int pid);
 // point (or creates one on a plain directory of a tmpfs /dev). Throws Error naming the path.
 ShmResult apply_shm(const ShmTarget& target);
 
-// "" unless `r` resized or mounted /dev/shm and it came out smaller than `size`; then the line
-// the doors fail (or warn) with.
-std::string short_of_size(const ShmResult& r, std::uint64_t size);
+// nullopt unless `r` resized or mounted /dev/shm and it came out smaller than `size`; then the
+// error the doors fail (or warn) with.
+std::optional<Error> short_of_size(const ShmResult& r, std::uint64_t size);
 
 // Resizes an engine's own shm tmpfs where the engine mounted it on the host, at `source`: the
 // bind source of a container's /dev/shm that is_engine_shm_source accepted (containerd's pod

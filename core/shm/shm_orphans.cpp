@@ -114,12 +114,9 @@ bool read_fds(int pid_fd, dev_t dev, std::set<ino_t>& inodes, int& error) {
 bool sees_device(int pid_fd, dev_t dev) {
   UniqueFd info(::openat(pid_fd, "mountinfo", O_RDONLY | O_CLOEXEC));
   if (!info) return true;
-  std::string text;
-  try {
-    text = read_bounded(info.get(), kMaxMapsBytes, "mountinfo");
-  } catch (const Error&) {
-    return true;
-  }
+  const OrWhy<std::string> read = read_bounded_or_why(info.get(), kMaxMapsBytes, "mountinfo");
+  if (!read) return true;
+  const std::string& text = *read;
   const std::string device = " " + std::to_string(major(dev)) + ":" + std::to_string(minor(dev)) + " ";
   // "36 35 0:27 / /dev/shm rw - tmpfs ...": the third field is the device.
   for (std::size_t pos = 0; pos < text.size();) {

@@ -126,8 +126,7 @@ void write_chain_file(const ChainFile& f) {
   try {
     write_file_atomic(f.path.string(), f.text, 0755, Durability::kDurable);
   } catch (const Error& e) {
-    throw Error(std::string(e.what()) + (e.errno_value() == EACCES ? " (run as root, or pick another path)" : ""),
-                e.errno_value(), e.exit_code());
+    throw e.with_hint(e.errno_value() == EACCES ? " (run as root, or pick another path)" : "");
   }
   std::cout << "wrote " << f.path.string() << "\n";
 }

@@ -30,10 +30,8 @@ ordered_json parse_daemon_json(const std::optional<std::string>& text, const std
   if (!text || is_blank(*text)) return doc;
   try {
     doc = ordered_json::parse(*text);
-  } catch (const ordered_json::parse_error& e) {
-    throw usage_error(json_syntax_error(*text, e.byte, e.what(), source) + kDaemonJsonKeep);
   } catch (const ordered_json::exception& e) {
-    throw usage_error(source + ": malformed JSON: " + e.what() + kDaemonJsonKeep);
+    throw usage_error(json_parse_error(*text, e, source) + kDaemonJsonKeep);
   }
   if (!doc.is_object()) throw usage_error(source + ": expected a JSON object at the top level" + kDaemonJsonKeep);
   if (doc.contains("runtimes") && !doc["runtimes"].is_object())

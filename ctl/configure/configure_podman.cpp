@@ -59,11 +59,9 @@ FileEdit hook_file_edit(const std::optional<std::string>& existing, const std::s
   ordered_json current;
   try {
     current = ordered_json::parse(*existing);
-  } catch (const ordered_json::parse_error& e) {
-    throw usage_error(json_syntax_error(*existing, e.byte, e.what(), source) +
-                      "; podman fails on a malformed hooks file: fix or remove it (gpu-run-ctl leaves it as it is)");
   } catch (const ordered_json::exception& e) {
-    throw usage_error(source + ": malformed JSON: " + e.what() + " (gpu-run-ctl leaves it as it is)");
+    throw usage_error(json_parse_error(*existing, e, source) +
+                      "; podman fails on a malformed hooks file: fix or remove it (gpu-run-ctl leaves it as it is)");
   }
   edit.first = !is_gpu_run_hook(current);
   if (current == wanted) {

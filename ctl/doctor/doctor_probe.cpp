@@ -40,7 +40,7 @@ constexpr std::size_t kMaxListed = 100000;
 // kernel.shmmax / kernel.shmall of this process's IPC namespace, when not the kernel default.
 void local_sysctls(DoctorFacts& f) {
   for (const char* key : {"shmmax", "shmall"}) {
-    const auto v = read_kernel_file(std::string("/proc/sys/kernel/") + key);
+    const OrWhy<std::string> v = read_kernel_file(std::string("/proc/sys/kernel/") + key);
     if (v && *v != kShmSysctlDefault) f.sysctls[std::string("kernel.") + key] = *v;
   }
 }
@@ -342,7 +342,7 @@ void gather_from_host(const InspectedContainer& container, DoctorFacts& f) {
 
   // CPUs: the container's process's affinity (its cpuset) bounded by the engine's quota.
   unsigned affinity = probe_host().affinity_cpus;
-  if (const auto status = read_kernel_file(proc + "/status"))
+  if (const OrWhy<std::string> status = read_kernel_file(proc + "/status"))
     if (const auto n = status_cpus_allowed(*status)) affinity = *n;
   const auto quota = inspect_cpu_quota(host);
   f.cpus = usable_cpus(affinity, quota);

@@ -106,7 +106,7 @@ std::string read_manifest(const std::string& filename) {
     try {
       return read_small_file(filename, kMaxManifestBytes, "-f: read the manifest");
     } catch (const Error& e) {
-      throw usage_error(e.what(), e.errno_value());  // the path a person gave
+      throw e.with_exit_code(kExitUsage);  // the path a person gave
     }
   }
   std::string text;
@@ -142,7 +142,7 @@ void run_k8s(const K8sOptions& o) {
     try {
       store.load(*o.profile, /*allow_path=*/false);
     } catch (const Error& e) {
-      throw usage_error(std::string("--profile: ") + e.what());
+      throw e.with_context("--profile").with_exit_code(kExitUsage);
     }
   }
   const std::string source = o.filename == "-" ? "<stdin>" : o.filename;

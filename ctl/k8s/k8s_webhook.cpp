@@ -347,7 +347,7 @@ void run_webhook_manifests(const WebhookManifestOptions& o) {
     try {
       config = read_small_file(*o.config_file, kMaxConfigBytes, "--config: read the webhook's config");
     } catch (const Error& e) {
-      throw usage_error(e.what(), e.errno_value());
+      throw e.with_exit_code(kExitUsage);  // the path a person gave
     }
   }
   webhook_manifests(o, std::nullopt, config);  // the options, before any file is read or written

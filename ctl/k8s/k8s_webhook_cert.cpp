@@ -127,25 +127,26 @@ bool webhook_tls_pair_ends_within(const WebhookTlsPair& pair, long days) {
   return false;
 }
 
-std::string check_webhook_tls_pair(const WebhookTlsPair& pair, const std::vector<std::string>& dns_names) {
+std::optional<Error> check_webhook_tls_pair(const WebhookTlsPair& pair, const std::vector<std::string>& dns_names) {
   const CertPtr ca = read_cert(pair.ca_cert);
-  if (!ca) return "ca.crt holds no PEM certificate";
+  if (!ca) return usage_error("ca.crt holds no PEM certificate");
   const CertPtr cert = read_cert(pair.cert);
-  if (!cert) return "tls.crt holds no PEM certificate";
+  if (!cert) return usage_error("tls.crt holds no PEM certificate");
   const KeyPtr key = read_key(pair.key);
-  if (!key) return "tls.key holds no PEM private key";
+  if (!key) return usage_error("tls.key holds no PEM private key");
   if (X509_check_private_key(cert.get(), key.get()) != 1) {
     ERR_clear_error();
-    return "tls.key is not the key of tls.crt";
+    return usage_error("tls.key is not the key of tls.crt");
   }
   EVP_PKEY* ca_public = X509_get0_pubkey(ca.get());
   if (!ca_public || X509_verify(cert.get(), ca_public) != 1) {
     ERR_clear_error();
-    return "tls.crt is not signed by ca.crt";
+    return usage_error("tls.crt is not signed by ca.crt");
   }
   for (const std::string& dns : dns_names)
-    if (X509_check_host(cert.get(), dns.c_str(), dns.size(), 0, nullptr) != 1) return "tls.crt is not for " + dns;
-  return "";
+    if (X509_check_host(cert.get(), dns.c_str(), dns.size(), 0, nullptr) != 1)
+      return usage_error("tls.crt is not for " + dns);
+  return std::nullopt;
 }
 
 WebhookTlsPair webhook_tls_pair_in(const std::filesystem::path& dir, const std::string& ca_name,
@@ -159,9 +160,9 @@ WebhookTlsPair webhook_tls_pair_in(const std::filesystem::path& dir, const std::
     WebhookTlsPair pair{read_small_file(ca, kMaxPemBytes, "--self-signed"),
                         read_small_file(cert, kMaxPemBytes, "--self-signed"),
                         read_small_file(key, kMaxPemBytes, "--self-signed")};
-    if (const std::string wrong = check_webhook_tls_pair(pair, dns_names); !wrong.empty())
-      throw usage_error("--self-signed " + dir.string() + ": " + wrong +
-                        "; remove ca.crt, tls.crt and tls.key there to make a new pair");
+    if (const std::optional<Error> wrong = check_webhook_tls_pair(pair, dns_names))
+      throw wrong->with_context("--self-signed " + dir.string())
+          .with_hint("; remove ca.crt, tls.crt and tls.key there to make a new pair");
     if (!webhook_tls_pair_ends_within(pair, kWebhookRenewDays)) return pair;
     if (renewed) *renewed = true;
   } else if (present != 0) {

@@ -4,8 +4,11 @@
 // serving certificate for the webhook's Service, made with OpenSSL's C API.
 
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "base/error.hpp"
 
 namespace gpurun {
 
@@ -42,7 +45,7 @@ WebhookTlsPair webhook_tls_pair_in(const std::filesystem::path& dir, const std::
                                    const std::vector<std::string>& dns_names, bool* renewed = nullptr);
 
 // Checks that `pair.cert` is signed by `pair.ca_cert`, matches `pair.key` and names every one of
-// `dns_names`; "" when so, else what is wrong.
-std::string check_webhook_tls_pair(const WebhookTlsPair& pair, const std::vector<std::string>& dns_names);
+// `dns_names`; nullopt when so, else what is wrong (a usage error: the files are the caller's).
+std::optional<Error> check_webhook_tls_pair(const WebhookTlsPair& pair, const std::vector<std::string>& dns_names);
 
 }  // namespace gpurun

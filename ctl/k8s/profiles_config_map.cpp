@@ -56,7 +56,7 @@ ProfileTree read_profile_tree(const fs::path& dir, const fs::path& builtins) {
     try {
       store.load(name, /*allow_path=*/false);
     } catch (const Error& e) {
-      throw usage_error("--profiles: " + std::string(e.what()));
+      throw e.with_context("--profiles").with_exit_code(kExitUsage);
     }
     tree[name + ".json"] = read_small_file(file, kMaxProfileBytes, "--profiles: read the profile");
   }

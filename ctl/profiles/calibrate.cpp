@@ -143,6 +143,10 @@ void run_calibrate(const CalibrateOptions& o) {
         "no profile written",
         0, kExitFailure);
 
+  if (!split.unread().empty())
+    print_warning("gpu-run-ctl", "calibrate: NCCL's segments of " + std::to_string(split.unread().size()) +
+                                     " process(es) not told apart, so the DataLoaders' peak may be too large: " +
+                                     split.unread().front());
   const std::uint64_t loader_peak = split.nccl_peak() ? split.rest_peak() : run.shm.peak;
   if (loader_peak == 0)
     throw Error("calibrate: the workload used no /dev/shm besides NCCL's segments (" + format_size(split.nccl_peak()) +

@@ -77,10 +77,8 @@ std::vector<std::string> profile_document_errors(const std::string& text, const 
     json doc;
     try {
       doc = json::parse(text);
-    } catch (const json::parse_error& e) {
-      return {json_syntax_error(text, e.byte, e.what(), source)};
     } catch (const json::exception& e) {
-      return {source + ": malformed JSON: " + e.what()};
+      return {json_parse_error(text, e, source)};
     }
     if (!doc.is_object()) return {whole.what()};
     std::vector<std::string> errors;

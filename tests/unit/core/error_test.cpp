@@ -26,5 +26,16 @@ TEST(Error, ContextKeepsTheErrnoAndTheExitCode) {
   EXPECT_EQ(usage.exit_code(), kExitUsage);
 }
 
+TEST(Error, AHintAndAnExitCodeKeepTheRest) {
+  const Error hinted = system_error("write /etc/x", EACCES).with_hint(" (run as root)");
+  EXPECT_STREQ(hinted.what(), "write /etc/x: Permission denied (run as root)");
+  EXPECT_EQ(hinted.errno_value(), EACCES);
+  EXPECT_EQ(hinted.exit_code(), kExitFailure);
+  const Error usage = system_error("read /x", ELOOP).with_exit_code(kExitUsage);
+  EXPECT_STREQ(usage.what(), "read /x: Too many levels of symbolic links");
+  EXPECT_EQ(usage.errno_value(), ELOOP);
+  EXPECT_EQ(usage.exit_code(), kExitUsage);
+}
+
 }  // namespace
 }  // namespace gpurun

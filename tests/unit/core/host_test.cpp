@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 
+#include <cerrno>
+#include <cstring>
 #include <limits>
 #include <string>
 
 #include "support/test_files.hpp"
+#include "support/test_util.hpp"
 
 namespace gpurun {
 namespace {
@@ -249,6 +252,19 @@ TEST(ProbeHost, CgroupV1Unlimited) {
   EXPECT_FALSE(h.cgroup_cpu_quota.has_value());
   EXPECT_FALSE(h.cgroup_memory_limit.has_value());
   EXPECT_EQ(h.cpus, affinity_now());
+}
+
+// A file that is there but cannot be read (a directory where meminfo should be) leaves its figure
+// unknown and is named, with the errno's words, for the door to log; missing ones are not.
+TEST(ProbeHost, AFileThatCannotBeReadIsNamed) {
+  TempDir root;
+  root.write("proc/self/cgroup", "0::/job\n");
+  fs::create_directories(root.path() / "proc/meminfo");
+  HostInfo h = probe_host(root.path());
+  EXPECT_EQ(h.mem_total, 0u);
+  ASSERT_EQ(h.unread.size(), 1u);
+  EXPECT_CONTAINS(h.unread[0], (root.path() / "proc/meminfo").string() + ": read: " + std::strerror(EISDIR));
+  EXPECT_TRUE(probe_host(TempDir().path()).unread.empty()) << "nothing there is nothing unread";
 }
 
 TEST(ProbeHost, EmptyRootIsNotAnError) {

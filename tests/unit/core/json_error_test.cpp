@@ -26,5 +26,22 @@ TEST(JsonErrorTest, SyntaxErrorNamesSourceLineAndColumn) {
   }
 }
 
+// One catch for either document type: a syntax error with its place, a number out of range in
+// nlohmann's words.
+TEST(JsonErrorTest, AnyParseFailureIsOneLine) {
+  auto message_of = [](const std::string& text) -> std::string {
+    try {
+      const nlohmann::ordered_json doc = nlohmann::ordered_json::parse(text);
+      return "parsed: " + doc.dump();
+    } catch (const nlohmann::ordered_json::exception& e) {
+      return json_parse_error(text, e, "f.json");
+    }
+  };
+  EXPECT_EQ(message_of("{\n  \"a\": 1,\n}").rfind("f.json:3:1: malformed JSON: syntax error", 0), 0u);
+  const std::string huge = message_of("{\"a\": 1e999}");
+  EXPECT_EQ(huge.rfind("f.json: malformed JSON: ", 0), 0u) << huge;
+  EXPECT_NE(huge.find("1e999"), std::string::npos) << huge;
+}
+
 }  // namespace
 }  // namespace gpurun

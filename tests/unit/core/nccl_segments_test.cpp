@@ -99,7 +99,7 @@ TEST(NcclSegmentsTest, SplitMeasuresEachNewPeakWithTheSegmentsOfThatMoment) {
   NcclShmSplit split(
       [&](int) {
         scans.push_back(clock);
-        return clock >= 2s ? NcclSegments{40, 2} : NcclSegments{};
+        return clock >= 2s ? NcclSegments{40, 2, {}} : NcclSegments{};
       },
       10s);
   const std::vector<std::pair<std::chrono::nanoseconds, std::uint64_t>> samples = {
@@ -124,7 +124,7 @@ TEST(NcclSegmentsTest, SplitMeasuresAPeakWithinMinGapWithTheNextScan) {
   // The segments (40) appear at t=5 ms, between the first scan (t=0) and a sample at 10 ms that
   // holds them (10 + 40): within min_gap, so it waits for the next scan (t=100 ms, 60 = 40 + 20).
   std::chrono::nanoseconds clock{0};
-  NcclShmSplit split([&](int) { return clock >= 5ms ? NcclSegments{40, 1} : NcclSegments{}; }, 10s);
+  NcclShmSplit split([&](int) { return clock >= 5ms ? NcclSegments{40, 1, {}} : NcclSegments{}; }, 10s);
   for (const auto& [t, used] :
        std::vector<std::pair<std::chrono::nanoseconds, std::uint64_t>>{{0s, 10}, {10ms, 50}, {100ms, 60}}) {
     clock = t;
@@ -140,6 +140,14 @@ TEST(NcclSegmentsTest, SplitCountsAWaitingPeakWhenTheJobEndsFirst) {
   split.sample(1, 10, 0s);
   split.sample(1, 70, 10ms);
   EXPECT_EQ(split.rest_peak(), 70u);
+}
+
+TEST(NcclSegmentsTest, SplitKeepsWhyAScanCouldNotReadAProcess) {
+  NcclShmSplit split([](int) { return NcclSegments{40, 1, {"/proc/7/maps: open: Permission denied"}}; }, 10s);
+  EXPECT_TRUE(split.unread().empty()) << "no scan yet";
+  split.sample(1, 50, 0s);
+  ASSERT_EQ(split.unread().size(), 1u);
+  EXPECT_EQ(split.unread()[0], "/proc/7/maps: open: Permission denied");
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -214,20 +215,40 @@ TEST(StatFs, TellsATmpfsMountFromADirectoryOfDev) {
   ::umount2((dir / "dev").c_str(), MNT_DETACH);
 }
 
+// read_kernel_file's text; nullopt when it has none.
+std::optional<std::string> text_of(const fs::path& path) {
+  const OrWhy<std::string> text = read_kernel_file(path);
+  if (!text) return std::nullopt;
+  return *text;
+}
+
 TEST(ReadKernelFile, TrimsTheTrailingNewlineAndSpaces) {
   test::TempDir dir;
-  EXPECT_EQ(read_kernel_file(dir.write("shmmax", "18446744073692774399\n")), "18446744073692774399");
-  EXPECT_EQ(read_kernel_file(dir.write("cpu.max", "max 100000 \n\n")), "max 100000");
-  EXPECT_EQ(read_kernel_file(dir.write("meminfo", "MemTotal: 1 kB\nMemFree: 2 kB\n")), "MemTotal: 1 kB\nMemFree: 2 kB");
-  EXPECT_EQ(read_kernel_file(dir.write("empty", "")), "");
+  EXPECT_EQ(text_of(dir.write("shmmax", "18446744073692774399\n")), "18446744073692774399");
+  EXPECT_EQ(text_of(dir.write("cpu.max", "max 100000 \n\n")), "max 100000");
+  EXPECT_EQ(text_of(dir.write("meminfo", "MemTotal: 1 kB\nMemFree: 2 kB\n")), "MemTotal: 1 kB\nMemFree: 2 kB");
+  EXPECT_EQ(text_of(dir.write("empty", "")), "");
 }
 
 TEST(ReadKernelFile, NothingWhenMissingUnreadableOrLarge) {
   test::TempDir dir;
-  EXPECT_EQ(read_kernel_file(dir / "none"), std::nullopt);
-  EXPECT_EQ(read_kernel_file(dir.path()), std::nullopt) << "a directory";
-  EXPECT_EQ(read_kernel_file(dir.write("big", std::string(64 * 1024 + 1, '1'))), std::nullopt);
-  EXPECT_EQ(read_kernel_file(dir.write("fits", std::string(64 * 1024, '1')))->size(), 64u * 1024);
+  EXPECT_EQ(text_of(dir / "none"), std::nullopt);
+  EXPECT_EQ(text_of(dir.path()), std::nullopt) << "a directory";
+  EXPECT_EQ(text_of(dir.write("big", std::string(64 * 1024 + 1, '1'))), std::nullopt);
+  EXPECT_EQ(text_of(dir.write("fits", std::string(64 * 1024, '1')))->size(), 64u * 1024);
+}
+
+TEST(ReadKernelFile, SaysWhyNotWithTheFileAndTheErrno) {
+  test::TempDir dir;
+  const OrWhy<std::string> missing = read_kernel_file(dir / "none");
+  ASSERT_FALSE(missing);
+  EXPECT_CONTAINS(missing.why, (dir / "none").string() + ": open: " + std::strerror(ENOENT));
+  const OrWhy<std::string> directory = read_kernel_file(dir.path());
+  ASSERT_FALSE(directory);
+  EXPECT_CONTAINS(directory.why, dir.path().string() + ": read: " + std::strerror(EISDIR));
+  const OrWhy<std::string> big = read_kernel_file(dir.write("big", std::string(64 * 1024 + 1, '1')));
+  ASSERT_FALSE(big);
+  EXPECT_CONTAINS(big.why, "more than 65536 bytes");
 }
 
 TEST(ReadKernelFile, ReadsProcFiles) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
 #include <string>
 
 #include "base/error.hpp"
@@ -82,16 +84,32 @@ TEST(Plan, ArgumentErrorsNameTheFlag) {
   }
 }
 
+// The error of planning `profile` with `dir` on the profile path (and the built-in profiles).
+Error plan_error(const fs::path& dir, const std::string& profile) {
+  const EnvLookup env =
+      test::fake_env({{"GPU_RUN_BUILTIN_PROFILES", GPU_RUN_SOURCE_PROFILES}, {"GPU_RUN_PROFILE_PATH", dir.string()}});
+  PlanOptions o;
+  o.sizing.profile = profile;
+  return expect_error([&] { make_plan(o, Config{}, host_with_cpus(4), env); });
+}
+
 TEST(Plan, RefusesAProfileWhoseNameIsNotItsFiles) {
   test::TempDir d;
   d.write("mine.json", R"({"name": "other"})");
-  const EnvLookup env = test::fake_env(
-      {{"GPU_RUN_BUILTIN_PROFILES", GPU_RUN_SOURCE_PROFILES}, {"GPU_RUN_PROFILE_PATH", d.path().string()}});
-  PlanOptions o;
-  o.sizing.profile = "mine";
-  const Error e = expect_error([&] { make_plan(o, Config{}, host_with_cpus(4), env); });
+  const Error e = plan_error(d.path(), "mine");
   EXPECT_EQ(e.exit_code(), kExitUsage);
   EXPECT_CONTAINS(e.what(), "key 'name': 'other' does not match the file's name");
+}
+
+// gpu-run-ctl plan's door: an unreadable profile file (a link to itself) is a wrong request, exit
+// 2 (gpu-run-ctl(1)), with its errno and the errno's words.
+TEST(Plan, AnUnreadableProfileReportsItsErrnoAndExitsTwo) {
+  test::TempDir d;
+  fs::create_symlink("loop.json", d.path() / "loop.json");
+  const Error e = plan_error(d.path(), "loop");
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_EQ(e.errno_value(), ELOOP);
+  EXPECT_CONTAINS(e.what(), (d.path() / "loop.json").string() + ": cannot open: " + std::strerror(ELOOP));
 }
 
 // gpu-run-ctl plan "sizes exactly as gpu-run would with the same flags": the same plan, field for

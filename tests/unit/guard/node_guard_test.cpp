@@ -43,6 +43,15 @@ TEST(NodeGuardTest, ListsEveryContainerTheAdmissionChoosesFrom) {
   EXPECT_EQ(guard_ps_commands("podman"), (std::vector<std::vector<std::string>>{{"podman", "ps", "-q", "--no-trunc"}}));
 }
 
+// Why the guard passes `c` over; "" when it takes it.
+std::string guard_skip_reason(const ContainerInfo& c, bool all) {
+  const OrWhy<ContainerInfo> taken = guardable(c, all);
+  if (taken) {
+    EXPECT_EQ(taken->id, c.id);
+  }
+  return taken ? "" : taken.why;
+}
+
 TEST(NodeGuardTest, GuardsLabelledContainersOrAnyWithAll) {
   EXPECT_EQ(guard_skip_reason(running({{"gpu-run.profile", "imagenet"}}), false), "");
   EXPECT_EQ(guard_skip_reason(running({{"gpu-run.shm-size", "64m"}}), false), "");

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -221,6 +222,21 @@ TEST_F(HookTest, KeepsItsRecordOnAFreshRunAfterABoot) {
   const Recorded rec = read_recorded({nullptr, nullptr, nullptr, "hooktest", decision_dir_});
   ASSERT_TRUE(rec.record) << rec.error;
   EXPECT_EQ(rec.record->size, 200 * kMiB);
+}
+
+// gpu-run-hook's door: a container that names an unreadable profile file (a link to itself) fails
+// its start (non-zero, gpu-run-hook(1): 1) with one line naming the file and the errno's words.
+TEST_F(HookTest, AnUnreadableProfileFailsTheStartWithItsErrno) {
+  fs::create_directories(dir_ / "profiles");
+  fs::create_symlink("loop.json", dir_ / "profiles/loop.json");
+  dir_.write("config.json", nlohmann::json{{"log_file", (dir_ / "gpu-run.log").string()},
+                                           {"profile_dirs", {(dir_ / "profiles").string()}}}
+                                .dump());
+  write_spec({"GPU_RUN_PROFILE=loop"});
+  const HookRun r = run(state(::getpid()));
+  EXPECT_EQ(r.rc, kExitFailure);
+  EXPECT_CONTAINS(r.error_line, (dir_ / "profiles/loop.json").string() + ": cannot open: " + std::strerror(ELOOP));
+  EXPECT_EQ(r.error_line.find('\n'), std::string::npos) << r.error_line;
 }
 
 TEST_F(HookTest, AStateWithoutAPidFailsAnExplicitRequest) {

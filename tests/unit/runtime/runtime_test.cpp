@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "base/error.hpp"
@@ -234,6 +236,28 @@ TEST(PrepareBundleTest, EveryNameOfAFactPlansTheSameSize) {
       EXPECT_EQ(size_of(by_alias, {}), want) << k.env_alias;
     }
   }
+}
+
+// gpu-run-runtime's door: a container that names an unreadable profile file (a link to itself)
+// fails its start (exit 1: the start fails, docs/reference.md "Bad input") with the file's errno
+// and the errno's words, kept from the store that read it.
+TEST(PrepareBundleTest, AnUnreadableProfileFailsTheStartWithItsErrno) {
+  test::TempDir d;
+  fs::create_directories(d / "profiles");
+  fs::create_symlink("loop.json", d / "profiles/loop.json");
+  d.write(
+      "config.json",
+      nlohmann::json{{"log_file", (d / "gpu-run.log").string()}, {"profile_dirs", {(d / "profiles").string()}}}.dump());
+  const nlohmann::json spec = {{"ociVersion", "1.0.2"},
+                               {"process", {{"env", {"GPU_RUN_PROFILE=loop"}}}},
+                               {"mounts", nlohmann::json::array({kTmpfs64m})},
+                               {"linux", {{"namespaces", {{{"type", "ipc"}}}}}}};
+  d.write("bundle/config.json", spec.dump());
+  const DecisionContext ctx(d / "config.json", "gpu-run-runtime");
+  const Error e = expect_error([&] { prepare_bundle((d / "bundle").string(), ctx, "/usr/sbin/runc"); });
+  EXPECT_EQ(e.exit_code(), kExitFailure);
+  EXPECT_EQ(e.errno_value(), ELOOP);
+  EXPECT_CONTAINS(e.what(), (d / "profiles/loop.json").string() + ": cannot open: " + std::strerror(ELOOP));
 }
 
 // The traps at the runtime: GPU_RUN_NUM_WORKERS=8 planned the default workers, and a

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "base/k8s_quantity.hpp"
 #include "base/units.hpp"
 #include "decision/contract.hpp"
@@ -581,6 +584,16 @@ TEST_F(ReviewTest, AnUnknownProfileIsDeniedWithTheNamesThisWebhookKnows) {
   EXPECT_CONTAINS(message, "imagenet");
   EXPECT_CONTAINS(message, "webauto");
   EXPECT_EQ(message.find("gpu-run-ctl"), std::string::npos) << message;
+}
+
+// The webhook's door: a pod that names an unreadable profile file (a link to itself) is denied,
+// the message naming the file and the errno's words.
+TEST_F(ReviewTest, AnUnreadableProfileIsDeniedWithItsErrno) {
+  fs::create_symlink("loop.json", dir_ / "loop.json");
+  const ReviewResult r = run(review_of(pod({{"gpu-run.profile", "loop"}}, {container("main")})));
+  EXPECT_EQ(r.outcome, ReviewOutcome::kDenied);
+  EXPECT_CONTAINS(r.review["response"]["status"]["message"].get<std::string>(),
+                  (dir_ / "loop.json").string() + ": cannot open: " + std::strerror(ELOOP));
 }
 
 TEST_F(ReviewTest, OverMaxShmIsDeniedUnderRaiseAndDeny) {
