@@ -195,4 +195,8 @@ std::uint64_t parse_count(std::string_view text, std::string_view what, std::uin
   return value;
 }
 
+std::string counted(long long n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 }  // namespace gpurun

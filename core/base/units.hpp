@@ -20,6 +20,10 @@ std::uint64_t parse_size(std::string_view text, std::string_view what = "size");
 // "1.5GiB", "64MiB", "512B": for people, to one decimal (none when it rounds to a whole number).
 std::string format_size(std::uint64_t bytes);
 
+// A count and its noun, singular or plural: counted(1, "rank") is "1 rank", counted(2, "rank")
+// "2 ranks".
+std::string counted(long long n, const std::string& noun);
+
 // A size in MiB to one decimal ("20643.9MiB"; below 1 MiB as format_size): the unit of a plan's
 // breakdown, so that its terms, the need and the size applied add up by eye.
 std::string format_mib(std::uint64_t bytes);

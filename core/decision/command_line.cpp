@@ -59,8 +59,7 @@ std::string command_workers_warning(const ContainerRequest& request, const ShmPl
   if (request.workers)
     origin = words.workers;
   else if (plan.workers_auto)
-    origin = "auto: " + std::to_string(plan.cpus) + (plan.cpus == 1 ? " CPU / " : " CPUs / ") +
-             std::to_string(plan.ranks) + (plan.ranks == 1 ? " rank" : " ranks");
+    origin = "auto: " + counted(plan.cpus, "CPU") + " / " + counted(plan.ranks, "rank");
   std::string line = "the command line's '" + seen->flag.substr(0, 80) + "' asks for " + n +
                      " DataLoader workers, but /dev/shm (" + format_size(plan.shm) + ") is planned for " +
                      std::to_string(plan.workers) + " DataLoader worker" + (plan.workers == 1 ? "" : "s") +

@@ -40,9 +40,8 @@ std::string refusal_words(const Refusal& r, const RequestWords& w) {
     case RefusalKind::kAboveMaxShm: {
       const std::string lower = lowerable(r, w, /*now=*/false);
       return "planned /dev/shm of " + format_size(r.size) + " for profile " + r.profile + " (" +
-             std::to_string(r.ranks) + " rank(s) x " + std::to_string(r.workers) +
-             (r.workers == 1 ? " worker" : " workers") + " x batch " + std::to_string(r.batch_size) +
-             ") is above the profile's max_shm " + format_size(r.max_shm) + ": " +
+             counted(r.ranks, "rank") + " x " + counted(r.workers, "worker") + " x batch " +
+             std::to_string(r.batch_size) + ") is above the profile's max_shm " + format_size(r.max_shm) + ": " +
              (lower.empty() ? "" : "lower " + lower + ", or ") + "raise max_shm in the profile";
     }
     case RefusalKind::kOverBudget: {

@@ -482,11 +482,11 @@ void explain_nccl(std::ostringstream& out, const NcclPlan& n, unsigned ranks) {
 std::string explain(const ShmPlan& p, const RequestWords& words) {
   std::ostringstream out;
   const LoaderPlan& main = p.loaders.front();
-  out << "profile " << p.profile << ": " << p.ranks << " rank(s)" << (p.gpus == 0 ? " (no GPU requested)" : "")
+  out << "profile " << p.profile << ": " << counted(p.ranks, "rank") << (p.gpus == 0 ? " (no GPU requested)" : "")
       << ", batch_size " << p.batch_size << ", workers " << p.workers
-      << (p.workers_auto ? " (auto: " + std::to_string(p.cpus) + " CPUs / " + std::to_string(p.ranks) +
-                               " rank(s), at most batch_size/8+4)"
-                         : "")
+      << (p.workers_auto
+              ? " (auto: " + counted(p.cpus, "CPU") + " / " + counted(p.ranks, "rank") + ", at most batch_size/8+4)"
+              : "")
       << ", prefetch_factor " << p.prefetch_factor << ", pin_memory " << (p.pin_memory ? "true" : "false") << "\n";
   if (p.loaders.size() == 1) {
     if (main.workers > 0) explain_batch(out, main, "  ");

@@ -253,13 +253,13 @@ TEST(PlanShm, AboveMaxShmIsAProblemNotAClamp) {
   EXPECT_CONTAINS(words, "367.7MiB");
   EXPECT_CONTAINS(words, "max_shm 256MiB");
   EXPECT_CONTAINS(words, "lower workers or batch-size");
-  EXPECT_CONTAINS(words, "(1 rank(s) x 4 workers x batch");
+  EXPECT_CONTAINS(words, "(1 rank x 4 workers x batch");
   Profile tiny = prof;
   tiny.min_shm = MiB;
   tiny.max_shm = 16 * MiB;
   const ShmPlan one = plan_shm(tiny, request(1, 1));
   ASSERT_TRUE(one.refusal);
-  EXPECT_CONTAINS(refusal_words(*one.refusal, kContainerWords), "(1 rank(s) x 1 worker x batch") << "not \"1 workers\"";
+  EXPECT_CONTAINS(refusal_words(*one.refusal, kContainerWords), "(1 rank x 1 worker x batch") << "not \"1 workers\"";
   try {
     require_fits(p);
     FAIL() << "require_fits did not throw";
@@ -353,7 +353,7 @@ TEST(PlanShm, AutoWorkers) {
   // 2 * 616,824,832 + 1 GiB = 1,233,649,664 + 1,073,741,824 = 2,307,391,488
   // * 1.25 = 2,884,239,360; 2750 MiB = 2,883,584,000 < it <= 2751 MiB = 2,884,632,576 -> 2751 MiB
   EXPECT_EQ(p.shm, 2751 * MiB);
-  EXPECT_CONTAINS(explain(p), "auto: 16 CPUs / 2 rank(s)");
+  EXPECT_CONTAINS(explain(p), "auto: 16 CPUs / 2 ranks");
 }
 
 TEST(PlanShm, WorkersPrecedence) {
@@ -548,7 +548,7 @@ TEST(PlanToJson, Keys) {
 
 TEST(Explain, ShowsEveryTerm) {
   std::string e = explain(plan_shm(imagenet_like(), request(2, 4)));
-  EXPECT_CONTAINS(e, "profile test: 2 rank(s)");
+  EXPECT_CONTAINS(e, "profile test: 2 ranks");
   EXPECT_CONTAINS(e, "image 36.8MiB");  // 38,535,168 / 1,048,576 = 36.75
   EXPECT_CONTAINS(e, "(prefetch_factor 2 x workers 4 + hold 0)");
   EXPECT_CONTAINS(e, "nccl_reserve = 1024MiB");
