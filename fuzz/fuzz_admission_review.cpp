@@ -11,8 +11,9 @@ using namespace gpurun;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const ProfileStore store({GPU_RUN_FUZZ_PROFILES});
-  static const WebhookConfig configs[3] = {
-      {WebhookPolicy::kRaise, 0.5, {}, 1}, {WebhookPolicy::kDeny, 0.5, {}, 4}, {WebhookPolicy::kWarn, 0.25, {}, 2}};
+  static const WebhookConfig configs[3] = {{WebhookPolicy::kRaise, 0.5, {}, 1, {}},
+                                           {WebhookPolicy::kDeny, 0.5, {}, 4, {}},
+                                           {WebhookPolicy::kWarn, 0.25, {}, 2, {}}};
   const std::string body = fuzz::as_string(data, size);
   const ReviewResult r = review_admission(body, configs[size % 3], store);
   const nlohmann::json& response = r.review.at("response");

@@ -30,10 +30,10 @@ std::uint64_t parse_k8s_quantity(const std::string& text, const std::string& fla
   for (const auto& [suffix, bytes] : units)
     if (m[4] == suffix) unit = bytes;
   const std::string whole = m[1].str();
-  constexpr std::uint64_t kMax = 1ull << 62;
+  constexpr std::uint64_t kMaxQuantity = 1ull << 62;
   if (whole.size() > 19) throw usage_error(flag + " '" + k8s_shown(text) + "': too large");
   const std::uint64_t integer = std::stoull(whole);
-  if (integer > kMax / unit) throw usage_error(flag + " '" + k8s_shown(text) + "': too large");
+  if (integer > kMaxQuantity / unit) throw usage_error(flag + " '" + k8s_shown(text) + "': too large");
   std::uint64_t bytes = integer * unit;
   if (m[3].matched) {
     const long double fraction = std::stold("0." + m[3].str());
