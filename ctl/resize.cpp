@@ -19,6 +19,7 @@
 #include "ctl/ctl_common.hpp"
 #include "ctl/run_options.hpp"
 #include "decision/config.hpp"
+#include "decision/refusal.hpp"
 #include "engine/run_args.hpp"
 #include "oci/host.hpp"
 #include "shm/shm_mount.hpp"
@@ -99,38 +100,6 @@ std::string resize_report(const ContainerInfo& info, const ContainerInfo& owner,
   return out;
 }
 
-std::string resize_refusal_words(const ResizePlan& plan, const std::string& name) {
-  if (!plan.refusal) return "";
-  const std::string who = "container " + name;
-  switch (*plan.refusal) {
-    case ResizeRefusal::kNoShm:
-      return who + " has --ipc=none: it has no /dev/shm to resize (recreate it with --ipc=private)";
-    case ResizeRefusal::kHostIpc:
-      return who + " shares the host's IPC namespace (--ipc=host): the host's /dev/shm is never resized";
-    case ResizeRefusal::kHostShmBound:
-      return who + " has the host's /dev/shm bound in (-v /dev/shm:/dev/shm): the host's /dev/shm is never resized";
-    case ResizeRefusal::kJoinedTwice:
-      return who + " joined the IPC namespace of container " + plan.ipc.owner +
-             ", which itself joined another: resize the one that owns it";
-    case ResizeRefusal::kUnknownIpc:
-      return who + ": unknown IPC mode, not resizing its /dev/shm";
-    case ResizeRefusal::kNotTmpfs:
-      return "/dev/shm in " + who + " is not a tmpfs mount of its own: nothing to resize";
-    case ResizeRefusal::kBelowMiB:
-      return "size " + format_size(plan.size) + " is below 1MiB";
-    case ResizeRefusal::kBelowUsed:
-      return "size " + format_size(plan.size) + " is below what /dev/shm in " + who +
-             " holds now: " + format_size(plan.shm.used) + " used of " + format_size(plan.shm.size) +
-             " (ask for at least " + engine_size(round_up(plan.shm.used, kMiB)) + ", or remove files first)";
-    case ResizeRefusal::kOverBudget: {
-      const MemoryBudget budget{plan.memory_limit.value_or(0), plan.memory_fraction_max};
-      return "/dev/shm " + format_size(plan.size) + " for " + who + " " + budget.over() +
-             "; --force resizes anyway, or raise the limit to " + engine_size(budget.limit_for(plan.size));
-    }
-  }
-  return who + ": not resized";
-}
-
 void run_resize(const ResizeOptions& o) {
   const Config config = load_ctl_config();
   ContainerInfo info = inspect_running(o.engine, config, o.container, "only a running container's /dev/shm is resized");
@@ -157,6 +126,7 @@ void run_resize(const ResizeOptions& o) {
   ask.size = size_asked(o, config);
   ask.force = o.force;
   ask.memory_fraction_max = config.memory_fraction_max;
+  ask.container = display_name(owner);
   for (const ContainerInfo* c : {&info, &owner})
     if (c->memory_limit && *c->memory_limit > 0 && (!ask.memory_limit || *c->memory_limit < *ask.memory_limit))
       ask.memory_limit = c->memory_limit;
@@ -166,7 +136,7 @@ void run_resize(const ResizeOptions& o) {
   if (ipc.kind != IpcKind::kNone && ipc.kind != IpcKind::kHost && !host_ipc) facts = probe_shm(owner, host_dev);
   facts.host_ipc = host_ipc;
   const ResizePlan plan = plan_resize(ipc, facts, ask);
-  if (plan.refusal) throw usage_error(resize_refusal_words(plan, display_name(owner)));
+  if (plan.refusal) throw usage_error(refusal_words(*plan.refusal, kFlagWords));
 
   Logger log(config.log_file.string(), parse_log_level(config.log_level), "gpu-run-ctl");
   const std::string who = "container=" + log_quote(owner.id.substr(0, 64)) +

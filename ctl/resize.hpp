@@ -32,10 +32,6 @@ ContainerInfo shm_owner(const ContainerInfo& info, const std::function<Container
 std::string resize_report(const ContainerInfo& info, const ContainerInfo& owner, const ShmFacts& before,
                           std::uint64_t after, bool over_budget);
 
-// `plan`'s refusal as gpu-run-ctl resize words it (its flags, Docker's --ipc words), one line
-// with the numbers; `name` is the container's (the owner's of a joined IPC namespace).
-std::string resize_refusal_words(const ResizePlan& plan, const std::string& name);
-
 // Inspects the container, plans (shm_resize.hpp), and remounts its /dev/shm in a child that
 // drops its capabilities and joins the container's mount namespace, holding the container's
 // lock (shm_lock_path, file_lock.hpp) from the look at /dev/shm to the log line. Throws Error: exit 2

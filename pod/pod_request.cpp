@@ -37,25 +37,13 @@ const RequestWords kPodWords = {
     "annotate the pod gpu-run.workers: \"{n}\"",
 };
 
-PodRefusal leave_alone(std::string reason, bool warn = false) {
-  return {PodRefusal::Kind::kLeaveAlone, std::move(reason), warn};
-}
-
-PodRefusal cannot_meet(std::string reason) { return {PodRefusal::Kind::kCannotMeet, std::move(reason), false}; }
+PodLeftAlone leave_alone(std::string reason, bool warn = false) { return {std::move(reason), warn}; }
 
 }  // namespace
 
 PodRequest::PodRequest(const json& pod, const WebhookConfig& config, const ProfileStore& store,
                        const std::string* namespace_profile)
     : pod_(pod), config_(config), store_(store), namespace_profile_(namespace_profile) {}
-
-std::optional<PodRefusal> PodRequest::decide() {
-  try {
-    return decide_all();
-  } catch (const Error& e) {
-    return cannot_meet(e.what());
-  }
-}
 
 std::string PodRequest::default_profile_used() const {
   return namespace_profile_ && !annotations_.count(request_key(RequestKey::kProfile).annotation) ? *namespace_profile_
@@ -68,8 +56,8 @@ std::string PodRequest::target_names() const {
   return out;
 }
 
-std::optional<PodRefusal> PodRequest::decide_all() {
-  if (auto refused = read_annotations()) return refused;
+std::optional<PodLeftAlone> PodRequest::decide() {
+  read_annotations();
   // gpu-run.containers alone says where, not what: nothing is asked.
   if (!has_request_annotation(annotations_)) {
     if (!namespace_profile_) return leave_alone("no gpu-run request annotation");
@@ -85,26 +73,24 @@ std::optional<PodRefusal> PodRequest::decide_all() {
     for (const json& c : array_at(*spec, list))
       if (!c.is_object() || container_name(c).empty())
         return leave_alone(std::string("malformed pod: spec.") + list + " has an entry without a name", true);
-  if (auto refused = check_existing_mounts()) return refused;
-  if (auto refused = choose_targets()) return refused;
-  for (PodShmTarget& t : targets_)
-    if (auto refused = decide_target(t)) return refused;
+  if (auto alone = check_existing_mounts()) return alone;
+  if (auto alone = choose_targets()) return alone;
+  for (PodShmTarget& t : targets_) decide_target(t);
   return std::nullopt;
 }
 
-std::optional<PodRefusal> PodRequest::read_annotations() {
+void PodRequest::read_annotations() {
   const json* meta = member(pod_, "metadata");
   const json* a = meta ? member(*meta, "annotations") : nullptr;
-  if (!a || !a->is_object()) return std::nullopt;
+  if (!a || !a->is_object()) return;
   for (const auto& [key, value] : a->items()) {
     if (key.rfind(kAnnotationPrefix, 0) != 0 && key != kCrioShmSizeAnnotation) continue;
-    if (!value.is_string()) return cannot_meet("annotation " + k8s_shown(key) + ": expected a string");
+    if (!value.is_string()) throw usage_error("annotation " + k8s_shown(key) + ": expected a string");
     annotations_[key] = value.get<std::string>();
   }
-  return std::nullopt;
 }
 
-std::optional<PodRefusal> PodRequest::check_existing_mounts() const {
+std::optional<PodLeftAlone> PodRequest::check_existing_mounts() const {
   for (const char* list : {"containers", "initContainers"})
     for (const json& c : array_at(*spec_, list))
       for (const json& m : array_at(c, "volumeMounts")) {
@@ -121,11 +107,11 @@ std::optional<PodRefusal> PodRequest::check_existing_mounts() const {
   return std::nullopt;
 }
 
-std::optional<PodRefusal> PodRequest::choose_targets() {
+std::optional<PodLeftAlone> PodRequest::choose_targets() {
   if (auto it = annotations_.find(kContainersAnnotation); it != annotations_.end()) {
     if (it->second.size() > kMaxAnnotationBytes)
-      return cannot_meet(std::string(kContainersAnnotation) + ": value of " + std::to_string(it->second.size()) +
-                         " bytes is too long");
+      throw usage_error(std::string(kContainersAnnotation) + ": value of " + std::to_string(it->second.size()) +
+                        " bytes is too long");
     std::set<std::string> named;
     std::string item;
     for (std::size_t i = 0; i <= it->second.size(); ++i) {
@@ -137,15 +123,15 @@ std::optional<PodRefusal> PodRequest::choose_targets() {
         item += ch;
       }
     }
-    if (named.empty()) return cannot_meet(std::string(kContainersAnnotation) + ": names no container");
+    if (named.empty()) throw usage_error(std::string(kContainersAnnotation) + ": names no container");
     for (const char* list : {"containers", "initContainers"}) {
       const json& cs = array_at(*spec_, list);
       for (std::size_t i = 0; i < cs.size(); ++i)
         if (named.erase(container_name(cs[i]))) targets_.push_back({list, i, &cs[i], {}});
     }
     if (!named.empty())
-      return cannot_meet(std::string(kContainersAnnotation) + ": the pod has no container '" +
-                         k8s_shown(*named.begin()) + "'");
+      throw usage_error(std::string(kContainersAnnotation) + ": the pod has no container '" +
+                        k8s_shown(*named.begin()) + "'");
     return std::nullopt;
   }
   const json& cs = array_at(*spec_, "containers");
@@ -159,7 +145,7 @@ std::optional<PodRefusal> PodRequest::choose_targets() {
   return std::nullopt;
 }
 
-std::optional<PodRefusal> PodRequest::decide_target(PodShmTarget& t) {
+void PodRequest::decide_target(PodShmTarget& t) {
   const json& c = *t.container;
   const std::string who = "container '" + k8s_shown(container_name(c)) + "'";
   try {
@@ -193,12 +179,11 @@ std::optional<PodRefusal> PodRequest::decide_target(PodShmTarget& t) {
     request.words = &kPodWords;
     t.decision = decide_shm(request, facts, host_config, store_, host);
   } catch (const Error& e) {
-    return cannot_meet(who + ": " + e.what());
+    throw e.with_context(who);
   }
   const ShmDecision& d = t.decision;
-  if (!d.act) return cannot_meet(who + ": " + (d.error ? d.error->what() : d.reason));
+  if (!d.act) throw d.error ? d.error->with_context(who) : usage_error(who + ": " + d.reason);
   total_ = total_ + d.size < total_ ? UINT64_MAX : total_ + d.size;
-  return std::nullopt;
 }
 
 }  // namespace gpurun

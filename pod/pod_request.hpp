@@ -18,16 +18,12 @@
 
 namespace gpurun {
 
-// Why a pod gets no /dev/shm: an expected answer, returned (docs/ARCHITECTURE.md, "Errors and
-// exit codes").
-struct PodRefusal {
-  enum class Kind {
-    kLeaveAlone,  // nothing to do: allowed, no patch, a warning when `warn`
-    kCannotMeet,  // the request cannot be met: the policy decides (deny or warn)
-  };
-  Kind kind = Kind::kCannotMeet;
+// A pod gpu-run leaves as it is (allowed, no patch): nothing asked, or a pod whose /dev/shm
+// gpu-run does not change. Not a refusal: what cannot be met is an Error (docs/ARCHITECTURE.md,
+// "Errors and refusals").
+struct PodLeftAlone {
   std::string reason;  // one line
-  bool warn = false;
+  bool warn = false;   // the person who created the pod is warned
 };
 
 // One container the webhook gives /dev/shm, with its decision.
@@ -45,8 +41,10 @@ class PodRequest {
   PodRequest(const nlohmann::json& pod, const WebhookConfig& config, const ProfileStore& store,
              const std::string* namespace_profile);
 
-  // Reads the request and decides each target; the refusal when the pod gets no /dev/shm.
-  std::optional<PodRefusal> decide();
+  // Reads the request and decides each target; why, when the pod is left alone. Throws Error
+  // when the request cannot be met: a bad annotation or quantity, an unreadable profile, core's
+  // refusal in the pod's words (ShmDecision::error), each named by its container.
+  std::optional<PodLeftAlone> decide();
 
   // After decide(): the pod's spec, the containers that get /dev/shm, the sum of their sizes.
   const nlohmann::json& spec() const { return *spec_; }
@@ -62,11 +60,10 @@ class PodRequest {
   std::string target_names() const;
 
  private:
-  std::optional<PodRefusal> decide_all();
-  std::optional<PodRefusal> read_annotations();
-  std::optional<PodRefusal> check_existing_mounts() const;
-  std::optional<PodRefusal> choose_targets();
-  std::optional<PodRefusal> decide_target(PodShmTarget& t);
+  void read_annotations();
+  std::optional<PodLeftAlone> check_existing_mounts() const;
+  std::optional<PodLeftAlone> choose_targets();
+  void decide_target(PodShmTarget& t);
 
   const nlohmann::json& pod_;
   const WebhookConfig& config_;

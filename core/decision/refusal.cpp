@@ -74,6 +74,33 @@ std::string refusal_words(const Refusal& r, const RequestWords& w) {
              "from: " +
              w.plan_with_limit + ", or set engines.ray.object_store_memory in the profile";
     }
+    case RefusalKind::kNoShm:
+      return "container " + r.container +
+             " has --ipc=none: it has no /dev/shm to resize (recreate it with --ipc=private)";
+    case RefusalKind::kHostIpc:
+      return "container " + r.container +
+             " shares the host's IPC namespace (--ipc=host): the host's /dev/shm is never resized";
+    case RefusalKind::kHostShmBound:
+      return "container " + r.container +
+             " has the host's /dev/shm bound in (-v /dev/shm:/dev/shm): the host's /dev/shm is never resized";
+    case RefusalKind::kJoinedTwice:
+      return "container " + r.container + " joined the IPC namespace of container " + r.ipc_owner +
+             ", which itself joined another: resize the one that owns it";
+    case RefusalKind::kUnknownIpc:
+      return "container " + r.container + ": unknown IPC mode, not resizing its /dev/shm";
+    case RefusalKind::kNotTmpfs:
+      return "/dev/shm in container " + r.container + " is not a tmpfs mount of its own: nothing to resize";
+    case RefusalKind::kBelowMiB:
+      return "size " + format_size(r.size) + " is below 1MiB";
+    case RefusalKind::kBelowUsed:
+      return "size " + format_size(r.size) + " is below what /dev/shm in container " + r.container +
+             " holds now: " + format_size(r.used) + " used of " + format_size(r.current) + " (ask for at least " +
+             w.size(round_up(r.used, kMiB)) + ", or remove files first)";
+    case RefusalKind::kResizeOverBudget: {
+      const MemoryBudget budget{r.memory_limit, r.memory_fraction_max};
+      return "/dev/shm " + format_size(r.size) + " for container " + r.container + " " + budget.over() + "; " +
+             w.force + " resizes anyway, or raise the limit to " + w.size(budget.limit_for(r.size));
+    }
   }
   return "refused";
 }

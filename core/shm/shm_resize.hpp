@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "decision/refusal.hpp"
 #include "oci/container.hpp"
 
 namespace gpurun {
@@ -29,32 +30,17 @@ struct ResizeAsk {
   bool force = false;                         // --force: past the memory budget
   std::optional<std::uint64_t> memory_limit;  // the smallest limit of the containers involved
   double memory_fraction_max = 0.5;
+  std::string container;  // the container as its refusals name it (the owner's of a joined IPC namespace)
 };
 
-// Why a resize may not go ahead: a value; the door words it with the plan's numbers
-// (docs/ARCHITECTURE.md, "Errors and refusals").
-enum class ResizeRefusal {
-  kNoShm,         // IPC mode none: no /dev/shm at all
-  kHostIpc,       // IPC mode host, or the host's IPC namespace
-  kHostShmBound,  // the host's /dev/shm bound in
-  kJoinedTwice,   // container:X where X joined another (ipc.owner is X)
-  kUnknownIpc,    // an IPC mode gpu-run does not know
-  kNotTmpfs,      // /dev/shm is not a tmpfs mount of its own
-  kBelowMiB,      // the size asked for is below 1 MiB
-  kBelowUsed,     // below what /dev/shm holds now (shm.used)
-  kOverBudget,    // over the memory budget of ask.memory_limit, and not forced
-};
-
-// The resize to do, or why not, with what the refusal's words need.
+// The resize to do, or why not: a Refusal (decision/refusal.hpp: kNoShm ... kResizeOverBudget)
+// with the numbers its words need, worded by the door (docs/ARCHITECTURE.md, "Errors and
+// refusals").
 struct ResizePlan {
-  std::optional<ResizeRefusal> refusal;  // unset when it may go ahead
+  std::optional<Refusal> refusal;  // unset when it may go ahead
   std::uint64_t size = 0;
   bool allow_shrink = false;  // the size is below the current one (never below used)
   bool over_budget = false;   // allowed only by `force`
-  IpcMode ipc;                // as given
-  ShmFacts shm;               // as given
-  std::optional<std::uint64_t> memory_limit;
-  double memory_fraction_max = 0.5;
 };
 
 // Checks `ask` against the container's IPC mode (`ipc` after following container:X once:

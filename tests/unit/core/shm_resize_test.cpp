@@ -73,17 +73,18 @@ TEST(ShmResizeTest, GrowsAndShrinksDownToUsed) {
   EXPECT_FALSE(p.allow_shrink);
 }
 
-ResizeRefusal refusal_of(const IpcMode& ipc, const ShmFacts& shm, const ResizeAsk& a) {
+RefusalKind refusal_of(const IpcMode& ipc, const ShmFacts& shm, const ResizeAsk& a) {
   const ResizePlan p = plan_resize(ipc, shm, a);
   EXPECT_TRUE(p.refusal);
-  return p.refusal.value_or(ResizeRefusal::kUnknownIpc);
+  return p.refusal ? p.refusal->kind : RefusalKind::kUnknownIpc;
 }
 
 TEST(ShmResizeTest, RefusesBelowUsedAndBelowAMiB) {
   const ResizePlan p = plan_resize(kPrivate, tmpfs(kGiB, 300 * kMiB), ask(256 * kMiB));
-  EXPECT_EQ(p.refusal, ResizeRefusal::kBelowUsed);
-  EXPECT_EQ(p.shm.used, 300 * kMiB);  // the numbers its words need
-  EXPECT_EQ(refusal_of(kPrivate, tmpfs(kGiB, 0), ask(kKiB)), ResizeRefusal::kBelowMiB);
+  ASSERT_TRUE(p.refusal);
+  EXPECT_EQ(p.refusal->kind, RefusalKind::kBelowUsed);
+  EXPECT_EQ(p.refusal->used, 300 * kMiB);  // the numbers its words need
+  EXPECT_EQ(refusal_of(kPrivate, tmpfs(kGiB, 0), ask(kKiB)), RefusalKind::kBelowMiB);
 }
 
 TEST(ShmResizeTest, MemoryBudgetUnlessForced) {
@@ -91,8 +92,9 @@ TEST(ShmResizeTest, MemoryBudgetUnlessForced) {
   a.memory_limit = 4 * kGiB;
   a.memory_fraction_max = 0.5;
   ResizePlan p = plan_resize(kPrivate, tmpfs(64 * kMiB, 0), a);
-  EXPECT_EQ(p.refusal, ResizeRefusal::kOverBudget);
-  EXPECT_EQ(p.memory_limit, std::optional<std::uint64_t>(4 * kGiB));
+  ASSERT_TRUE(p.refusal);
+  EXPECT_EQ(p.refusal->kind, RefusalKind::kResizeOverBudget);
+  EXPECT_EQ(p.refusal->memory_limit, 4 * kGiB);
   EXPECT_TRUE(p.over_budget);
   a.force = true;
   p = plan_resize(kPrivate, tmpfs(64 * kMiB, 0), a);
@@ -106,26 +108,26 @@ TEST(ShmResizeTest, MemoryBudgetUnlessForced) {
 }
 
 TEST(ShmResizeTest, RefusesWhatHasNoOwnShm) {
-  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kNone, "", ""}, ShmFacts{}, ask(kGiB)), ResizeRefusal::kNoShm);
-  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kHost, "", ""}, ShmFacts{}, ask(kGiB)), ResizeRefusal::kHostIpc);
+  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kNone, "", ""}, ShmFacts{}, ask(kGiB)), RefusalKind::kNoShm);
+  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kHost, "", ""}, ShmFacts{}, ask(kGiB)), RefusalKind::kHostIpc);
   ShmFacts host_ipc = tmpfs(8 * kGiB, 0);
   host_ipc.host_ipc = true;
-  EXPECT_EQ(refusal_of(kShareable, host_ipc, ask(kGiB)), ResizeRefusal::kHostIpc);
+  EXPECT_EQ(refusal_of(kShareable, host_ipc, ask(kGiB)), RefusalKind::kHostIpc);
   ShmFacts bound = tmpfs(8 * kGiB, 0);
   bound.host_shm = true;
-  EXPECT_EQ(refusal_of(kPrivate, bound, ask(kGiB)), ResizeRefusal::kHostShmBound);
-  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kJoined, "x", ""}, tmpfs(kGiB, 0), ask(kGiB)), ResizeRefusal::kJoinedTwice);
-  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kOther, "", ""}, tmpfs(kGiB, 0), ask(kGiB)), ResizeRefusal::kUnknownIpc);
-  EXPECT_EQ(refusal_of(kPrivate, ShmFacts{}, ask(kGiB)), ResizeRefusal::kNotTmpfs);
+  EXPECT_EQ(refusal_of(kPrivate, bound, ask(kGiB)), RefusalKind::kHostShmBound);
+  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kJoined, "x", ""}, tmpfs(kGiB, 0), ask(kGiB)), RefusalKind::kJoinedTwice);
+  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kOther, "", ""}, tmpfs(kGiB, 0), ask(kGiB)), RefusalKind::kUnknownIpc);
+  EXPECT_EQ(refusal_of(kPrivate, ShmFacts{}, ask(kGiB)), RefusalKind::kNotTmpfs);
 }
 
 TEST(ShmResizeTest, RefusalsComeBeforeTheBudget) {
   // A refusal that nothing can override wins over one --force could.
   ResizeAsk a = ask(3 * kGiB);
   a.memory_limit = kGiB;
-  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kHost, "", ""}, ShmFacts{}, a), ResizeRefusal::kHostIpc);
+  EXPECT_EQ(refusal_of(IpcMode{IpcKind::kHost, "", ""}, ShmFacts{}, a), RefusalKind::kHostIpc);
   a.force = true;
-  EXPECT_EQ(refusal_of(kPrivate, tmpfs(4 * kGiB, 3500 * kMiB), a), ResizeRefusal::kBelowUsed);
+  EXPECT_EQ(refusal_of(kPrivate, tmpfs(4 * kGiB, 3500 * kMiB), a), RefusalKind::kBelowUsed);
 }
 
 }  // namespace

@@ -72,7 +72,7 @@ TEST(ResizeTest, ReportSaysWhoSharesAndThatInspectKeepsTheOldSize) {
   EXPECT_CONTAINS(out, "every container that joined");
 }
 
-// gpu-run-ctl resize words core's refusals (shm_resize.hpp) with the numbers and its own flags.
+// gpu-run-ctl resize words core's refusals (shm_resize.hpp) with the numbers and its own flags (kFlagWords).
 ShmFacts tmpfs(std::uint64_t size, std::uint64_t used) {
   ShmFacts f;
   f.tmpfs_mount = true;
@@ -86,7 +86,9 @@ std::string said(const IpcMode& ipc, const ShmFacts& shm, std::uint64_t size, co
   ResizeAsk a;
   a.size = size;
   a.memory_limit = limit;
-  return resize_refusal_words(plan_resize(ipc, shm, a), name);
+  a.container = name;
+  const ResizePlan p = plan_resize(ipc, shm, a);
+  return p.refusal ? refusal_words(*p.refusal, kFlagWords) : "";
 }
 
 TEST(ResizeTest, RefusalsSayWhatWasWrongWithTheNumbers) {

@@ -225,7 +225,7 @@ TEST_F(HookTest, KeepsItsRecordOnAFreshRunAfterABoot) {
 }
 
 // gpu-run-hook's door: a container that names an unreadable profile file (a link to itself) fails
-// its start (non-zero, gpu-run-hook(1): 1) with one line naming the file and the errno's words.
+// its start (exit 1: gpu-run-hook(1), EXIT STATUS) with one line naming the file and the errno's words.
 TEST_F(HookTest, AnUnreadableProfileFailsTheStartWithItsErrno) {
   fs::create_directories(dir_ / "profiles");
   fs::create_symlink("loop.json", dir_ / "profiles/loop.json");

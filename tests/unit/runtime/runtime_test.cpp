@@ -239,8 +239,8 @@ TEST(PrepareBundleTest, EveryNameOfAFactPlansTheSameSize) {
 }
 
 // gpu-run-runtime's door: a container that names an unreadable profile file (a link to itself)
-// fails its start (exit 1: the start fails, docs/reference.md "Bad input") with the file's errno
-// and the errno's words, kept from the store that read it.
+// fails its start (exit 1: gpu-run-runtime(1), EXIT STATUS) with the file's errno and the errno's
+// words, kept from the store that read it.
 TEST(PrepareBundleTest, AnUnreadableProfileFailsTheStartWithItsErrno) {
   test::TempDir d;
   fs::create_directories(d / "profiles");
