@@ -12,6 +12,7 @@
 #include "ctl/ctl_common.hpp"
 #include "ctl/k8s/k8s_guard.hpp"
 #include "ctl/k8s/k8s_node.hpp"
+#include "ctl/k8s/k8s_profiles.hpp"
 #include "ctl/k8s/k8s_webhook.hpp"
 #include "ctl/k8s/pod_templates.hpp"
 #include "ctl/k8s/yaml.hpp"
@@ -215,6 +216,7 @@ void add_k8s_command(CLI::App& app) {
   add_k8s_webhook_command(*cmd);
   add_k8s_guard_command(*cmd);
   add_k8s_node_command(*cmd);
+  add_k8s_profiles_config_map_command(*cmd);
   cmd->callback([o, cmd, removed] {
     if (!removed->empty()) {
       std::string flags;

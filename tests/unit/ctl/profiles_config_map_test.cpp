@@ -9,7 +9,9 @@
 #include "ctl/ctl_common.hpp"
 #include "ctl/k8s/k8s.hpp"
 #include "ctl/k8s/k8s_guard.hpp"
+#include "ctl/k8s/k8s_profiles.hpp"
 #include "ctl/k8s/k8s_webhook.hpp"
+#include "ctl/k8s/yaml.hpp"
 #include "decision/config.hpp"
 #include "profiles/profile_store.hpp"
 #include "support/test_files.hpp"
@@ -102,6 +104,124 @@ TEST(ProfilesConfigMapTest, ATeamTreeSurvivesTheTripThroughTheKubeletsVolume) {
     EXPECT_CONTAINS(r.manifest, "vision/resnet50");
     EXPECT_EQ(store.load("bert", false).name, "bert");
   }
+}
+
+// The one YAML document of `stream` that is the ConfigMap gpu-run-profiles, as its text.
+std::string profiles_document(const std::string& stream) {
+  std::string found;
+  for (const YamlDocumentText& doc : split_yaml_documents(stream)) {
+    const ordered_json value = yaml_document_value(doc.text, "stream", doc.line);
+    if (value.is_object() && value["kind"] == "ConfigMap" && value["metadata"]["name"] == kProfilesConfigMap) {
+      EXPECT_TRUE(found.empty()) << "two ConfigMaps " << kProfilesConfigMap;
+      found = doc.text;
+    }
+  }
+  EXPECT_FALSE(found.empty()) << "no ConfigMap " << kProfilesConfigMap << " in\n" << stream;
+  return found;
+}
+
+// Issue 40: a team ships to a cluster the ConfigMap the manifests would print, without printing
+// them. `k8s profiles-configmap --profiles DIR` prints the document webhook-manifests or
+// guard-manifests --profiles DIR print, under the same namespace and labels, byte for byte; the
+// kubelet's volume of it (the manifests' items) is read as vision/resnet50.
+TEST(ProfilesConfigMapTest, ProfilesConfigmapPrintsTheManifestsOwnDocument) {
+  TempDir src;
+  src.write("vision/resnet50.json", kResnet);
+  src.write("bert.json", kBert);
+  const fs::path builtins = builtin_profile_dir(test::builtin_only_env);
+  const ProfileTree tree = read_profile_tree(src.path(), builtins);
+
+  struct Case {
+    ProfilesServer server;
+    std::optional<std::string> ns;
+    std::vector<std::string> labels;
+  };
+  for (const Case& c : {Case{ProfilesServer::kWebhook, std::nullopt, {}},
+                        Case{ProfilesServer::kWebhook, "ml-webhook", {"team=vision", "release=prom"}},
+                        Case{ProfilesServer::kGuard, std::nullopt, {}},
+                        Case{ProfilesServer::kGuard, "kube-system", {"release=prom"}}}) {
+    SCOPED_TRACE(std::string(c.server == ProfilesServer::kWebhook ? "webhook" : "guard") + " " + c.ns.value_or("-"));
+    ProfilesConfigMapOptions po;
+    po.server = c.server;
+    po.namespace_name = c.ns;
+    po.labels = c.labels;
+    const std::string printed = render_profiles_config_map(po, tree);
+    std::size_t objects_printed = 0;
+    for (const YamlDocumentText& doc : split_yaml_documents(printed))
+      objects_printed += yaml_document_value(doc.text, "printed").is_null() ? 0 : 1;
+    EXPECT_EQ(objects_printed, 1u) << printed;
+    EXPECT_CONTAINS(printed, "# The teams' profiles (gpu-run-ctl k8s profiles-configmap, 2 files)");
+
+    std::string manifests;
+    std::vector<ordered_json> objects;
+    if (c.server == ProfilesServer::kWebhook) {
+      WebhookManifestOptions wo;
+      wo.cert_manager = true;
+      if (c.ns) wo.namespace_name = *c.ns;
+      wo.labels = c.labels;
+      manifests = render_webhook_manifests(wo, std::nullopt, kDefaultWebhookConfig, &tree);
+      objects = webhook_manifests(wo, std::nullopt, kDefaultWebhookConfig, &tree);
+      EXPECT_CONTAINS(printed, "the Deployment gpu-run-webhook mounts it at /profiles");
+    } else {
+      GuardManifestOptions go;
+      if (c.ns) go.namespace_name = *c.ns;
+      go.labels = c.labels;
+      manifests = render_guard_manifests(go, &tree);
+      objects = guard_manifests(go, &tree);
+      EXPECT_CONTAINS(printed, "the DaemonSet gpu-run-guard mounts it at /etc/gpu-run/profiles.d");
+    }
+    // Applying it, then the manifests (or the manifests alone), leaves one object: the same text.
+    EXPECT_EQ(profiles_document(printed), profiles_document(manifests));
+    const ordered_json config_map = yaml_document_value(profiles_document(printed), "printed");
+    EXPECT_EQ(config_map, find_kind(objects, "ConfigMap", kProfilesConfigMap));
+    EXPECT_EQ(config_map["metadata"]["namespace"],
+              c.ns.value_or(c.server == ProfilesServer::kWebhook ? "gpu-run" : "gpu-run-guard"));
+    for (const std::string& label : c.labels) {
+      const auto eq = label.find('=');
+      EXPECT_EQ(config_map["metadata"]["labels"][label.substr(0, eq)], label.substr(eq + 1));
+    }
+    EXPECT_EQ(config_map, profiles_config_map_of(po, tree));
+
+    // The kubelet's volume of the printed ConfigMap, through the items the manifests' pods list.
+    const char* workload = c.server == ProfilesServer::kWebhook ? "Deployment" : "DaemonSet";
+    const char* server = c.server == ProfilesServer::kWebhook ? "gpu-run-webhook" : "gpu-run-guard";
+    const ordered_json& volume = profiles_volume_of(find_kind(objects, workload, server));
+    TempDir mounted;
+    const fs::path volume_dir = mounted.path() / "profiles";
+    test::write_config_map_volume(volume_dir, payload_of(config_map, volume));
+    const ProfileStore store({volume_dir, builtins});
+    EXPECT_EQ(store.load("vision/resnet50", /*allow_path=*/false).name, "vision/resnet50");
+    EXPECT_EQ(store.load("vision/resnet50", false).batch_size, 64u);
+    EXPECT_EQ(store.load("bert", false).name, "bert");
+  }
+}
+
+TEST(ProfilesConfigMapTest, ProfilesConfigmapRefusesBadFlagsInOneLine) {
+  Error e = expect_error([] { parse_profiles_server("daemonset"); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "--server 'daemonset': expected webhook or guard");
+  const ProfileTree tree = {{"bert.json", kBert}};
+  ProfilesConfigMapOptions po;
+  po.namespace_name = "Not_A_Namespace";
+  e = expect_error([&] { render_profiles_config_map(po, tree); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "--namespace");
+  po.namespace_name.reset();
+  po.labels = {"app.kubernetes.io/name=other"};
+  EXPECT_CONTAINS(expect_error([&] { render_profiles_config_map(po, tree); }).what(), "--label");
+  // No --profiles: refused before anything is read or printed.
+  testing::internal::CaptureStdout();
+  EXPECT_CONTAINS(expect_error([] { run_profiles_config_map(ProfilesConfigMapOptions{}); }).what(), "--profiles DIR");
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "");
+  // A profile whose "name" is not its path (what run_profiles_config_map reads it with).
+  TempDir bad;
+  std::string renamed = kResnet;
+  renamed.replace(renamed.find("vision/resnet50"), 15, "vision/resnet");
+  bad.write("vision/resnet50.json", renamed);
+  e = expect_error([&] { read_profile_tree(bad.path(), builtin_profile_dir(test::builtin_only_env)); });
+  EXPECT_EQ(e.exit_code(), kExitUsage);
+  EXPECT_CONTAINS(e.what(), "vision/resnet50.json: key 'name': 'vision/resnet' does not match the file's name");
+  EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
 }
 
 TEST(ProfilesConfigMapTest, WithoutProfilesTheVolumeStaysOptionalAndFlat) {
