@@ -16,10 +16,11 @@
 // samples or during a remount. So the guard also keeps free kGuardBurstSamples times the largest
 // rise of `used` it has seen between two consecutive samples of the container (the job's own
 // burst, tracked by the caller): 4, because the margin the measurement above found enough was
-// four samples (one batch per worker at the fastest fill, 43 ms), and a growth needs about that:
-// the sample that sees the free space short, the remount helper's start and remount (tens of ms,
-// bench/guard/reaction), and the sample that sees the new size. K x the largest single-sample rise
-// is the stricter of the two (45 MiB x 4 = 180 MiB against the 110 MiB kept there).
+// four samples (one batch per worker at the fastest fill, 43 ms), and a growth takes up to about
+// that: up to a sample interval (10 ms) before a sample sees the free space short, then the
+// remount (bench/guard/reaction: p99 1.3 ms on a quiet host, 47.8 ms with one spike on a loaded
+// one, bench/GUARD.md and GUARD-compare.md). K x the largest single-sample rise is the stricter
+// of the two measures (45 MiB x 4 = 180 MiB against the 110 MiB kept there).
 // A plan that describes the job keeps its own headroom within its need, unless one rise was
 // larger than that headroom: more than every worker's batch at once, so the plan is wrong.
 //
