@@ -33,10 +33,7 @@ Wanted wanted_free(const GuardPolicy& policy, const GuardLimits& limits, std::ui
   const bool plan_holds = burst <= limits.headroom;
   w.within_bound = limits.bound && used <= limits.bound && plan_holds;
   if (w.within_bound) {
-    const std::uint64_t room = std::max(limits.batch, limits.bound - used);
-    w.headroom = std::min(limits.headroom, room);
-    // The job's own burst would take it past the need: the burst wins (grown to used + it).
-    if (kGuardBurstSamples * burst > room) w.headroom = kGuardBurstSamples * burst;
+    w.headroom = std::min(limits.headroom, std::max(limits.batch, limits.bound - used));
     return w;
   }
   if (limits.bound)

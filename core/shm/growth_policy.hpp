@@ -21,11 +21,8 @@
 // remount (bench/guard/reaction: p99 1.3 ms on a quiet host, 47.8 ms with one spike on a loaded
 // one, bench/GUARD.md and GUARD-compare.md). K x the largest single-sample rise is the stricter
 // of the two measures (45 MiB x 4 = 180 MiB against the 110 MiB kept there).
-// A plan that describes the job keeps its own headroom within its need, unless the burst says
-// more than the need leaves (then it keeps K x burst free, growing past the need by as much), or
-// one rise was larger than that headroom: more than every worker's batch at once, so the plan is
-// wrong and is treated as past its need. bench/guard/fuzz's case 2000007 under its guessed
-// profile (named "guess", so bounded) died of SIGBUS 23 MiB past the need, one batch kept free.
+// A plan that describes the job keeps its own headroom within its need, unless one rise was
+// larger than that headroom: more than every worker's batch at once, so the plan is wrong.
 //
 // With a profile that describes the job (named, not the built-in fallback "default"), growth
 // also stops near the plan's need, its model of the job's peak (in-flight batches of every
@@ -64,9 +61,8 @@ struct GuardStep {
 // than the bound still leaves, and at least one batch; past the bound, the larger of the
 // headroom and min_free_fraction x size; without a plan, that fraction. `burst` is the largest
 // rise of `used` between two consecutive samples of this container so far (0: none seen):
-// the free space wanted is at least kGuardBurstSamples x burst, except within the bound, where it
-// is so only when that is more than the bound leaves (max(batch, bound - used)), and a rise larger
-// than the plan's headroom counts as past the bound. A zero burst changes nothing.
+// the free space wanted is at least kGuardBurstSamples x burst, except within the bound while
+// no rise was larger than the plan's headroom (then the plan stands: a zero burst changes nothing).
 // Grows when the free space (size - used) falls below it: to used + 2 x that, at least
 // size x (1 + step_fraction), while within the bound no further than the larger of the bound and
 // used + the free space wanted, rounded up to MiB, never above max_shm, the budget nor an

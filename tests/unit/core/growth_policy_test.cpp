@@ -252,31 +252,26 @@ TEST(DecideGuard, ABurstLargerThanTheHeadroomGrowsEarlierAndFurther) {
   EXPECT_EQ(decide_guard({}, l, 64 * kMiB, 40 * kMiB, 2 * kMiB).action, GuardAction::kNone);
 }
 
-TEST(DecideGuard, WithinThePlansNeedTheBurstWinsOnlyWhenTheNeedLeavesLess) {
+TEST(DecideGuard, WithinThePlansNeedTheBurstChangesNothingUntilOneRiseOutgrowsTheHeadroom) {
   GuardLimits l;
   l.headroom = 2 * kBatch;  // 110.3 MiB
   l.bound = 331 * kMiB;
   l.batch = kBatch;
-  // The integration test's job rises by at most 45 MiB a sample: 4 x 45 = 180 MiB fits in what
-  // the need still leaves early on, so the plan stands as without the burst (the cases of
+  // The integration test's job rises by at most 45 MiB a sample, less than its two batches: the
+  // plan describes it, and it stops at the bound as without the burst (the cases of
   // WithinThePlansNeedGrowsNoFurtherThanIt).
-  for (const std::uint64_t burst : {std::uint64_t{0}, 10 * kMiB, 45 * kMiB}) {
+  for (const std::uint64_t burst : {std::uint64_t{0}, 45 * kMiB, 2 * kBatch}) {
     EXPECT_EQ(decide_guard({}, l, 64 * kMiB, 0, burst).size, round_up(4 * kBatch, kMiB));
     EXPECT_EQ(decide_guard({}, l, 221 * kMiB, 2 * kBatch + kMiB, burst).size, 331 * kMiB);
+    EXPECT_EQ(decide_guard({}, l, 331 * kMiB, 250 * kMiB, burst).action, GuardAction::kNone);
+    EXPECT_EQ(decide_guard({}, l, 331 * kMiB, 300 * kMiB, burst).headroom, kBatch);
   }
-  EXPECT_EQ(decide_guard({}, l, 331 * kMiB, 250 * kMiB, 10 * kMiB).action, GuardAction::kNone) << "40 < 81 MiB";
-  EXPECT_EQ(decide_guard({}, l, 331 * kMiB, 300 * kMiB, 10 * kMiB).headroom, kBatch) << "40 MiB < one batch";
-  // Near the need, 4 x 45 MiB is more than it leaves (81 MiB): the burst wins, past the need.
-  const GuardStep near = decide_guard({}, l, 331 * kMiB, 250 * kMiB, 45 * kMiB);
-  EXPECT_EQ(near.action, GuardAction::kGrow);
-  EXPECT_EQ(near.headroom, 180 * kMiB);
-  EXPECT_EQ(near.size, 430 * kMiB) << "used + the burst's 180 MiB: no further within the bound's rule";
-  EXPECT_FALSE(near.capped);
   // Three batches in one sample: more than every worker's batch at once, the plan is wrong.
-  const GuardStep wrong = decide_guard({}, l, 500 * kMiB, 250 * kMiB, 3 * kBatch);
+  const GuardStep wrong = decide_guard({}, l, 331 * kMiB, 250 * kMiB, 3 * kBatch);
   EXPECT_EQ(wrong.action, GuardAction::kGrow);
   EXPECT_EQ(wrong.headroom, kGuardBurstSamples * 3 * kBatch);
-  EXPECT_EQ(wrong.size, round_up(250 * kMiB + 2 * kGuardBurstSamples * 3 * kBatch, kMiB)) << "as past the bound";
+  EXPECT_EQ(wrong.size, round_up(250 * kMiB + 2 * kGuardBurstSamples * 3 * kBatch, kMiB)) << "past the bound";
+  EXPECT_FALSE(wrong.capped);
 }
 
 TEST(DecideGuard, ABurstStaysWithinTheCapsAndIsNoRefusal) {
