@@ -17,16 +17,41 @@ constexpr int kExitSigbus = 135;
 
 }  // namespace
 
-GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size, std::uint64_t used) {
-  GuardStep step;
+namespace {
+
+// The free space wanted at `used`, and whether the plan's bound still holds it (decide_guard).
+struct Wanted {
+  std::uint64_t headroom = 0;
+  bool within_bound = false;
+};
+
+Wanted wanted_free(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size, std::uint64_t used,
+                   std::uint64_t burst) {
+  Wanted w;
   const std::uint64_t fraction = fraction_of(size, policy.min_free_fraction);
-  const bool within_bound = limits.bound && used <= limits.bound;
-  if (within_bound)
-    step.headroom = std::min(limits.headroom, std::max(limits.batch, limits.bound - used));
-  else if (limits.bound)
-    step.headroom = std::max(limits.headroom, fraction);
+  // One rise larger than every worker's batch at once: the plan does not describe this job.
+  const bool plan_holds = burst <= limits.headroom;
+  w.within_bound = limits.bound && used <= limits.bound && plan_holds;
+  if (w.within_bound) {
+    w.headroom = std::min(limits.headroom, std::max(limits.batch, limits.bound - used));
+    return w;
+  }
+  if (limits.bound)
+    w.headroom = std::max(limits.headroom, fraction);
   else
-    step.headroom = limits.headroom ? limits.headroom : fraction;
+    w.headroom = limits.headroom ? limits.headroom : fraction;
+  w.headroom = std::max(w.headroom, kGuardBurstSamples * burst);
+  return w;
+}
+
+}  // namespace
+
+GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size, std::uint64_t used,
+                       std::uint64_t burst) {
+  GuardStep step;
+  const Wanted wanted = wanted_free(policy, limits, size, used, burst);
+  const bool within_bound = wanted.within_bound;
+  step.headroom = wanted.headroom;
   const std::uint64_t free = size > used ? size - used : 0;
   if (free >= step.headroom) return step;
 
@@ -38,6 +63,8 @@ GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std
       format_size(free) + " free of " + format_size(size) + ", the next allocations need " + format_size(step.headroom);
   const std::uint64_t top = cap.bytes;
   if (top <= size) {
+    // Short only of what the burst asks: as far as the caps allow, but no refusal.
+    if (burst && free >= wanted_free(policy, limits, size, used, 0).headroom) return step;
     step.action = GuardAction::kBlocked;
     step.reason = "/dev/shm cannot grow: " + numbers + ", and it is at " + cap.by;
     return step;

@@ -10,6 +10,20 @@
 // (110 MiB) free leaves at least 43 ms, four samples at 100 Hz, to grow before an allocation
 // can fail; each growth adds twice that headroom, so the job took three growths, not one per batch.
 //
+// The headroom is the plan's, and a plan may be a guess (the built-in "default" profile) with
+// batches far smaller than the job's: bench/GUARD-FUZZ.md saw jobs started at 64 MiB under the
+// guess die of SIGBUS while the guard grew, their workers having filled /dev/shm between two
+// samples or during a remount. So the guard also keeps free kGuardBurstSamples times the largest
+// rise of `used` it has seen between two consecutive samples of the container (the job's own
+// burst, tracked by the caller): 4, because the margin the measurement above found enough was
+// four samples (one batch per worker at the fastest fill, 43 ms), and a growth takes up to about
+// that: up to a sample interval (10 ms) before a sample sees the free space short, then the
+// remount (bench/guard/reaction: p99 1.3 ms on a quiet host, 47.8 ms with one spike on a loaded
+// one, bench/GUARD.md and GUARD-compare.md). K x the largest single-sample rise is the stricter
+// of the two measures (45 MiB x 4 = 180 MiB against the 110 MiB kept there).
+// A plan that describes the job keeps its own headroom within its need, unless one rise was
+// larger than that headroom: more than every worker's batch at once, so the plan is wrong.
+//
 // With a profile that describes the job (named, not the built-in fallback "default"), growth
 // also stops near the plan's need, its model of the job's peak (in-flight batches of every
 // loader, their semaphores, NCCL): bench/torch found that need within 1.02-1.08x of the smallest
@@ -25,6 +39,9 @@
 #include "decision/growth_limits.hpp"
 
 namespace gpurun {
+
+// The free space kept is at least this many times the largest rise seen between two samples.
+inline constexpr std::uint64_t kGuardBurstSamples = 4;
 
 enum class GuardAction {
   kNone,     // enough free space
@@ -42,14 +59,20 @@ struct GuardStep {
 
 // The free space wanted at `used`: with a bound and `used` within it, the headroom but no more
 // than the bound still leaves, and at least one batch; past the bound, the larger of the
-// headroom and min_free_fraction x size; without a plan, that fraction.
+// headroom and min_free_fraction x size; without a plan, that fraction. `burst` is the largest
+// rise of `used` between two consecutive samples of this container so far (0: none seen):
+// the free space wanted is at least kGuardBurstSamples x burst, except within the bound while
+// no rise was larger than the plan's headroom (then the plan stands: a zero burst changes nothing).
 // Grows when the free space (size - used) falls below it: to used + 2 x that, at least
 // size x (1 + step_fraction), while within the bound no further than the larger of the bound and
 // used + the free space wanted, rounded up to MiB, never above max_shm, the budget nor an
 // emptyDir's sizeLimit. Blocked when those leave no room, a size found at or above them
 // included: a kGrow is always larger than `size`, so the guard never makes a /dev/shm smaller
 // than it found it (fail-static: without the guard, every container keeps what its door gave).
-GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size, std::uint64_t used);
+// Blocked only when the free space is short of what it would want without the burst: a burst that
+// asks more than the caps allow grows as far as they do, but is no refusal.
+GuardStep decide_guard(const GuardPolicy& policy, const GuardLimits& limits, std::uint64_t size, std::uint64_t used,
+                       std::uint64_t burst = 0);
 
 // How a guarded or recorded job ended.
 struct ShmEnding {

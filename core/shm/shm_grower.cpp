@@ -50,7 +50,20 @@ bool lock_shm(const std::string& container_id, std::optional<FileLock>& lock) {
 
 }  // namespace
 
+void ShmGrower::track_burst(int pid, const std::string& container_id, std::uint64_t used) {
+  if (pid != burst_pid_ || container_id != burst_container_) {
+    burst_pid_ = pid;
+    burst_container_ = container_id;
+    last_used_.reset();
+    burst_ = 0;
+  }
+  if (last_used_ && used > *last_used_) burst_ = std::max(burst_, used - *last_used_);
+  last_used_ = used;
+}
+
 void ShmGrower::on_sample(int pid, const std::string& container_id, const ShmUsage& usage) {
+  // Before anything else: a rise seen while a remount runs is the one that matters most.
+  track_burst(pid, container_id, usage.used);
   peak_used_ = std::max(peak_used_, usage.used);
   last_size_ = usage.size;
   ++samples_;
@@ -60,7 +73,7 @@ void ShmGrower::on_sample(int pid, const std::string& container_id, const ShmUsa
     return;
   }
   if (failed_) return;
-  const GuardStep step = decide_guard(policy_, limits_, usage.size, usage.used);
+  const GuardStep step = decide_guard(policy_, limits_, usage.size, usage.used, burst_);
   const bool was_blocked = std::exchange(blocked_, step.action == GuardAction::kBlocked);
   if (step.action == GuardAction::kNone) return;
   const std::string who = "container=" + log_quote(container_id.substr(0, 64));

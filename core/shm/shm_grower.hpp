@@ -26,6 +26,9 @@ namespace gpurun {
 // `remount_deadline`, when it is killed and counted as a failed remount.
 // Each growth is one host log line and one line on stderr; the first time /dev/shm cannot
 // grow (or a remount fails) it logs why and warns once on stderr, then keeps quiet.
+// It keeps the largest rise of `used` between two consecutive samples of the container (its
+// burst, which the policy keeps free kGuardBurstSamples times over), reset when the samples come
+// from another container or another process of it.
 // One per container: `gpu-run --guard` has one, `gpu-run-ctl guard` one per guarded container.
 // `speaker` starts its stderr lines ("gpu-run: --guard" for gpu-run; the host log lines are
 // the same whoever drives it).
@@ -45,6 +48,8 @@ class ShmGrower {
   std::uint64_t peak_used() const { return peak_used_; }
   std::uint64_t last_size() const { return last_size_; }
   std::uint64_t samples() const { return samples_; }
+  // The largest rise of `used` between two consecutive samples of the current container.
+  std::uint64_t burst() const { return burst_; }
   // Times it had to grow and could not (blocked by max_shm, the budget or an emptyDir's sizeLimit, or a failed
   // remount): once per episode, until the free space suffices again.
   unsigned refusals() const { return refusals_; }
@@ -56,6 +61,7 @@ class ShmGrower {
   std::string warning() const;
   void warn_once(const std::string& who, const std::string& why);
   void finish_remount(const RemountOutcome& outcome);
+  void track_burst(int pid, const std::string& container_id, std::uint64_t used);
 
   GuardPolicy policy_;
   GuardLimits limits_;
@@ -75,6 +81,11 @@ class ShmGrower {
   std::uint64_t peak_used_ = 0;
   std::uint64_t last_size_ = 0;
   std::uint64_t samples_ = 0;
+  // The container (id and pid) whose samples the burst is of, its last use, and the burst.
+  std::string burst_container_;
+  int burst_pid_ = 0;
+  std::optional<std::uint64_t> last_used_;
+  std::uint64_t burst_ = 0;
   bool blocked_ = false;  // the last sample wanted a growth it could not have
   bool warned_ = false;
   bool failed_ = false;  // a remount failed: no more tries

@@ -229,6 +229,89 @@ TEST(DecideGuard, NeverSmallerThanTheSizeFound) {
           }
 }
 
+// The built-in "default" profile's guess: a headroom far below the job's real batches.
+TEST(DecideGuard, ABurstLargerThanTheHeadroomGrowsEarlierAndFurther) {
+  GuardLimits l;
+  l.headroom = 8 * kMiB;
+  // 24 MiB free: enough for the plan, not for four rises of 10 MiB.
+  EXPECT_EQ(decide_guard({}, l, 64 * kMiB, 40 * kMiB).action, GuardAction::kNone);
+  const GuardStep early = decide_guard({}, l, 64 * kMiB, 40 * kMiB, 10 * kMiB);
+  EXPECT_EQ(early.action, GuardAction::kGrow) << "earlier";
+  EXPECT_EQ(early.headroom, kGuardBurstSamples * 10 * kMiB);
+  EXPECT_EQ(early.size, 120 * kMiB) << "40 + 2 x 40";
+  // Where both grow, the burst's growth goes further.
+  const GuardStep plan = decide_guard({}, l, 64 * kMiB, 60 * kMiB);
+  const GuardStep burst = decide_guard({}, l, 64 * kMiB, 60 * kMiB, 10 * kMiB);
+  EXPECT_EQ(plan.size, 96 * kMiB) << "max(60 + 16, 64 x 1.5)";
+  EXPECT_EQ(burst.size, 140 * kMiB) << "60 + 2 x 40";
+  // Without a plan the burst and the fraction: the larger.
+  EXPECT_EQ(decide_guard({}, GuardLimits{}, 64 * kMiB, 40 * kMiB, 10 * kMiB).headroom, 40 * kMiB);
+  EXPECT_EQ(decide_guard({}, GuardLimits{}, 64 * kMiB, 40 * kMiB, kMiB).headroom, 16 * kMiB) << "25% of 64 MiB";
+  // A burst that asks no more than the plan changes nothing.
+  EXPECT_EQ(decide_guard({}, l, 64 * kMiB, 60 * kMiB, 2 * kMiB).size, plan.size);
+  EXPECT_EQ(decide_guard({}, l, 64 * kMiB, 40 * kMiB, 2 * kMiB).action, GuardAction::kNone);
+}
+
+TEST(DecideGuard, WithinThePlansNeedTheBurstChangesNothingUntilOneRiseOutgrowsTheHeadroom) {
+  GuardLimits l;
+  l.headroom = 2 * kBatch;  // 110.3 MiB
+  l.bound = 331 * kMiB;
+  l.batch = kBatch;
+  // The integration test's job rises by at most 45 MiB a sample, less than its two batches: the
+  // plan describes it, and it stops at the bound as without the burst (the cases of
+  // WithinThePlansNeedGrowsNoFurtherThanIt).
+  for (const std::uint64_t burst : {std::uint64_t{0}, 45 * kMiB, 2 * kBatch}) {
+    EXPECT_EQ(decide_guard({}, l, 64 * kMiB, 0, burst).size, round_up(4 * kBatch, kMiB));
+    EXPECT_EQ(decide_guard({}, l, 221 * kMiB, 2 * kBatch + kMiB, burst).size, 331 * kMiB);
+    EXPECT_EQ(decide_guard({}, l, 331 * kMiB, 250 * kMiB, burst).action, GuardAction::kNone);
+    EXPECT_EQ(decide_guard({}, l, 331 * kMiB, 300 * kMiB, burst).headroom, kBatch);
+  }
+  // Three batches in one sample: more than every worker's batch at once, the plan is wrong.
+  const GuardStep wrong = decide_guard({}, l, 331 * kMiB, 250 * kMiB, 3 * kBatch);
+  EXPECT_EQ(wrong.action, GuardAction::kGrow);
+  EXPECT_EQ(wrong.headroom, kGuardBurstSamples * 3 * kBatch);
+  EXPECT_EQ(wrong.size, round_up(250 * kMiB + 2 * kGuardBurstSamples * 3 * kBatch, kMiB)) << "past the bound";
+  EXPECT_FALSE(wrong.capped);
+}
+
+TEST(DecideGuard, ABurstStaysWithinTheCapsAndIsNoRefusal) {
+  GuardLimits l;
+  l.headroom = 2 * kBatch;
+  l.max_shm = 300 * kMiB;
+  // Grows as far as max_shm for the burst, said to be capped.
+  const GuardStep s = decide_guard({}, l, 200 * kMiB, 50 * kMiB, 100 * kMiB);
+  EXPECT_EQ(s.action, GuardAction::kGrow);
+  EXPECT_EQ(s.size, 300 * kMiB);
+  EXPECT_TRUE(s.capped);
+  // At max_shm with the plan's headroom free: the burst asks more, but that is no refusal.
+  const GuardStep at_cap = decide_guard({}, l, 300 * kMiB, 150 * kMiB, 100 * kMiB);
+  EXPECT_EQ(at_cap.action, GuardAction::kNone);
+  // Short of the plan's headroom too: blocked as without the burst.
+  const GuardStep b = decide_guard({}, l, 300 * kMiB, 250 * kMiB, 100 * kMiB);
+  EXPECT_EQ(b.action, GuardAction::kBlocked);
+  EXPECT_CONTAINS(b.reason, "max_shm 300MiB");
+  // Every cap, every size: a growth is larger than the size and never above the cap.
+  const std::uint64_t sizes[] = {1 * kMiB, 64 * kMiB, 300 * kMiB + 12345, 544 * kMiB, 2 * kGiB};
+  const std::uint64_t caps[] = {32 * kMiB, 64 * kMiB, 544 * kMiB, 1 * kGiB};
+  for (const std::uint64_t size : sizes)
+    for (const std::uint64_t cap : caps)
+      for (const int cap_kind : {0, 1, 2, 3, 4})
+        for (const std::uint64_t burst : {kMiB, 45 * kMiB, 4 * kGiB})
+          for (const std::uint64_t used : {std::uint64_t{0}, size / 2, size - size / 8, size}) {
+            GuardLimits c;
+            c.headroom = 8 * kMiB;
+            if (cap_kind == 0) c.max_shm = cap;
+            if (cap_kind == 1) c.budget_bytes = cap;
+            if (cap_kind == 2) c.size_limit = cap;
+            if (cap_kind == 3) c.recorded_ceiling = cap;
+            if (cap_kind == 4) c.host_memory = cap;
+            const GuardStep step = decide_guard({}, c, size, used, burst);
+            if (step.action != GuardAction::kGrow) continue;
+            EXPECT_GT(step.size, size) << "size " << size << " cap " << cap << " kind " << cap_kind;
+            EXPECT_LE(step.size, growth_cap(c).bytes) << "size " << size << " cap " << cap << " kind " << cap_kind;
+          }
+}
+
 TEST(DecideGuard, AWebhookEmptyDirStaysAtItsSizeLimit) {
   // The kubelet mounts it at its sizeLimit (544 MiB for a 1088Mi limit); the plan was 64 MiB.
   GuardLimits l;

@@ -44,6 +44,31 @@ TEST(ShmGrowerTest, BlockedWhileAFullShmCannotGrowAndCountedOncePerEpisode) {
   EXPECT_EQ(guard.samples(), 5u);
 }
 
+TEST(ShmGrowerTest, TracksTheLargestRiseBetweenTwoSamplesOfEachContainer) {
+  ShmGrower guard = guard_at_max_shm();  // never remounts: max_shm is the size
+  EXPECT_EQ(guard.burst(), 0u);
+  guard.on_sample(1, "c", ShmUsage{64 * kMiB, 8 * kMiB});
+  EXPECT_EQ(guard.burst(), 0u) << "one sample: no rise yet";
+  guard.on_sample(1, "c", ShmUsage{64 * kMiB, 20 * kMiB});
+  guard.on_sample(1, "c", ShmUsage{64 * kMiB, 2 * kMiB});
+  guard.on_sample(1, "c", ShmUsage{64 * kMiB, 7 * kMiB});
+  EXPECT_EQ(guard.burst(), 12 * kMiB) << "8 -> 20: the largest rise; a fall is none";
+  guard.on_sample(2, "d", ShmUsage{64 * kMiB, 30 * kMiB});
+  EXPECT_EQ(guard.burst(), 0u) << "another container: its own burst, none yet";
+  guard.on_sample(2, "d", ShmUsage{64 * kMiB, 35 * kMiB});
+  EXPECT_EQ(guard.burst(), 5 * kMiB) << "30 -> 35, not 7 -> 30 across the containers";
+  guard.on_sample(3, "d", ShmUsage{64 * kMiB, 40 * kMiB});
+  EXPECT_EQ(guard.burst(), 0u) << "the same id running a new process: started again";
+  // The burst goes to the policy: 40 -> 46 MiB wants 4 x 6 MiB free, more than the 18 MiB left,
+  // but at max_shm that is no refusal while the fraction's 16 MiB (25% of 64) is free.
+  guard.on_sample(3, "d", ShmUsage{64 * kMiB, 46 * kMiB});
+  EXPECT_EQ(guard.burst(), 6 * kMiB);
+  EXPECT_FALSE(guard.blocked()) << "18 MiB free";
+  EXPECT_EQ(guard.refusals(), 0u);
+  guard.on_sample(3, "d", ShmUsage{64 * kMiB, 50 * kMiB});
+  EXPECT_TRUE(guard.blocked()) << "14 MiB free";
+}
+
 TEST(ShmGrowerTest, AnEmptyDirAtItsSizeLimitIsLeftThereNeverLowered) {
   Config config;
   config.log_file = "";
