@@ -39,7 +39,12 @@ TORCH = os.path.join(ROOT, "bench", "torch")
 sys.path.insert(0, TORCH)
 MiB = 1 << 20
 
-GUESS = {"name": "guess", "extends": "default", "min_shm": "1m", "nccl": {"transport": "p2p"},
+# The guess is the built-in `default` overridden in the case's directory under its own name (a
+# profile may extend its own name), so the guard takes it as a guess, as it takes a user's
+# `--profile default`: it keeps the headroom without the plan's bound (growth_limits.cpp). Before
+# 2026-12-06 22:00 it was named `guess`, and the guard bounded it by the guessed need.
+GUESS_NAME = "default"
+GUESS = {"name": GUESS_NAME, "extends": "default", "min_shm": "1m", "nccl": {"transport": "p2p"},
          "description": "The built-in default with bench/torch/fuzz's bench conditions (min_shm 1m, NCCL p2p)"}
 
 
@@ -102,7 +107,7 @@ def run_case(fuzz, wl, seed, a, work):
     exact = fuzz.profile_of(job, f"fuzz-{seed}")
     with open(os.path.join(case_dir, f"fuzz-{seed}.json"), "w") as f:
         json.dump(exact, f, indent=1)
-    with open(os.path.join(case_dir, "guess.json"), "w") as f:
+    with open(os.path.join(case_dir, GUESS_NAME + ".json"), "w") as f:
         json.dump(GUESS, f, indent=1)
     perf = os.path.join(case_dir, "perf.jsonl")
     config = os.path.join(case_dir, "config.json")
@@ -116,20 +121,20 @@ def run_case(fuzz, wl, seed, a, work):
     out = {"seed": seed, "describe": fuzz.describe(job), "job": job}
     out["exact"] = guarded(a.gpu_run, a.image, ["--profile-dir", case_dir, "--profile", f"fuzz-{seed}", "--gpus", ranks],
                            case_dir, seed, env)
-    out["guess"] = guarded(a.gpu_run, a.image, ["--profile-dir", case_dir, "--profile", "guess", *user], case_dir, seed,
+    out["guess"] = guarded(a.gpu_run, a.image, ["--profile-dir", case_dir, "--profile", GUESS_NAME, *user], case_dir, seed,
                            env, record=True)
     log(f"  {seed}: exact: exit {out['exact']['exit']}, {out['exact']['growths']} growths, "
         f"final/peak {out['exact']['final_over_peak']}; guess: exit {out['guess']['exit']}, "
         f"{out['guess']['growths']} growths, final/peak {out['guess']['final_over_peak']}")
     if not a.learn:
         return out
-    learn = subprocess.run([a.ctl, "profiles", "learn", "guess", "--profile-dir", case_dir, "--log", perf],
+    learn = subprocess.run([a.ctl, "profiles", "learn", GUESS_NAME, "--profile-dir", case_dir, "--log", perf],
                            capture_output=True, text=True, env=env)
     out["learn"] = {"exit": learn.returncode, "output": (learn.stdout + learn.stderr).strip().splitlines()[-6:]}
     if learn.returncode != 0:
         log(f"  {seed}: learn: exit {learn.returncode}: {out['learn']['output'][-1:]}")
         return out
-    plan = subprocess.run([a.gpu_run, "--profile-dir", case_dir, "--profile", "guess", *user, "--gpu-request", "none",
+    plan = subprocess.run([a.gpu_run, "--profile-dir", case_dir, "--profile", GUESS_NAME, *user, "--gpu-request", "none",
                            "--json", "bench-image"], capture_output=True, text=True, env=env)
     learned = json.loads(plan.stdout)["plan"]["shm_bytes"]
     out["learned_plan"] = learned
