@@ -31,6 +31,7 @@ PerfRecord make_perf_record(const EngineInvocation& inv, const WrapperOptions& o
   r.applied_shm = inv.applied_shm;
   r.shm_size = run.shm.size;
   r.peak_shm = run.shm.peak;
+  r.burst_shm = run.shm.burst;
   r.samples = run.shm.samples;
   r.duration_s = run.wall_seconds;
   r.exit_status = run.exit_code;

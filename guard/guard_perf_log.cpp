@@ -29,6 +29,7 @@ PerfRecord guarded_run_record(const ContainerInfo& c, const Recorded& recorded, 
   }
   r.shm_size = grower.last_size();
   r.peak_shm = grower.peak_used();
+  r.burst_shm = grower.burst();
   r.samples = grower.samples();
   r.growths = grower.growths();
   return r;

@@ -123,6 +123,12 @@ def run_case(fuzz, wl, seed, a, work):
                            case_dir, seed, env)
     out["guess"] = guarded(a.gpu_run, a.image, ["--profile-dir", case_dir, "--profile", GUESS_NAME, *user], case_dir, seed,
                            env, record=True)
+    # What the guess run's line in the performance log holds for learn: its peak and its burst.
+    for line in open(perf).read().splitlines() if os.path.exists(perf) else []:
+        rec = json.loads(line)
+        if rec.get("profile") == GUESS_NAME and rec.get("source") == "gpu-run --record":
+            out["guess"]["record_peak_bytes"] = rec.get("peak_shm")
+            out["guess"]["record_burst_bytes"] = rec.get("burst_shm")
     log(f"  {seed}: exact: exit {out['exact']['exit']}, {out['exact']['growths']} growths, "
         f"final/peak {out['exact']['final_over_peak']}; guess: exit {out['guess']['exit']}, "
         f"{out['guess']['growths']} growths, final/peak {out['guess']['final_over_peak']}")

@@ -16,10 +16,6 @@ constexpr std::uint64_t kPage = 4096;
 // sizeof(struct ncclSendMem) and sizeof(struct ncclRecvMem): unions padded to MEM_ALIGN (NCCL's
 // src/include/comm.h).
 constexpr std::uint64_t kNcclMemAlign = 4096;
-// A calibrated batch is a peak sampled at 100 Hz in one run divided by the model's bound, not a
-// bound itself: a plan that scales it keeps at least the headroom the built-ins had before the
-// modelled terms replaced it.
-constexpr double kCalibratedHeadroom = 1.25;
 // Without a pin thread the loop's batch and the previous one stay in /dev/shm (bench/torch/NOTES.md).
 constexpr std::uint64_t kHoldWithoutPinThread = 2;
 // The training loop may keep the previous batch besides its own (for logging, `prev = batch` at a
@@ -318,6 +314,13 @@ void add_per_rank(ShmPlan& p) {
 
 }  // namespace
 
+double calibrated_headroom(const Calibration& c) {
+  if (!c.burst_shm || c.peak_shm == 0) return kCalibratedHeadroom;
+  const double margin =
+      1.0 + static_cast<double>(kLearnedBursts) * static_cast<double>(*c.burst_shm) / static_cast<double>(c.peak_shm);
+  return std::clamp(margin, kLearnedMinHeadroom, kCalibratedHeadroom);
+}
+
 ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   ShmPlan p;
   p.profile = profile.name;
@@ -345,7 +348,8 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   p.batch_bytes = main.batch_bytes;
   p.nccl_plan = plan_nccl(profile, p.ranks);
   p.nccl = p.nccl_plan.bytes;
-  p.headroom = main.calibrated ? std::max(profile.headroom, kCalibratedHeadroom) : profile.headroom;
+  p.headroom =
+      main.calibrated ? std::max(profile.headroom, calibrated_headroom(*profile.calibration)) : profile.headroom;
   std::optional<LimitRaise> raise;
   if (r.limit_raised_from)
     raise = LimitRaise{*r.limit_raised_from, p.headroom, sat_add(sat_mul(p.ranks, p.per_rank), p.nccl)};
@@ -506,7 +510,10 @@ std::string explain(const ShmPlan& p, const RequestWords& words) {
   explain_engines(out, p.engines);
   out << "  need         = headroom " << p.headroom << " x (" << p.ranks << " x per_rank + nccl"
       << (p.engines.terms.empty() ? "" : " + engines") << ") = " << format_mib(p.need)
-      << (main.calibrated ? " (calibrated: headroom at least 1.25, a sampled peak is not a bound)" : "") << "\n";
+      << (main.calibrated ? " (calibrated: headroom at least 1.25, or 1.15-1.25 from a learned burst: a sampled peak "
+                            "is not a bound)"
+                          : "")
+      << "\n";
   out << "  shm          = " << format_mib(p.shm);
   if (p.shm == p.min_shm && p.shm > p.need)
     out << " (raised to min_shm " << format_size(p.min_shm) << ")";

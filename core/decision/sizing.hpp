@@ -129,6 +129,23 @@ struct MemoryBudget {
   std::string over() const;
 };
 
+// A calibrated batch is a peak sampled in one run divided by the model's bound, not a bound
+// itself: a job's peak differs from run to run by the batches in flight when it is reached
+// (bench/GUARD-FUZZ.md: the same job's peaks 0.73-1.17x the smallest size it runs at). A
+// calibration without a burst (calibrate's, and those written before) keeps this headroom over it.
+inline constexpr double kCalibratedHeadroom = 1.25;
+// A learned calibration (profiles learn) also has its run's burst, the largest rise of use between
+// two samples: one batch written, or the batches of several workers at once. Its headroom is the
+// peak plus kLearnedBursts bursts, at least kLearnedMinHeadroom and at most kCalibratedHeadroom times
+// the peak: a job whose batches are a large share of its peak (few workers, big batches, or many
+// at once) keeps the most, one of many small batches the least.
+inline constexpr std::uint64_t kLearnedBursts = 1;
+inline constexpr double kLearnedMinHeadroom = 1.15;
+
+// The headroom a plan scaled from `calibration` keeps at least: 1 + kLearnedBursts x burst / peak
+// within [kLearnedMinHeadroom, kCalibratedHeadroom] when it has a burst, else kCalibratedHeadroom.
+double calibrated_headroom(const Calibration& calibration);
+
 // PyTorch's DataLoader worker count for `ranks` loaders on `cpus` CPUs:
 // max(1, cpus / ranks), bounded by batch_size / 8 + 4.
 std::uint64_t recommend_workers(unsigned cpus, unsigned ranks, std::uint64_t batch_size);

@@ -129,12 +129,12 @@ void validate_fields(const std::string& source, const json& v, const std::string
 
 void validate_calibration(const std::string& source, const json& v) {
   if (!v.is_object()) throw key_error(source, "calibration", "an object", v);
-  static const std::set<std::string> keys = {"peak_shm",        "workers",    "batch_size", "gpus",
-                                             "prefetch_factor", "pin_memory", "measured_at"};
+  static const std::set<std::string> keys = {"peak_shm", "burst_shm",       "workers",    "batch_size",
+                                             "gpus",     "prefetch_factor", "pin_memory", "measured_at"};
   for (const auto& [k, val] : v.items()) {
     const std::string key = "calibration." + k;
     if (!keys.count(k)) throw usage_error(source + ": key '" + key + "': unknown key");
-    if (k == "peak_shm")
+    if (k == "peak_shm" || k == "burst_shm")
       size_value(source, key, val);
     else if (k == "pin_memory") {
       if (!val.is_boolean()) throw key_error(source, key, "true or false", val);
@@ -641,6 +641,7 @@ Profile profile_from_document(const json& doc, const std::string& source) {
     const json& c = doc["calibration"];
     Calibration cal;
     cal.peak_shm = size_value(source, "calibration.peak_shm", c["peak_shm"]);
+    if (c.contains("burst_shm")) cal.burst_shm = size_value(source, "calibration.burst_shm", c["burst_shm"]);
     cal.workers = c["workers"].get<std::uint64_t>();
     cal.batch_size = c["batch_size"].get<std::uint64_t>();
     cal.gpus = c["gpus"].get<std::uint64_t>();
@@ -703,13 +704,14 @@ ordered_json profile_to_json(const Profile& p) {
   doc["max_shm"] = exact_size(p.max_shm);
   if (p.calibration) {
     const Calibration& c = *p.calibration;
-    doc["calibration"] = {{"peak_shm", c.peak_shm},
-                          {"workers", c.workers},
-                          {"batch_size", c.batch_size},
-                          {"gpus", c.gpus},
-                          {"prefetch_factor", c.prefetch_factor},
-                          {"pin_memory", c.pin_memory},
-                          {"measured_at", c.measured_at}};
+    doc["calibration"] = {{"peak_shm", c.peak_shm}};
+    if (c.burst_shm) doc["calibration"]["burst_shm"] = *c.burst_shm;
+    doc["calibration"]["workers"] = c.workers;
+    doc["calibration"]["batch_size"] = c.batch_size;
+    doc["calibration"]["gpus"] = c.gpus;
+    doc["calibration"]["prefetch_factor"] = c.prefetch_factor;
+    doc["calibration"]["pin_memory"] = c.pin_memory;
+    doc["calibration"]["measured_at"] = c.measured_at;
   }
   return doc;
 }

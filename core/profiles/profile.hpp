@@ -28,6 +28,9 @@ struct Calibration {
   std::uint64_t prefetch_factor = 0;
   bool pin_memory = true;
   std::string measured_at;
+  // The largest rise of use between two samples of the run the peak is from (profiles learn
+  // writes it; none: calibrate's, or a profile written before): sizes the plan's margin.
+  std::optional<std::uint64_t> burst_shm;
 };
 
 // What a profile knows of NCCL's /dev/shm use between the ranks on one node (docs/ARCHITECTURE.md,

@@ -30,6 +30,7 @@ std::string perf_record_line(const PerfRecord& r) {
   j["applied_shm"] = r.applied_shm;
   j["shm_size"] = r.shm_size;
   j["peak_shm"] = r.peak_shm;
+  j["burst_shm"] = r.burst_shm;
   j["samples"] = r.samples;
   j["duration_s"] = std::round(r.duration_s * 1000) / 1000;
   j["growths"] = r.growths;
@@ -71,6 +72,7 @@ PerfRecord parse_perf_record(const std::string& line, const std::string& where) 
   count("applied_shm", r.applied_shm);
   count("shm_size", r.shm_size);
   count("peak_shm", r.peak_shm);
+  count("burst_shm", r.burst_shm);
   count("samples", r.samples);
   count("growths", r.growths);
   if (j.contains("duration_s") && j["duration_s"].is_number()) r.duration_s = j["duration_s"].get<double>();

@@ -34,6 +34,9 @@ struct PerfRecord {
   std::uint64_t applied_shm = 0;  // what the container got (the plan, or the user's --shm-size)
   std::uint64_t shm_size = 0;     // the tmpfs size the sampler saw (0: never seen running)
   std::uint64_t peak_shm = 0;
+  // The largest rise of use between two consecutive samples (0: none, or a line written before
+  // it was recorded): how much a job can add between two looks, which learn's margin is made of.
+  std::uint64_t burst_shm = 0;
   std::uint64_t samples = 0;
   double duration_s = 0;  // the engine's wall time
   unsigned growths = 0;   // the guard's growths of its /dev/shm

@@ -3,6 +3,7 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 
@@ -40,6 +41,8 @@ ShmSampleStats sample_shm(const std::function<std::optional<ShmUsage>()>& read, 
       break;
     }
     if (stats.samples == 0) first = now;
+    if (stats.samples > 0 && usage->used > stats.last_used)
+      stats.burst = std::max(stats.burst, usage->used - stats.last_used);
     ++stats.samples;
     stats.size = usage->size;
     stats.last_used = usage->used;

@@ -15,8 +15,9 @@ struct ShmSampleStats {
   std::uint64_t size = 0;  // the tmpfs size at the last sample
   std::uint64_t last_used = 0;
   std::uint64_t samples = 0;
-  double seconds = 0;  // from the first sample to the last
-  bool gone = false;   // ended because /dev/shm could no longer be read (the container exited)
+  std::uint64_t burst = 0;  // the largest rise of use between two consecutive samples, bytes
+  double seconds = 0;       // from the first sample to the last
+  bool gone = false;        // ended because /dev/shm could no longer be read (the container exited)
 };
 
 struct SamplerOptions {

@@ -53,6 +53,7 @@ std::string skip_reason(const PerfRecord& r) {
 Calibration calibration_of(const PerfRecord& r, const Profile& p, const std::string& measured_at) {
   Calibration c;
   c.peak_shm = r.peak_shm;
+  if (r.burst_shm) c.burst_shm = r.burst_shm;
   c.workers = r.workers;
   c.batch_size = r.batch_size;
   c.gpus = r.gpus;
@@ -231,8 +232,10 @@ void run_profiles_learn(const ProfilesLearnOptions& o) {
                       "--guard or the node guard writes one)");
   const Calibration& c = *learned.calibration;
   std::cout << "calibration: peak " << format_size(c.peak_shm) << " at gpus " << c.gpus << ", workers " << c.workers
-            << ", batch " << c.batch_size << ", prefetch " << c.prefetch_factor << " (from " << used
-            << (used == 1 ? " run" : " runs") << "; every one planned at "
+            << ", batch " << c.batch_size << ", prefetch " << c.prefetch_factor
+            << (c.burst_shm ? ", burst " + format_size(*c.burst_shm) : std::string(", no burst recorded"))
+            << ", headroom " << calibrated_headroom(c) << " (from " << used << (used == 1 ? " run" : " runs")
+            << "; every one planned at "
             << "least its peak x " << profile.headroom << ")\n";
 
   const fs::path dir = o.profile_dirs.empty() ? user_profile_dir() : fs::path(o.profile_dirs.front());

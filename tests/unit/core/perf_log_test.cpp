@@ -30,6 +30,7 @@ TEST(PerfLogTest, RecordIsOneJsonLine) {
   r.applied_shm = 1000;
   r.shm_size = 1000;
   r.peak_shm = 600;
+  r.burst_shm = 80;
   r.samples = 42;
   r.duration_s = 1.23456;
   r.exit_status = 137;
@@ -46,7 +47,11 @@ TEST(PerfLogTest, RecordIsOneJsonLine) {
   EXPECT_EQ(j["batch_size"], 64);
   EXPECT_EQ(j["planned_shm"], 1000);
   EXPECT_EQ(j["peak_shm"], 600);
+  EXPECT_EQ(j["burst_shm"], 80);
   EXPECT_EQ(j["exit_status"], 137);
+  EXPECT_EQ(parse_perf_record(line, "log:1").burst_shm, 80u);
+  // A line written before the burst was recorded reads as none.
+  EXPECT_EQ(parse_perf_record(R"({"profile":"imagenet","peak_shm":600})", "log:2").burst_shm, 0u);
   EXPECT_DOUBLE_EQ(j["duration_s"].get<double>(), 1.235);
 }
 

@@ -662,7 +662,7 @@ TEST(ProfileText, EnginesALineEach) {
 TEST(ProfileText, AsTheBuiltInsAreWritten) {
   ProfileFile file;
   file.profile = profile_from_document(parse_profile_document(kComplete, "p.json"), "p.json");
-  file.profile.calibration = Calibration{1048576, 2, 96, 0, 2, true, "then"};
+  file.profile.calibration = Calibration{1048576, 2, 96, 0, 2, true, "then", std::nullopt};
   file.keys = {"fields", "nccl_reserve", "calibration"};
   const std::string text = profile_text(profile_file_document(file));
   EXPECT_EQ(text,
@@ -684,6 +684,28 @@ TEST(ProfileText, AsTheBuiltInsAreWritten) {
             "  }\n"
             "}\n");
   EXPECT_NO_THROW(parse_profile_document(text, "text.json"));
+}
+
+// profiles learn keeps its run's burst beside the peak; it reads back, and a bad one is refused.
+TEST(ProfileText, ALearnedBurstIsWrittenAfterThePeakAndReadBack) {
+  ProfileFile file;
+  file.profile = profile_from_document(parse_profile_document(kComplete, "p.json"), "p.json");
+  file.profile.calibration = Calibration{1048576, 2, 96, 0, 2, true, "then", 65536};
+  file.keys = profile_document_keys();
+  file.standalone = true;
+  const std::string text = profile_text(profile_file_document(file));
+  EXPECT_NE(text.find("    \"peak_shm\": 1048576,\n    \"burst_shm\": 65536,\n"), std::string::npos) << text;
+  const Profile back = profile_from_document(parse_profile_document(text, "text.json"), "text.json");
+  ASSERT_TRUE(back.calibration);
+  EXPECT_EQ(back.calibration->burst_shm, std::optional<std::uint64_t>(65536));
+  std::string bad = text;
+  bad.replace(bad.find("65536"), 5, "\"lots\"");
+  try {
+    parse_profile_document(bad, "bad.json");
+    FAIL() << "a burst that is not a size was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("calibration.burst_shm"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ProfileName, Valid) {

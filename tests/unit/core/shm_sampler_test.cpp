@@ -29,6 +29,23 @@ TEST(ShmSamplerTest, TracksThePeakUntilTheReaderFails) {
   EXPECT_EQ(s.last_used, 20u);
   EXPECT_EQ(s.size, 1000u);
   EXPECT_EQ(seen_peaks, (std::vector<std::uint64_t>{10, 50, 50, 70, 70}));
+  EXPECT_EQ(s.burst, 40u) << "the largest rise between two samples (10 -> 50, 30 -> 70)";
+}
+
+// The burst is a rise between two samples: the first reading is no rise from nothing, and falls
+// count for nothing.
+TEST(ShmSamplerTest, TheBurstIsTheLargestRiseBetweenTwoSamples) {
+  const std::vector<std::uint64_t> used = {500, 510, 400, 445, 445, 0, 30};
+  std::size_t i = 0;
+  SamplerOptions o;
+  o.interval = 1ms;
+  const ShmSampleStats s = sample_shm(
+      [&]() -> std::optional<ShmUsage> {
+        if (i == used.size()) return std::nullopt;
+        return ShmUsage{1000, used[i++]};
+      },
+      o);
+  EXPECT_EQ(s.burst, 45u);
 }
 
 TEST(ShmSamplerTest, StopsWhenAsked) {

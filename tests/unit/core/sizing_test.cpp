@@ -910,5 +910,50 @@ TEST(PlanShm, CalibratedPlanKeepsHeadroomOfAtLeastOneQuarter) {
   EXPECT_EQ(plan_shm(prof, request(1, 4)).headroom, 1.0);
 }
 
+// profiles learn's calibration keeps the peak plus its run's burst (one rise between two samples),
+// within 1.15-1.25 of the peak; without a burst, 1.25 as before.
+TEST(CalibratedHeadroom, IsThePeakPlusOneBurstWithinBounds) {
+  Calibration c;
+  c.peak_shm = 400 * MiB;
+  EXPECT_EQ(calibrated_headroom(c), 1.25) << "no burst: calibrate's, or written before learn recorded one";
+  c.burst_shm = 0;
+  EXPECT_EQ(calibrated_headroom(c), 1.15) << "a run that never rose between two samples: the floor";
+  c.burst_shm = 20 * MiB;  // 5% of the peak: many small batches
+  EXPECT_EQ(calibrated_headroom(c), 1.15);
+  c.burst_shm = 80 * MiB;  // 20%: 1.2
+  EXPECT_DOUBLE_EQ(calibrated_headroom(c), 1.2);
+  c.burst_shm = 200 * MiB;  // half the peak at once: capped
+  EXPECT_EQ(calibrated_headroom(c), 1.25);
+  c.burst_shm = 4000 * MiB;  // larger than the peak (a rise measured against a reading of 0)
+  EXPECT_EQ(calibrated_headroom(c), 1.25);
+  c.peak_shm = 0;
+  EXPECT_EQ(calibrated_headroom(c), 1.25) << "no peak: nothing to scale a burst by";
+}
+
+TEST(PlanShm, ALearnedCalibrationPlansThePeakPlusItsBurst) {
+  Profile prof = imagenet_like();
+  prof.headroom = 1.0;
+  Calibration c;
+  c.peak_shm = 400 * MiB;
+  c.burst_shm = 72 * MiB;  // 18% of the peak
+  c.workers = 4;
+  c.batch_size = 64;
+  c.gpus = 1;
+  c.prefetch_factor = 2;
+  prof.calibration = c;
+  ShmPlan p = plan_shm(prof, request(1, 4));
+  EXPECT_DOUBLE_EQ(p.headroom, 1.18);
+  EXPECT_GE(p.need, 472 * MiB);  // the peak + one burst at its own conditions, to 64 KiB
+  EXPECT_LE(p.need, 472 * MiB + 65536);
+  c.burst_shm = 4 * MiB;
+  prof.calibration = c;
+  p = plan_shm(prof, request(1, 4));
+  EXPECT_EQ(p.headroom, 1.15);
+  EXPECT_GE(p.need, 460 * MiB) << "never below the peak x 1.15";
+  EXPECT_LE(p.need, 460 * MiB + 65536);
+  prof.headroom = 1.3;  // a profile's own headroom larger than the learned one wins
+  EXPECT_EQ(plan_shm(prof, request(1, 4)).headroom, 1.3);
+}
+
 }  // namespace
 }  // namespace gpurun

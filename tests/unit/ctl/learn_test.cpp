@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -117,6 +118,34 @@ TEST(LearnTest, ARunWhoseGpusDidNotReachItIsPlannedAsItRan) {
   // A calibrated plan keeps a headroom of at least 1.25 (sizing.cpp: a sampled peak is not a
   // bound); counted with a pin thread it had not, the plan would be 7/4 of that.
   EXPECT_LT(plan.need, r.peak_shm * 125 / 100 + 2 * kMiB) << "no batches counted twice";
+}
+
+// The run's burst (its largest rise between two samples) is kept with the peak: the plan of its
+// shape is then the peak plus one burst, at least 1.15x and at most 1.25x the peak; a line without
+// one (written before bursts were recorded) keeps 1.25x.
+TEST(LearnTest, TheRunsBurstSetsTheMarginOverItsPeak) {
+  const Profile p = default_like();
+  PerfRecord r = run(400 * kMiB, 4, 32);
+  const auto need_at = [&](const PerfRecord& rec) {
+    const Learned l = learn_calibration(p, {{rec, "a:1"}}, "t");
+    EXPECT_TRUE(l.calibration);
+    if (!l.calibration) return std::uint64_t{0};
+    EXPECT_EQ(l.calibration->burst_shm, rec.burst_shm ? std::optional<std::uint64_t>(rec.burst_shm) : std::nullopt);
+    return plan_shm(calibrated_profile(p.name, p, *l.calibration), shape(rec)).need;
+  };
+  const std::uint64_t without = need_at(r);
+  EXPECT_GE(without, 500 * kMiB);
+  EXPECT_LE(without, 500 * kMiB + 2 * kMiB);
+  r.burst_shm = 72 * kMiB;  // 18% of the peak
+  const std::uint64_t with_burst = need_at(r);
+  EXPECT_GE(with_burst, 472 * kMiB);
+  EXPECT_LE(with_burst, 472 * kMiB + 2 * kMiB);
+  r.burst_shm = 8 * kMiB;  // many small batches: the floor
+  const std::uint64_t small_burst = need_at(r);
+  EXPECT_GE(small_burst, 460 * kMiB) << "never below the peak x 1.15";
+  EXPECT_LE(small_burst, 460 * kMiB + 2 * kMiB);
+  r.burst_shm = 300 * kMiB;  // most of the peak at once: no more than 1.25
+  EXPECT_EQ(need_at(r), without);
 }
 
 TEST(LearnTest, ARunThatDidNotEndWellTeachesNothing) {

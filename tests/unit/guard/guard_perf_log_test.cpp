@@ -46,12 +46,14 @@ TEST(GuardPerfLog, TheLineHoldsTheRecordedShapeThePeakAndNoExit) {
   EXPECT_EQ(j["batch_size"], 64);
   EXPECT_EQ(j["applied_shm"], 48 * kMiB);
   EXPECT_EQ(j["peak_shm"], 30 * kMiB);
+  EXPECT_EQ(j["burst_shm"], 22 * kMiB);  // 8 -> 30 MiB between two samples
   EXPECT_EQ(j["shm_size"], 64 * kMiB);
   EXPECT_EQ(j["samples"], 3);
   EXPECT_TRUE(j["exit_status"].is_null());
   // What profiles learn reads back.
   const PerfRecord back = parse_perf_record(perf_record_line(r), "log:1");
   EXPECT_EQ(back.peak_shm, 30 * kMiB);
+  EXPECT_EQ(back.burst_shm, 22 * kMiB);
   EXPECT_FALSE(back.exit_status);
 }
 
