@@ -172,10 +172,15 @@ for path in $probes; do
 done
 labels='namespace="ml",pod="train",container="c0"'
 assert_contains "$metrics" "gpu_run_shm_growths_total{$labels" "the growth is served with the pod's labels"
-assert_eq "1 0 $size" "$(awk -v l="{$labels" 'index($0, l) {
+# The 56 MiB arrive faster than a sample or two: the guard, which keeps free four times the
+# largest rise it saw, may grow once or twice before the write ends. The metric counts what its
+# log says.
+growths=$(docker logs gr-guard-$$ 2>&1 | grep -c "container c0: /dev/shm [0-9.]*[KMG]iB -> ")
+assert_eq 1 "$((growths >= 1))" "the guard's log has the growth ($growths)"
+assert_eq "$growths 0 $size" "$(awk -v l="{$labels" 'index($0, l) {
     split($1, n, "{"); v[n[1]] = $NF }
   END { print v["gpu_run_shm_growths_total"], v["gpu_run_shm_growth_blocked"], v["gpu_run_shm_size_bytes"] }' <<<"$metrics")" \
-  "...1 growth, not blocked, the new size"
+  "...as many growths as its log has, not blocked, the new size"
 gpid=$(docker inspect -f '{{.State.Pid}}' gr-guard-$$)
 status=$(grep -E '^(Uid|CapEff|Seccomp):' "/proc/$gpid/status" | tr -s '\t ' ' ')
 assert_contains "$status" "Uid: 0 0 0 0" "the guard runs as root"
