@@ -196,9 +196,12 @@ def report(paths):
     print("|---|---|---|---|")
     print("\n".join(lines))
     print()
-    print(f"learned: {len(learned)} jobs, {runs} runs at the learned plan, {crashes} crashes; plan / smallest that "
-          f"runs: median {median(pos)}x over {len(pos)} jobs with a known smallest (max {max(pos) if pos else '-'}x); "
-          f"learn refused or failed for {sum(1 for c in cases if c.get('learn', {}).get('exit'))} jobs")
+    if any("learn" in c for c in cases):
+        print(f"learned: {len(learned)} jobs, {runs} runs at the learned plan, {crashes} crashes; plan / smallest that "
+              f"runs: median {median(pos)}x over {len(pos)} jobs with a known smallest (max {max(pos) if pos else '-'}x); "
+              f"learn refused or failed for {sum(1 for c in cases if c.get('learn', {}).get('exit'))} jobs")
+    else:
+        print("learned: not asked (run without --learn)")
     print()
     print("| seed | job | exact: exit, growths, final/peak | guess: exit, growths, final/peak | learned plan | runs at it | plan / smallest |")
     print("|---|---|---|---|---|---|---|")
