@@ -54,11 +54,9 @@ void ShmGrower::track_burst(int pid, const std::string& container_id, std::uint6
   if (pid != burst_pid_ || container_id != burst_container_) {
     burst_pid_ = pid;
     burst_container_ = container_id;
-    last_used_.reset();
-    burst_ = 0;
+    rise_ = {};
   }
-  if (last_used_ && used > *last_used_) burst_ = std::max(burst_, used - *last_used_);
-  last_used_ = used;
+  rise_.add(used);
 }
 
 void ShmGrower::on_sample(int pid, const std::string& container_id, const ShmUsage& usage) {
@@ -73,7 +71,7 @@ void ShmGrower::on_sample(int pid, const std::string& container_id, const ShmUsa
     return;
   }
   if (failed_) return;
-  const GuardStep step = decide_guard(policy_, limits_, usage.size, usage.used, burst_);
+  const GuardStep step = decide_guard(policy_, limits_, usage.size, usage.used, rise_.largest);
   const bool was_blocked = std::exchange(blocked_, step.action == GuardAction::kBlocked);
   if (step.action == GuardAction::kNone) return;
   const std::string who = "container=" + log_quote(container_id.substr(0, 64));

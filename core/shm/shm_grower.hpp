@@ -14,6 +14,7 @@
 #include "oci/container.hpp"
 #include "shm/growth_policy.hpp"
 #include "shm/remount_job.hpp"
+#include "shm/shm_sampler.hpp"
 
 namespace gpurun {
 
@@ -49,7 +50,7 @@ class ShmGrower {
   std::uint64_t last_size() const { return last_size_; }
   std::uint64_t samples() const { return samples_; }
   // The largest rise of `used` between two consecutive samples of the current container.
-  std::uint64_t burst() const { return burst_; }
+  std::uint64_t burst() const { return rise_.largest; }
   // Times it had to grow and could not (blocked by max_shm, the budget or an emptyDir's sizeLimit, or a failed
   // remount): once per episode, until the free space suffices again.
   unsigned refusals() const { return refusals_; }
@@ -81,11 +82,10 @@ class ShmGrower {
   std::uint64_t peak_used_ = 0;
   std::uint64_t last_size_ = 0;
   std::uint64_t samples_ = 0;
-  // The container (id and pid) whose samples the burst is of, its last use, and the burst.
+  // The container (id and pid) whose samples the burst is of, and its rises.
   std::string burst_container_;
   int burst_pid_ = 0;
-  std::optional<std::uint64_t> last_used_;
-  std::uint64_t burst_ = 0;
+  LargestRise rise_;
   bool blocked_ = false;  // the last sample wanted a growth it could not have
   bool warned_ = false;
   bool failed_ = false;  // a remount failed: no more tries

@@ -3,7 +3,6 @@
 #include <sys/statvfs.h>
 #include <time.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <string>
 
@@ -31,6 +30,7 @@ ShmSampleStats sample_shm(const std::function<std::optional<ShmUsage>()>& read, 
   ShmSampleStats stats;
   const auto interval = o.interval.count() > 0 ? o.interval : std::chrono::nanoseconds(1);
   std::chrono::nanoseconds first{0};
+  LargestRise rise;
   std::chrono::nanoseconds next = monotonic_now();
   for (;;) {
     if (o.stop && o.stop()) break;
@@ -41,8 +41,8 @@ ShmSampleStats sample_shm(const std::function<std::optional<ShmUsage>()>& read, 
       break;
     }
     if (stats.samples == 0) first = now;
-    if (stats.samples > 0 && usage->used > stats.last_used)
-      stats.burst = std::max(stats.burst, usage->used - stats.last_used);
+    rise.add(usage->used);
+    stats.burst = rise.largest;
     ++stats.samples;
     stats.size = usage->size;
     stats.last_used = usage->used;

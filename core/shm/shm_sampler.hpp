@@ -9,6 +9,18 @@
 
 namespace gpurun {
 
+// The largest rise of use between two consecutive samples of one /dev/shm: a job's burst, which
+// the guard keeps free kGuardBurstSamples times over and learn plans one of above the peak.
+struct LargestRise {
+  std::uint64_t largest = 0;
+  std::optional<std::uint64_t> last;  // the previous sample's use
+
+  void add(std::uint64_t used) {
+    if (last && used > *last && used - *last > largest) largest = used - *last;
+    last = used;
+  }
+};
+
 // What sampling a container's /dev/shm found.
 struct ShmSampleStats {
   std::uint64_t peak = 0;  // highest use seen, bytes

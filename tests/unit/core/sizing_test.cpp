@@ -890,16 +890,21 @@ TEST(Loaders, NoWorkersNothingInShm) {
   EXPECT_EQ(p.per_rank, p.loaders[0].bytes);
 }
 
-TEST(PlanShm, CalibratedPlanKeepsHeadroomOfAtLeastOneQuarter) {
-  Profile prof = imagenet_like();
-  prof.headroom = 1.0;
+// A 400 MiB peak measured at 4 workers, a batch of 64, one GPU and prefetch 2, as calibrate writes it.
+Calibration calibration_of_400mib() {
   Calibration c;
   c.peak_shm = 400 * MiB;
   c.workers = 4;
   c.batch_size = 64;
   c.gpus = 1;
   c.prefetch_factor = 2;
-  prof.calibration = c;
+  return c;
+}
+
+TEST(PlanShm, CalibratedPlanKeepsHeadroomOfAtLeastOneQuarter) {
+  Profile prof = imagenet_like();
+  prof.headroom = 1.0;
+  prof.calibration = calibration_of_400mib();
   ShmPlan p = plan_shm(prof, request(1, 4));
   EXPECT_TRUE(p.calibrated);
   EXPECT_EQ(p.headroom, 1.25);
@@ -933,13 +938,8 @@ TEST(CalibratedHeadroom, IsThePeakPlusOneBurstWithinBounds) {
 TEST(PlanShm, ALearnedCalibrationPlansThePeakPlusItsBurst) {
   Profile prof = imagenet_like();
   prof.headroom = 1.0;
-  Calibration c;
-  c.peak_shm = 400 * MiB;
+  Calibration c = calibration_of_400mib();
   c.burst_shm = 72 * MiB;  // 18% of the peak
-  c.workers = 4;
-  c.batch_size = 64;
-  c.gpus = 1;
-  c.prefetch_factor = 2;
   prof.calibration = c;
   ShmPlan p = plan_shm(prof, request(1, 4));
   EXPECT_DOUBLE_EQ(p.headroom, 1.18);
