@@ -1,7 +1,9 @@
 #include "oci/container.hpp"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <poll.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -147,10 +149,16 @@ namespace {
 
 // The container's /dev/shm below its root, never through a symlink: the image controls the path,
 // and an absolute symlink at /dev/shm opened through /proc/PID/root would resolve on the host.
+// Only a tmpfs: a /dev/shm that is a plain directory (no mount there, or a process in a chroot or
+// a container being torn down) would read as the disk below it, a peak of gigabytes the job never
+// wrote (a --record once printed "28.6GiB of 252GiB", the host's root disk, for a job given 32m).
 UniqueFd open_container_shm(int pid) {
   const UniqueFd root(::open(("/proc/" + std::to_string(pid) + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
   if (!root) return UniqueFd();
-  return UniqueFd(open_dir_in_root(root.get(), "dev/shm", Resolve::kNoSymlinks));
+  UniqueFd shm(open_dir_in_root(root.get(), "dev/shm", Resolve::kNoSymlinks));
+  struct statfs fs {};
+  if (!shm || ::fstatfs(shm.get(), &fs) != 0 || fs.f_type != TMPFS_MAGIC) return UniqueFd();
+  return shm;
 }
 
 }  // namespace
@@ -169,9 +177,17 @@ ShmHandle::ShmHandle(int pid) : pid_(pid), pidfd_(open_pidfd(pid)) {
 }
 
 std::optional<ShmUsage> ShmHandle::sample() const {
-  if (!pidfd_ || !shm_) return shm_usage_of_pid(pid_);
-  pollfd exited{pidfd_.get(), POLLIN, 0};
-  if (::poll(&exited, 1, 0) != 0) return std::nullopt;  // it exited (or the poll failed)
+  if (!pidfd_) return shm_usage_of_pid(pid_);
+  const auto exited = [this] {
+    pollfd p{pidfd_.get(), POLLIN, 0};
+    return ::poll(&p, 1, 0) != 0;  // it exited (or the poll failed)
+  };
+  if (!shm_) {
+    // Not a tmpfs when the handle was made: by the path, kept only if the pid is still the process.
+    const auto usage = shm_usage_of_pid(pid_);
+    return exited() ? std::nullopt : usage;
+  }
+  if (exited()) return std::nullopt;
   struct statvfs st {};
   if (::fstatvfs(shm_.get(), &st) != 0) return std::nullopt;
   return usage_of(st);

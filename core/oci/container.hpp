@@ -86,7 +86,8 @@ struct ShmUsage {
 // statvfs of `path`; nullopt when it cannot be read (the container exited).
 std::optional<ShmUsage> shm_usage_at(const fs::path& path);
 
-// The container's /dev/shm, through /proc/<pid>/root (no process started per sample).
+// The container's /dev/shm, through /proc/<pid>/root (no process started per sample); nullopt
+// when it is not a tmpfs (nothing mounted there: the disk below would read as its use).
 std::optional<ShmUsage> shm_usage_of_pid(int pid);
 
 // A container's /dev/shm held open for sampling it many times a second: an O_PATH descriptor of

@@ -72,7 +72,10 @@ ShmSampleStats sample_shm_of_pid(int pid, const SamplerOptions& options) {
                                            : ""),
         err);
   }
-  return sample_shm([pid] { return shm_usage_of_pid(pid); }, options);
+  // Held, not walked by path each sample: with a pidfd, a reading is never of another process
+  // that took the pid after the container's ended (pid_max is 32768 on many hosts).
+  const ShmHandle shm(pid);
+  return sample_shm([&shm] { return shm.sample(); }, options);
 }
 
 }  // namespace gpurun

@@ -1,13 +1,16 @@
 // ShmHandle: a process's /dev/shm sampled through a held descriptor, and nothing once the process
 // has exited (the descriptor alone would go on reading the tmpfs).
 #include <gtest/gtest.h>
+#include <linux/magic.h>
 #include <signal.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 
 #include "oci/container.hpp"
+#include "shm/shm_sampler.hpp"
 #include "support/test_files.hpp"
 #include "support/test_util.hpp"
 
@@ -61,6 +64,41 @@ TEST(ShmHandle, NeverFollowsASymlinkedDevShmOutOfTheContainer) {
   EXPECT_EQ(ok, 'y');
   EXPECT_FALSE(shm_usage_of_pid(child));
   EXPECT_FALSE(ShmHandle(child).sample());
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+}
+
+// A /dev/shm with nothing mounted on it (a process in a chroot, a container being set up or torn
+// down) is a directory of the disk below: its statvfs is the disk's. Nothing instead, or a
+// --record of a job given 32m reports a peak of gigabytes.
+TEST(ShmHandle, NothingWhenDevShmIsNotATmpfs) {
+  SKIP_UNLESS(::geteuid() == 0, "needs root to chroot (CI runs as root)");
+  test::TempDir root;
+  std::filesystem::create_directories(root.path() / "dev" / "shm");
+  struct statfs fs {};
+  ASSERT_EQ(::statfs((root.path() / "dev" / "shm").c_str(), &fs), 0);
+  SKIP_UNLESS(fs.f_type != TMPFS_MAGIC, "the test's temporary directory is itself on a tmpfs");
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const char ok = ::chroot(root.path().c_str()) == 0 ? 'y' : 'n';
+    if (::write(ready[1], &ok, 1) != 1) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  EXPECT_EQ(ok, 'y');
+  EXPECT_FALSE(shm_usage_of_pid(child));
+  EXPECT_FALSE(ShmHandle(child).sample());
+  SamplerOptions once;
+  once.stop = [n = 0]() mutable { return n++ > 0; };
+  EXPECT_EQ(sample_shm_of_pid(child, once).peak, 0u);
   ::kill(child, SIGKILL);
   int status = 0;
   ::waitpid(child, &status, 0);
