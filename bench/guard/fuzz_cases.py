@@ -18,7 +18,10 @@ learned (gpu-run-ctl profiles learn guess) and the job run --repeat times (defau
 plan: crashes, and the plan over the smallest size that runs, when bench/torch/fuzz-runs has it for the
 same job (seed 2, cases 0-29: measured by bisection there).
 
-    fuzz_cases.py --cases 30 --seed 2 [--first 0] [--learn] --json OUT.json
+With --guarded-repeat N as well, the job is also run N times from the learned plan under --guard (as it runs
+where gpu-run is installed, the guard on): whether each reaches its end, and the guard's growths.
+
+    fuzz_cases.py --cases 30 --seed 2 [--first 0] [--learn [--guarded-repeat 3]] --json OUT.json
     fuzz_cases.py --report OUT.json [...]      # the Markdown of saved runs
 """
 
@@ -73,8 +76,8 @@ def known_smallest(job):
     return None
 
 
-def guarded(gpu_run, image, sizing, spec_dir, seed, env, record=False):
-    argv = [gpu_run, "--guard", *(["--record"] if record else []), *sizing, "--shm-size", "64m",
+def guarded(gpu_run, image, sizing, spec_dir, seed, env, record=False, start=("--shm-size", "64m")):
+    argv = [gpu_run, "--guard", *(["--record"] if record else []), *sizing, *start,
             "--gpu-request", "none", "--rm", "-v", f"{TORCH}:/b:ro", "-v", f"{HERE}:/g:ro", "-v", f"{spec_dir}:/s:ro",
             image, "/usr/bin/python3", "/g/fuzz_job.py", f"/s/{seed}.json"]
     t = time.monotonic()
@@ -151,10 +154,18 @@ def run_case(fuzz, wl, seed, a, work):
                      "error": None if res["ok"] else fuzz.short_error(res)})
     out["at_learned"] = runs
     out["crashes"] = sum(not r["ok"] and not r["hung"] for r in runs)
+    if a.guarded_repeat:
+        # As installed (the guard on wherever gpu-run is): the learned plan as the start, under --guard.
+        out["at_learned_guarded"] = [
+            guarded(a.gpu_run, a.image, ["--profile-dir", case_dir, "--profile", GUESS_NAME, *user], case_dir, seed, env,
+                    start=()) for _ in range(a.guarded_repeat)]
     out["smallest"] = known_smallest(job)
     out["plan_over_smallest"] = round(learned / out["smallest"], 3) if out["smallest"] else None
+    g = out.get("at_learned_guarded", [])
     log(f"  {seed}: learned plan {learned / MiB:.1f} MiB: {len(runs) - out['crashes']} of {len(runs)} ran"
-        + (f", plan/smallest {out['plan_over_smallest']}" if out["smallest"] else ""))
+        + (f", plan/smallest {out['plan_over_smallest']}" if out["smallest"] else "")
+        + (f"; guarded from it: {sum(r['finished'] for r in g)} of {len(g)} ran, growths "
+           f"{[r['growths'] for r in g]}" if g else ""))
     return out
 
 
@@ -189,6 +200,9 @@ def report(paths):
         lines.append(f"| {mode} | {len(fin)} of {len(rows)} | {median(growths)} (max {max(growths) if growths else '-'}) | "
                      f"{median(ratios)}x (max {max(ratios) if ratios else '-'}x) |")
     learned = [c for c in cases if "at_learned" in c]
+    for c in learned:  # a smallest found by bench/torch/fuzz after the run was saved
+        if not c.get("smallest") and (found := known_smallest(c["job"])):
+            c["smallest"], c["plan_over_smallest"] = found, round(c["learned_plan"] / found, 3)
     crashes = sum(c["crashes"] for c in learned)
     runs = sum(len(c["at_learned"]) for c in learned)
     pos = [c["plan_over_smallest"] for c in learned if c.get("plan_over_smallest")]
@@ -199,7 +213,14 @@ def report(paths):
     if any("learn" in c for c in cases):
         print(f"learned: {len(learned)} jobs, {runs} runs at the learned plan, {crashes} crashes; plan / smallest that "
               f"runs: median {median(pos)}x over {len(pos)} jobs with a known smallest (max {max(pos) if pos else '-'}x); "
+              f"plan / the taught run's recorded peak: median "
+              f"{median([c['learned_plan'] / c['guess']['record_peak_bytes'] for c in learned if c['guess'].get('record_peak_bytes')])}x; "
               f"learn refused or failed for {sum(1 for c in cases if c.get('learn', {}).get('exit'))} jobs")
+        g = [r for c in learned for r in c.get("at_learned_guarded", [])]
+        if g:
+            print(f"learned, under --guard from the learned plan: {sum(r['finished'] for r in g)} of {len(g)} runs reached "
+                  f"their end; growths: median {median([r['growths'] for r in g])} (max {max(r['growths'] for r in g)}), "
+                  f"{sum(1 for r in g if r['growths'])} runs grew")
     else:
         print("learned: not asked (run without --learn)")
     print()
@@ -222,6 +243,8 @@ def main():
     ap.add_argument("--first", type=int, default=0)
     ap.add_argument("--learn", action="store_true")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--guarded-repeat", type=int, default=0,
+                    help="with --learn: also run the job this many times from the learned plan under --guard")
     ap.add_argument("--json")
     ap.add_argument("--report", nargs="+")
     ap.add_argument("--gpu-run", default=os.path.join(ROOT, "build", "release", "bin", "gpu-run"))

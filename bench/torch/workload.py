@@ -333,12 +333,15 @@ def launch(spec):
     os.close(w)
     t0 = time.monotonic()
     peak = 0
+    trace = [] if spec.get("trace") else None  # (seconds, bytes) of every sample, for bench/guard's learn analysis
     failed = {}
     deadline = t0 + spec["timeout"]
     while pids:
         used = shm_used() - base_used
         if used > peak:
             peak = used
+        if trace is not None:
+            trace.append((round(time.monotonic() - t0, 4), used))
         for pid in list(pids):
             got, status = os.waitpid(pid, os.WNOHANG)
             if got:
@@ -365,6 +368,7 @@ def launch(spec):
         "batch_bytes": None if spec.get("job") else batch_bytes_estimate(spec["fields"], spec["batch_size"]),
         "val_batch_bytes": batch_bytes_estimate(spec["val"]["fields"], spec["val"]["batch_size"]) if spec.get("val") else None,
         "elapsed": round(time.monotonic() - t0, 3),
+        **({"trace": trace} if trace is not None else {}),
     }
 
 

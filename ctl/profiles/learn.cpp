@@ -237,6 +237,12 @@ void run_profiles_learn(const ProfilesLearnOptions& o) {
             << ", headroom " << calibrated_headroom(c) << " (from " << used << (used == 1 ? " run" : " runs")
             << "; every one planned at "
             << "least its peak x " << profile.headroom << ")\n";
+  // bench/GUARD-FUZZ.md: one job's peak moved by up to 1.54x between runs, so a plan learned from one
+  // run is below some later run's peak for a few jobs in a hundred; the guard grows those.
+  if (used == 1)
+    std::cout << "note: learned from 1 run, and a job's peak can move between runs: keep the guard on for its\n"
+                 "  next runs (gpu-run --guard, or the node guard gpu-run-ctl configure starts); each guarded run\n"
+                 "  adds a line, and learning again plans above every peak seen\n";
 
   const fs::path dir = o.profile_dirs.empty() ? user_profile_dir() : fs::path(o.profile_dirs.front());
   const fs::path path = dir / (o.name + ".json");
