@@ -171,9 +171,9 @@ std::optional<ShmUsage> shm_usage_of_pid(int pid) {
   return usage_of(st);
 }
 
-ShmHandle::ShmHandle(int pid) : pid_(pid), pidfd_(open_pidfd(pid)) {
+ShmHandle::ShmHandle(int pid, Mode mode) : pid_(pid), pidfd_(open_pidfd(pid)) {
   // The pidfd first: a descriptor opened after the process was gone would read another's files.
-  if (pidfd_) shm_ = open_container_shm(pid);
+  if (pidfd_ && mode == Mode::kHeld) shm_ = open_container_shm(pid);
 }
 
 std::optional<ShmUsage> ShmHandle::sample() const {
@@ -183,7 +183,8 @@ std::optional<ShmUsage> ShmHandle::sample() const {
     return ::poll(&p, 1, 0) != 0;  // it exited (or the poll failed)
   };
   if (!shm_) {
-    // Not a tmpfs when the handle was made: by the path, kept only if the pid is still the process.
+    // kWalk, or not a tmpfs when the handle was made: by the path, kept only if the pid is still
+    // the process.
     const auto usage = shm_usage_of_pid(pid_);
     return exited() ? std::nullopt : usage;
   }

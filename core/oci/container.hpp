@@ -94,10 +94,14 @@ std::optional<ShmUsage> shm_usage_of_pid(int pid);
 // it, read with fstatvfs (no walk of /proc/<pid>/root/dev/shm each sample: 0.49 against 2.71 us
 // a sample, measured by hand on this machine), and a pidfd of its process, which says when it has
 // exited (the descriptor would go on reading the tmpfs, and keep it, after). Without pidfd_open
-// (Linux before 5.3) it samples by the path, as shm_usage_of_pid.
+// (Linux before 5.3) it samples by the path, as shm_usage_of_pid. With kWalk it holds only the
+// pidfd and walks the path each sample, so a /dev/shm mounted after the process was found (an
+// engine that reports the pid before its mounts are done) is seen; the pidfd still keeps a reading
+// of another process that took the pid out.
 class ShmHandle {
  public:
-  explicit ShmHandle(int pid);
+  enum class Mode { kHeld, kWalk };
+  explicit ShmHandle(int pid, Mode mode = Mode::kHeld);
   // nullopt once the process has exited or its /dev/shm cannot be read.
   std::optional<ShmUsage> sample() const;
 

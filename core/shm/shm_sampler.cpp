@@ -72,9 +72,10 @@ ShmSampleStats sample_shm_of_pid(int pid, const SamplerOptions& options) {
                                            : ""),
         err);
   }
-  // Held, not walked by path each sample: with a pidfd, a reading is never of another process
-  // that took the pid after the container's ended (pid_max is 32768 on many hosts).
-  const ShmHandle shm(pid);
+  // The path walked each sample (the engine may report the pid before its /dev/shm is mounted),
+  // with a pidfd: a reading is never of another process that took the pid after the container
+  // ended (pid_max is 32768 on many hosts).
+  const ShmHandle shm(pid, ShmHandle::Mode::kWalk);
   return sample_shm([&shm] { return shm.sample(); }, options);
 }
 

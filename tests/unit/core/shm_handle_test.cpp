@@ -2,7 +2,9 @@
 // has exited (the descriptor alone would go on reading the tmpfs).
 #include <gtest/gtest.h>
 #include <linux/magic.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -104,6 +106,49 @@ TEST(ShmHandle, NothingWhenDevShmIsNotATmpfs) {
   ::waitpid(child, &status, 0);
   ::close(ready[0]);
   ::close(ready[1]);
+}
+
+// The wrapper's sampler finds a container's process as soon as the engine reports it, which may be
+// before its /dev/shm is mounted (the stand-in engine of tests/profiles/schema_test.sh mounts it
+// after): a /dev/shm mounted later is the one sampled, not the host's it saw first.
+TEST(ShmSampler, SeesADevShmMountedAfterTheProcessWasFound) {
+  SKIP_UNLESS(::geteuid() == 0, "needs root to mount a tmpfs (CI runs as root)");
+  int ready[2], go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    char c = 'n';
+    if (::unshare(CLONE_NEWNS) == 0 && ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0) c = 'y';
+    if (::write(ready[1], &c, 1) != 1 || ::read(go[0], &c, 1) != 1) ::_exit(1);
+    c = ::mount("shm", "/dev/shm", "tmpfs", 0, "size=5m") == 0 ? 'm' : 'f';
+    if (::write(ready[1], &c, 1) != 1) ::_exit(1);
+    ::pause();
+    ::_exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  SamplerOptions o;
+  o.interval = std::chrono::milliseconds(1);
+  int n = 0;
+  bool mounted = false;
+  o.stop = [&] { return n >= 200; };
+  o.on_sample = [&](const ShmUsage& u, const ShmSampleStats&) {
+    if (++n == 1) {
+      char m = 'g';
+      mounted = ::write(go[1], &m, 1) == 1 && ::read(ready[0], &m, 1) == 1 && m == 'm';
+    }
+    if (mounted && u.size == 5u << 20) n = 200;
+  };
+  const ShmSampleStats stats = sample_shm_of_pid(child, o);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  for (int fd : {ready[0], ready[1], go[0], go[1]}) ::close(fd);
+  ASSERT_TRUE(mounted);
+  EXPECT_EQ(stats.size, 5u << 20);
 }
 
 }  // namespace
