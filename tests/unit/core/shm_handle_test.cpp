@@ -44,6 +44,36 @@ TEST(ShmHandle, NothingOnceTheProcessHasExited) {
   EXPECT_FALSE(ShmHandle(child).sample());  // a pid that is gone: no descriptor, no sample
 }
 
+// A child chrooted into `root` that waits there until the test ends (killed and reaped then).
+struct ChrootedChild {
+  pid_t pid = -1;
+  bool chrooted = false;
+
+  explicit ChrootedChild(const std::filesystem::path& root) {
+    int ready[2];
+    if (::pipe(ready) != 0) return;
+    pid = ::fork();
+    if (pid == 0) {
+      const char ok = ::chroot(root.c_str()) == 0 ? 'y' : 'n';
+      if (::write(ready[1], &ok, 1) != 1) ::_exit(1);
+      ::pause();
+      ::_exit(0);
+    }
+    char ok = 0;
+    chrooted = pid > 0 && ::read(ready[0], &ok, 1) == 1 && ok == 'y';
+    ::close(ready[0]);
+    ::close(ready[1]);
+  }
+  ~ChrootedChild() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+  }
+  ChrootedChild(const ChrootedChild&) = delete;
+  ChrootedChild& operator=(const ChrootedChild&) = delete;
+};
+
 // An image whose /dev/shm is an absolute symlink: opened through /proc/PID/root it would resolve
 // on the host (here, the host's /), so the guard would sample a host directory. Nothing instead.
 TEST(ShmHandle, NeverFollowsASymlinkedDevShmOutOfTheContainer) {
@@ -51,26 +81,10 @@ TEST(ShmHandle, NeverFollowsASymlinkedDevShmOutOfTheContainer) {
   test::TempDir root;
   std::filesystem::create_directories(root.path() / "dev");
   std::filesystem::create_symlink("/", root.path() / "dev" / "shm");
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    const char ok = ::chroot(root.path().c_str()) == 0 ? 'y' : 'n';
-    if (::write(ready[1], &ok, 1) != 1) ::_exit(1);
-    ::pause();
-    ::_exit(0);
-  }
-  char ok = 0;
-  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
-  EXPECT_EQ(ok, 'y');
-  EXPECT_FALSE(shm_usage_of_pid(child));
-  EXPECT_FALSE(ShmHandle(child).sample());
-  ::kill(child, SIGKILL);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  ::close(ready[0]);
-  ::close(ready[1]);
+  const ChrootedChild child(root.path());
+  ASSERT_TRUE(child.chrooted);
+  EXPECT_FALSE(shm_usage_of_pid(child.pid));
+  EXPECT_FALSE(ShmHandle(child.pid).sample());
 }
 
 // A /dev/shm with nothing mounted on it (a process in a chroot, a container being set up or torn
@@ -83,29 +97,13 @@ TEST(ShmHandle, NothingWhenDevShmIsNotATmpfs) {
   struct statfs fs {};
   ASSERT_EQ(::statfs((root.path() / "dev" / "shm").c_str(), &fs), 0);
   SKIP_UNLESS(fs.f_type != TMPFS_MAGIC, "the test's temporary directory is itself on a tmpfs");
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    const char ok = ::chroot(root.path().c_str()) == 0 ? 'y' : 'n';
-    if (::write(ready[1], &ok, 1) != 1) ::_exit(1);
-    ::pause();
-    ::_exit(0);
-  }
-  char ok = 0;
-  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
-  EXPECT_EQ(ok, 'y');
-  EXPECT_FALSE(shm_usage_of_pid(child));
-  EXPECT_FALSE(ShmHandle(child).sample());
+  const ChrootedChild child(root.path());
+  ASSERT_TRUE(child.chrooted);
+  EXPECT_FALSE(shm_usage_of_pid(child.pid));
+  EXPECT_FALSE(ShmHandle(child.pid).sample());
   SamplerOptions once;
   once.stop = [n = 0]() mutable { return n++ > 0; };
-  EXPECT_EQ(sample_shm_of_pid(child, once).peak, 0u);
-  ::kill(child, SIGKILL);
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  ::close(ready[0]);
-  ::close(ready[1]);
+  EXPECT_EQ(sample_shm_of_pid(child.pid, once).peak, 0u);
 }
 
 // The wrapper's sampler finds a container's process as soon as the engine reports it, which may be
