@@ -26,6 +26,7 @@ where gpu-run is installed, the guard on): whether each reaches its end, and the
 """
 
 import argparse
+import functools
 import glob
 import json
 import os
@@ -66,14 +67,19 @@ def size_of(text):
     return int(float(m.group(1)) * {"B": 1, "KiB": 1 << 10, "MiB": MiB, "GiB": 1 << 30}[m.group(2)])
 
 
-def known_smallest(job):
-    """The smallest size bench/torch/fuzz found for this very job, if a saved run has it."""
+@functools.lru_cache(maxsize=1)
+def saved_smallest():
+    """Every case of bench/torch/fuzz-runs with a smallest size, read once: (seed, job, smallest)."""
+    out = []
     for path in sorted(glob.glob(os.path.join(TORCH, "fuzz-runs", "*.json"))):
         with open(path) as f:
-            for c in json.load(f)["results"]:
-                if c["seed"] == job["seed"] and c.get("smallest") and c["job"] == job:
-                    return c["smallest"]
-    return None
+            out += [(c["seed"], c["job"], c["smallest"]) for c in json.load(f)["results"] if c.get("smallest")]
+    return out
+
+
+def known_smallest(job):
+    """The smallest size bench/torch/fuzz found for this very job, if a saved run has it."""
+    return next((smallest for seed, j, smallest in saved_smallest() if seed == job["seed"] and j == job), None)
 
 
 def guarded(gpu_run, image, sizing, spec_dir, seed, env, record=False, start=("--shm-size", "64m")):
