@@ -82,7 +82,8 @@ def known_smallest(job):
     return next((smallest for seed, j, smallest in saved_smallest() if seed == job["seed"] and j == job), None)
 
 
-def guarded(gpu_run, image, sizing, spec_dir, seed, env, record=False, start=("--shm-size", "64m")):
+def guarded(gpu_run, image, sizing, spec_dir, seed, env, record=False, start=("--shm-size", "64m"), start_bytes=64 * MiB):
+    """One run under gpu-run --guard; `start_bytes` is the size `start` (or the plan) gives it."""
     argv = [gpu_run, "--guard", *(["--record"] if record else []), *sizing, *start,
             "--gpu-request", "none", "--rm", "-v", f"{TORCH}:/b:ro", "-v", f"{HERE}:/g:ro", "-v", f"{spec_dir}:/s:ro",
             image, "/usr/bin/python3", "/g/fuzz_job.py", f"/s/{seed}.json"]
@@ -98,7 +99,7 @@ def guarded(gpu_run, image, sizing, spec_dir, seed, env, record=False, start=("-
             continue
     peak = res.get("peak_shm_bytes")
     m = re.search(r"gpu-run: --guard: peak /dev/shm (\S+) of (\S+)", r.stderr)
-    final = size_of(grown[-1]) if grown else 64 * MiB
+    final = size_of(grown[-1]) if grown else start_bytes
     out = {"exit": r.returncode, "finished": r.returncode == 0, "growths": len(grown), "final_bytes": final,
            "peak_bytes": peak, "guard_peak_bytes": size_of(m.group(1)) if m else None,
            "final_over_peak": round(final / peak, 3) if peak else None, "elapsed": round(time.monotonic() - t, 1)}
@@ -164,7 +165,7 @@ def run_case(fuzz, wl, seed, a, work):
         # As installed (the guard on wherever gpu-run is): the learned plan as the start, under --guard.
         out["at_learned_guarded"] = [
             guarded(a.gpu_run, a.image, ["--profile-dir", case_dir, "--profile", GUESS_NAME, *user], case_dir, seed, env,
-                    start=()) for _ in range(a.guarded_repeat)]
+                    start=(), start_bytes=learned) for _ in range(a.guarded_repeat)]
     out["smallest"] = known_smallest(job)
     out["plan_over_smallest"] = round(learned / out["smallest"], 3) if out["smallest"] else None
     g = out.get("at_learned_guarded", [])
@@ -224,9 +225,13 @@ def report(paths):
               f"learn refused or failed for {sum(1 for c in cases if c.get('learn', {}).get('exit'))} jobs")
         g = [r for c in learned for r in c.get("at_learned_guarded", [])]
         if g:
+            # A run that did not grow ended at the learned plan (runs saved before start_bytes: at 64 MiB).
+            final = [max(r["final_bytes"], c["learned_plan"]) / c["smallest"] for c in learned if c.get("smallest")
+                     for r in c.get("at_learned_guarded", []) if r["finished"]]
             print(f"learned, under --guard from the learned plan: {sum(r['finished'] for r in g)} of {len(g)} runs reached "
                   f"their end; growths: median {median([r['growths'] for r in g])} (max {max(r['growths'] for r in g)}), "
-                  f"{sum(1 for r in g if r['growths'])} runs grew")
+                  f"{sum(1 for r in g if r['growths'])} runs grew; final size / smallest that runs: median "
+                  f"{median(final)}x (max {round(max(final), 3) if final else '-'}x)")
     else:
         print("learned: not asked (run without --learn)")
     print()
