@@ -1,6 +1,7 @@
 #include "ctl/commands.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -47,9 +48,12 @@ class HelpFormatter : public CLI::Formatter {
   }
   std::string make_option_desc(const CLI::Option* opt) const override {
     std::string out = opt->get_description();
-    const auto& excluded = opt->get_excludes();
-    std::size_t i = 0;
-    for (const CLI::Option* other : excluded) out += (i++ == 0 ? " (not with " : ", ") + other->get_name();
+    // CLI11 keeps them in a set of pointers, in the order of their addresses: by name instead, so
+    // the help reads the same in every process.
+    std::vector<std::string> excluded;
+    for (const CLI::Option* other : opt->get_excludes()) excluded.push_back(other->get_name());
+    std::sort(excluded.begin(), excluded.end());
+    for (std::size_t i = 0; i < excluded.size(); ++i) out += (i == 0 ? " (not with " : ", ") + excluded[i];
     return excluded.empty() ? out : out + ")";
   }
 };

@@ -188,12 +188,13 @@ grep -qE '^(recommended: --workers [012] |no recommendation: --workers .*noise)'
 assert_contains "$IT_ERR" "[6/6] workers 2, run 2/2" "tune: shows progress, every count twice"
 rows=$(grep -cE '^ +[0-2] ' <<<"$IT_OUT")
 assert_eq 3 "$rows" "tune: one row per count"
-assert_exit 0 "$CTL" tune --json --batch-size 32 --gpu-request none --counts 0,1,2 --repeats 2 -- "${WL_MOUNT[@]}" "$IMAGE" "${WL[@]}" "${SMALL[@]}"
-assert_eq 3 "$(jq -r '.runs | length' <<<"$IT_OUT" 2>/dev/null)" "tune --json: three runs"
-assert_eq "0|1|2" "$(jq -r '[.runs[].workers] | map(tostring) | join("|")' <<<"$IT_OUT" 2>/dev/null)" "tune --json: the counts"
+# The JSON of two counts (the table above had three): 4 runs of the job, not 6 again.
+assert_exit 0 "$CTL" tune --json --batch-size 32 --gpu-request none --counts 0,2 --repeats 2 -- "${WL_MOUNT[@]}" "$IMAGE" "${WL[@]}" "${SMALL[@]}"
+assert_eq 2 "$(jq -r '.runs | length' <<<"$IT_OUT" 2>/dev/null)" "tune --json: two runs"
+assert_eq "0|2" "$(jq -r '[.runs[].workers] | map(tostring) | join("|")' <<<"$IT_OUT" 2>/dev/null)" "tune --json: the counts"
 best=$(jq -r '.recommended_workers' <<<"$IT_OUT" 2>/dev/null)
 close=$(jq -r '.within_spread_of_fastest | length' <<<"$IT_OUT" 2>/dev/null)
-[[ ($best =~ ^[012]$ && $close == 1) || ($best == null && $close -gt 1) ]] &&
+[[ ($best =~ ^[02]$ && $close == 1) || ($best == null && $close -gt 1) ]] &&
   it_pass "tune --json: recommended $best, $close within the spread" || it_fail "tune --json: recommended [$best], [$close] close"
 assert_eq 2 "$(jq -r '.runs[0].runs_s | length' <<<"$IT_OUT" 2>/dev/null)" "tune --json: two runs per count"
 assert_eq true "$(jq -r '[.runs[] | select(.workers > 0) | .peak_shm > 0] | all' <<<"$IT_OUT" 2>/dev/null)" \

@@ -6,7 +6,7 @@
 # isolated dockerd and checks its /dev/shm, installs a team profile package built by
 # packaging/team-profile-package, then removes and purges and checks what is left.
 #
-# The Debian root is made once with debootstrap and cached as
+# The Debian root is made once by scripts/minbase-root and cached as
 # /var/cache/gpu-run/bookworm-minbase.tar (about a minute the first time). The host is
 # Debian 12 too, so the host's dockerd executes the root's /usr/bin/gpu-run-runtime directly.
 # Packages: $PACKAGE_DIR's gpu-run_*.deb / gpu-run-*.rpm if set; else the build under test
@@ -16,8 +16,6 @@ source "$(dirname "$0")/lib.sh"
 set -uo pipefail
 
 src=$(cd "$(dirname "$0")/../.." && pwd)
-cache=/var/cache/gpu-run/bookworm-minbase.tar
-
 it_require_root
 it_require_cmd dpkg-deb dpkg-shlibdeps debootstrap rpm rpmbuild lintian cmake jq chroot sha256sum
 
@@ -117,20 +115,10 @@ assert_contains "$rpm_scripts" "/usr/share/containers/oci/hooks.d" "rpm: scripts
 assert_not_contains "$rpm_scripts" "systemctl" "rpm: no script enables or starts gpu-run-guard.service"
 
 # ------------------------------------------------------------------------------ clean root
-# The machine's own Debian mirror, from its apt sources (never a host of our choosing).
-mirror() { "$src/scripts/apt-mirror"; }
+# A clean minbase root, made once by scripts/minbase-root (debootstrap from the machine's own
+# mirror) and cached; scripts/test starts it beside the release tests.
 mkdir -p "$root"
-if [[ ! -s $cache ]]; then
-  it_log "no cached root at $cache: debootstrap --variant=minbase bookworm from $(mirror)"
-  debootstrap --variant=minbase bookworm "$d/bootstrap" "$(mirror)" >"$d/debootstrap.log" 2>&1 || {
-    tail -n 20 "$d/debootstrap.log" >&2
-    it_die "debootstrap failed (log above)"
-  }
-  mkdir -p "$(dirname "$cache")"
-  tar --numeric-owner -C "$d/bootstrap" -cf "$cache.tmp.$$" . && mv "$cache.tmp.$$" "$cache" ||
-    it_die "cannot write $cache"
-  rm -rf --one-file-system "$d/bootstrap"
-fi
+cache=$("$src/scripts/minbase-root") || it_die "scripts/minbase-root failed (above)"
 tar --numeric-owner -C "$root" -xf "$cache" || it_die "cannot unpack $cache"
 mount -t proc proc "$root/proc" || it_die "cannot mount /proc in $root"
 in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 "$@"; }

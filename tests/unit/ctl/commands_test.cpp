@@ -83,7 +83,7 @@ TEST(Cli, ConfigureHelpSaysWhatAnOptionExcludesAfterItsDescription) {
   EXPECT_NOT_CONTAINS(help, "Excludes");
   EXPECT_CONTAINS(help, "  --config PATH ");
   EXPECT_CONTAINS(help, "(not with --undo)");
-  EXPECT_CONTAINS(help, "(not with --set-default, --config, --runtime-path)");
+  EXPECT_CONTAINS(help, "(not with --config, --runtime-path, --set-default)");
   // Each option keeps its line: name, type and default, then its description.
   EXPECT_CONTAINS(help, "--daemon-json PATH=/etc/docker/daemon.json");
   EXPECT_NOT_CONTAINS(app.get_subcommand("configure")->get_subcommand("podman")->help(), "Excludes");
