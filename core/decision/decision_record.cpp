@@ -55,13 +55,6 @@ std::string words_at(const json& doc, const char* key, const std::string& where)
   return s;
 }
 
-bool flag_at(const json& doc, const char* key, const std::string& where) {
-  const auto it = doc.find(key);
-  if (it == doc.end() || it->is_null()) return false;
-  if (!it->is_boolean()) throw Error(where + ": \"" + key + "\" must be true or false");
-  return it->get<bool>();
-}
-
 // Creates `dir` (its parent must exist) with exactly `mode`, whatever the umask; an existing
 // directory is left as it is.
 void make_directory(const fs::path& dir, mode_t mode) {
@@ -96,7 +89,6 @@ DecisionRecord decision_record(const ShmDecision& d, const std::string& door, bo
     const std::uint64_t cap = growth_ceiling(limits, 0);
     r.ceiling = cap ? std::max(cap, d.size) : 0;
     r.profile = p.profile;
-    r.calibrated = p.calibrated;
     r.gpus = p.gpus;
     r.workers = p.workers;
     r.batch_size = p.batch_size;
@@ -122,7 +114,6 @@ std::string decision_text(const DecisionRecord& r) {
   j["headroom"] = r.headroom;
   j["batch_bytes"] = r.batch_bytes;
   j["profile"] = r.profile;
-  if (r.calibrated) j["calibrated"] = true;
   j["gpus"] = r.gpus;
   j["workers"] = r.workers;
   j["batch_size"] = r.batch_size;
@@ -156,7 +147,6 @@ DecisionRecord parse_decision(const std::string& text, const std::string& where)
   r.headroom = number_at(doc, "headroom", kMaxBytes, where);
   r.batch_bytes = number_at(doc, "batch_bytes", kMaxBytes, where);
   r.profile = words_at(doc, "profile", where);
-  r.calibrated = flag_at(doc, "calibrated", where);
   r.gpus = static_cast<unsigned>(number_at(doc, "gpus", 1024, where));
   r.workers = number_at(doc, "workers", kMaxCount, where);
   r.batch_size = number_at(doc, "batch_size", kMaxCount, where);
@@ -247,7 +237,7 @@ GuardLimits guard_limits_of_record(const DecisionRecord& r, const GuardLimits& o
   for (std::uint64_t c : {l.max_shm, l.recorded_ceiling, l.size_limit, l.budget_bytes.value_or(0)})
     if (c) cap = std::min(cap, c);
   l.headroom = std::min(r.headroom, cap);
-  if (l.headroom && plan_describes_job(r.profile, r.calibrated)) {
+  if (l.headroom && r.profile != kDefaultProfileName) {
     l.bound = std::min(r.need, cap);
     l.batch = std::min(r.batch_bytes, l.headroom);
   } else {

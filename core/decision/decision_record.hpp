@@ -39,7 +39,6 @@ struct DecisionRecord {
   std::uint64_t batch_bytes = 0;      // its largest batch; 0: unknown
   // The request it planned.
   std::string profile;
-  bool calibrated = false;  // its plan was scaled from a measured calibration (ShmPlan::calibrated)
   unsigned gpus = 0;
   std::uint64_t workers = 0;
   std::uint64_t batch_size = 0;

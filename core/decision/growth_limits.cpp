@@ -27,14 +27,10 @@ std::uint64_t guard_headroom(const ShmPlan& plan) {
   return plan.workers * std::max(1u, plan.ranks) * plan.batch_bytes;
 }
 
-bool plan_describes_job(const std::string& profile, bool calibrated) {
-  return calibrated || profile != kDefaultProfileName;
-}
-
 GuardLimits guard_limits(const ShmPlan& plan) {
   GuardLimits l;
   l.headroom = guard_headroom(plan);
-  if (l.headroom && plan_describes_job(plan.profile, plan.calibrated)) {
+  if (l.headroom && plan.profile != kDefaultProfileName) {
     l.bound = plan.need;
     l.batch = plan.batch_bytes;
     for (const LoaderPlan& loader : plan.loaders) l.batch = std::max(l.batch, loader.batch_bytes);

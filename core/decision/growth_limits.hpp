@@ -59,14 +59,9 @@ std::uint64_t empty_dir_size_limit(std::uint64_t size, std::uint64_t max_shm, st
 // no batch size (then the policy's fraction is used).
 std::uint64_t guard_headroom(const ShmPlan& plan);
 
-// Whether a plan describes its job: a profile the user chose (any but "default", gpu-run's guess
-// when told nothing), or any profile whose calibration was measured on the job (calibrate, or
-// profiles learn of a run that started under the guess: bench/GUARD-FUZZ.md, a learned "default"
-// grew 90 of 93 guarded runs to 1.72x the smallest size while treated as a guess).
-bool plan_describes_job(const std::string& profile, bool calibrated);
-
-// The limits of a plan: its headroom, its need and largest batch (when plan_describes_job),
-// max_shm, the memory budget, the host's memory.
+// The limits of a plan: its headroom, its need and largest batch (unless its profile is the
+// built-in "default", a guess rather than a description of the job), max_shm, the memory budget,
+// the host's memory.
 GuardLimits guard_limits(const ShmPlan& plan);
 
 // What bounds a container's growth, and its words: the smallest of the profile's max_shm, the

@@ -39,7 +39,6 @@ void expect_same(const DecisionRecord& a, const DecisionRecord& b) {
   EXPECT_EQ(a.headroom, b.headroom);
   EXPECT_EQ(a.batch_bytes, b.batch_bytes);
   EXPECT_EQ(a.profile, b.profile);
-  EXPECT_EQ(a.calibrated, b.calibrated);
   EXPECT_EQ(a.gpus, b.gpus);
   EXPECT_EQ(a.workers, b.workers);
   EXPECT_EQ(a.batch_size, b.batch_size);
@@ -55,12 +54,6 @@ TEST(DecisionRecord, RoundTripsThroughItsOneValue) {
   host.size.reset();  // the host's /dev/shm: no size applied
   expect_same(parse_decision(decision_text(host), "test"), host);
   EXPECT_NE(decision_text(host).find("\"size\":null"), std::string::npos);
-  // "calibrated" only when true, so a record of an uncalibrated plan reads as before it existed.
-  EXPECT_EQ(decision_text(r).find("calibrated"), std::string::npos);
-  DecisionRecord learned = r;
-  learned.calibrated = true;
-  EXPECT_NE(decision_text(learned).find("\"profile\":\"imagenet\",\"calibrated\":true,"), std::string::npos);
-  expect_same(parse_decision(decision_text(learned), "test"), learned);
 }
 
 TEST(DecisionRecord, FromADecisionItsPlansNeedHeadroomAndCeiling) {
@@ -123,8 +116,6 @@ TEST(DecisionRecord, HostileRecordsAreRefusedWithOneLine) {
       {R"({"version":1,"profile":7})", "\"profile\" must be a string"},
       {R"({"version":1,"door":"a\u0007b"})", "\"door\" holds a control character"},
       {R"({"version":1,"size":true})", "\"size\" must be a whole number"},
-      {R"({"version":1,"calibrated":"yes"})", "\"calibrated\" must be true or false"},
-      {R"({"version":1,"calibrated":1})", "\"calibrated\" must be true or false"},
       {"{\"version\":1,\"reason\":\"" + std::string(300, 'x') + "\"}", "\"reason\" of 300 bytes is longer than 256"},
       {"{\"version\":1,\"reason\":\"" + std::string(5000, 'x') + "\"}", "bytes, more than a record's 4096"},
       {std::string(2000, '[') + std::string(2000, ']'), "expected a JSON object"},
@@ -241,11 +232,6 @@ TEST(DecisionRecord, AForgedRecordNeverLiftsTheGuardsOwnLimits) {
   l = guard_limits_of_record(guess, own, 0);
   EXPECT_EQ(l.bound, 0u);
   EXPECT_EQ(l.headroom, 96 * kMiB);
-  // Unless its calibration was measured on the job (profiles learn of a run under the guess).
-  guess.calibrated = true;
-  l = guard_limits_of_record(guess, own, 0);
-  EXPECT_EQ(l.bound, 400 * kMiB);
-  EXPECT_EQ(l.batch, 48 * kMiB);
 }
 
 }  // namespace

@@ -38,22 +38,6 @@ TEST(GuardLimits, MaxShmAndTheBudgetOfTheMemoryLimit) {
   EXPECT_EQ(l.headroom, 2 * kBatch);
 }
 
-// The plan bounds the growth when it describes the job: a profile the user chose, or a
-// calibration measured on the job, even one learned into "default" (the guess until then).
-TEST(GuardLimits, BoundedByTheNeedWhenThePlanDescribesTheJob) {
-  ShmPlan p = plan(2, 1, kBatch);
-  p.need = 300 * kMiB;
-  p.profile = "imagenet";
-  EXPECT_EQ(guard_limits(p).bound, 300 * kMiB);
-  EXPECT_EQ(guard_limits(p).batch, kBatch);
-  p.profile = "default";
-  EXPECT_EQ(guard_limits(p).bound, 0u) << "the guess";
-  EXPECT_EQ(guard_limits(p).batch, 0u);
-  p.calibrated = true;
-  EXPECT_EQ(guard_limits(p).bound, 300 * kMiB) << "learned";
-  EXPECT_EQ(guard_limits(p).batch, kBatch);
-}
-
 TEST(DecideGuard, NothingWhileTheNextAllocationsFit) {
   GuardLimits l;
   l.headroom = 2 * kBatch;
