@@ -159,8 +159,12 @@ def pin_lag_fill(it, max_wait):
     def moved():
         return it._worker_result_queue.qsize(), _HELD.get(ident, 0), it._data_queue.qsize()
 
-    full = _wait_for(it, lambda: it._worker_result_queue.qsize() + _HELD.get(ident, 0) >= it._tasks_outstanding,
-                     max_wait, moved)
+    # A batch the thread was copying when the gate closed lands in the data queue after the check
+    # above: it counts as finished, or the wait misses it by one and gives up after max_wait, and a
+    # rank whose waits give up 3 times stops as stuck (bench/torch/fuzz-runs/3-cases-51-57.json's
+    # hung run had a pin thread at its gate while its rank's waits gave up).
+    full = _wait_for(it, lambda: it._worker_result_queue.qsize() + _HELD.get(ident, 0) + it._data_queue.qsize()
+                     >= it._tasks_outstanding, max_wait, moved)
     gate.set()
     pinned = _wait_for(it, lambda: it._data_queue.qsize() >= it._tasks_outstanding, max_wait, moved)
     if pinned:  # else leave it running: the loop's next() must not wait on a stalled thread
