@@ -83,7 +83,7 @@ void add_gpu_reach(SpecFacts& spec, const SizingFlags& flags, const std::string&
 }
 
 HostFacts command_host_facts(const HostInfo& host) {
-  return HostFacts{host.cpus, count_host_gpus(), host.mem_total, /*gpus_counted=*/true};
+  return HostFacts{host.cpus, count_host_gpus(), host.mem_total, /*gpus_counted=*/true, node_guard_runs()};
 }
 
 std::string profile_argument(const SizingFlags& flags, const Config& config) {

@@ -47,8 +47,6 @@ namespace gpurun {
 
 namespace {
 
-// Held by the running node guard (lock_node_guard: the kernel drops it when the guard exits, however).
-constexpr const char* kNodeGuardLockPath = "/run/gpu-run/guard.lock";
 // What the running node guard guards, for the next one (guard_state).
 constexpr const char* kNodeGuardStatePath = "/run/gpu-run/guard.state";
 

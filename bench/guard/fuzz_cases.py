@@ -150,13 +150,20 @@ def run_case(fuzz, wl, seed, a, work):
     if learn.returncode != 0:
         log(f"  {seed}: learn: exit {learn.returncode}: {out['learn']['output'][-1:]}")
         return out
-    plan = subprocess.run([a.gpu_run, "--profile-dir", case_dir, "--profile", GUESS_NAME, *user, "--gpu-request", "none",
-                           "--json", "bench-image"], capture_output=True, text=True, env=env)
-    learned = json.loads(plan.stdout)["plan"]["shm_bytes"]
+    def plan_of(*guard):
+        plan = subprocess.run([a.gpu_run, "--profile-dir", case_dir, "--profile", GUESS_NAME, *user, "--gpu-request",
+                               "none", *guard, "--json", "bench-image"], capture_output=True, text=True, env=env)
+        return json.loads(plan.stdout)["plan"]["shm_bytes"]
+
+    # The learned plan a guarded run starts at (--guard, or the node guard on the host), and the one a
+    # door gives where no guard runs (the wide headroom: sizing.hpp, kUnguardedLearnedHeadroom).
+    learned = plan_of("--guard")
+    unguarded = plan_of()
     out["learned_plan"] = learned
+    out["learned_plan_unguarded"] = unguarded
     runs = []
     for _ in range(a.repeat):
-        res = wl.measure(spec, fuzz.page_up(learned))
+        res = wl.measure(spec, fuzz.page_up(unguarded))
         runs.append({"ok": res["ok"], "hung": res.get("hung", False), "peak_bytes": res.get("peak_shm_bytes"),
                      "error": None if res["ok"] else fuzz.short_error(res)})
     out["at_learned"] = runs
@@ -168,8 +175,10 @@ def run_case(fuzz, wl, seed, a, work):
                     start=(), start_bytes=learned) for _ in range(a.guarded_repeat)]
     out["smallest"] = known_smallest(job)
     out["plan_over_smallest"] = round(learned / out["smallest"], 3) if out["smallest"] else None
+    out["unguarded_over_smallest"] = round(unguarded / out["smallest"], 3) if out["smallest"] else None
     g = out.get("at_learned_guarded", [])
-    log(f"  {seed}: learned plan {learned / MiB:.1f} MiB: {len(runs) - out['crashes']} of {len(runs)} ran"
+    log(f"  {seed}: learned plan {learned / MiB:.1f} MiB, {unguarded / MiB:.1f} MiB without a guard: "
+        f"{len(runs) - out['crashes']} of {len(runs)} ran at the latter"
         + (f", plan/smallest {out['plan_over_smallest']}" if out["smallest"] else "")
         + (f"; guarded from it: {sum(r['finished'] for r in g)} of {len(g)} ran, growths "
            f"{[r['growths'] for r in g]}" if g else ""))
@@ -218,7 +227,13 @@ def report(paths):
     print("\n".join(lines))
     print()
     if any("learn" in c for c in cases):
-        print(f"learned: {len(learned)} jobs, {runs} runs at the learned plan, {crashes} crashes; plan / smallest that "
+        # Runs saved before the unguarded plan (learned_plan_unguarded) ran bare at the learned plan.
+        bare = "the plan without a guard" if any("learned_plan_unguarded" in c for c in learned) else "the learned plan"
+        ung = [c["unguarded_over_smallest"] for c in learned if c.get("unguarded_over_smallest")]
+        if ung:
+            print(f"without a guard: {runs} runs at the learned plan's unguarded size, {crashes} crashes; that size / "
+                  f"smallest that runs: median {median(ung)}x (max {max(ung)}x)")
+        print(f"learned: {len(learned)} jobs, {runs} runs at {bare}, {crashes} crashes; plan / smallest that "
               f"runs: median {median(pos)}x over {len(pos)} jobs with a known smallest (max {max(pos) if pos else '-'}x); "
               f"plan / the taught run's recorded peak: median "
               f"{median([c['learned_plan'] / c['guess']['record_peak_bytes'] for c in learned if c['guess'].get('record_peak_bytes')])}x; "

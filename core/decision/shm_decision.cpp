@@ -145,6 +145,7 @@ SizingRequest sizing_request(const ContainerRequest& request, const SpecFacts& s
   sr.memory_limit = budget_limit(spec);
   if (!sr.memory_limit) sr.limit_raised_from = spec.limit_raised_from;
   sr.memory_fraction_max = config.memory_fraction_max;
+  sr.guarded = host.guarded;
   return sr;
 }
 

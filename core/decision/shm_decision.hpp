@@ -79,6 +79,7 @@ struct HostFacts {
   unsigned gpus = 0;  // /dev/nvidiaN on the host
   std::uint64_t mem_total = 0;
   bool gpus_counted = false;  // gpus was counted on the node that runs the container (not a webhook)
+  bool guarded = false;       // a guard will grow its /dev/shm (SizingRequest::guarded)
 };
 
 // The one adapter from a request, whatever door read it, to the planner's input: parses each

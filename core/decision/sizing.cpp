@@ -312,6 +312,19 @@ void add_per_rank(ShmPlan& p) {
   p.per_rank = std::max(before, p.per_rank_last);
 }
 
+// A learned plan's headroom where no guard runs (kUnguardedLearnedHeadroom): the plan the profile
+// gives without its calibration, when it covers the learned one (its model already held the
+// peak), else the wide headroom; never below `tight`.
+double unguarded_headroom(const Profile& profile, const SizingRequest& r, std::uint64_t base, double tight) {
+  if (base == 0) return tight;
+  Profile unlearned = profile;
+  unlearned.calibration.reset();
+  const long double model = static_cast<long double>(plan_shm(unlearned, r).need) / base;
+  const double h = model >= tight ? static_cast<double>(std::min<long double>(model, kUnguardedLearnedHeadroom))
+                                  : kUnguardedLearnedHeadroom;
+  return std::max(h, tight);
+}
+
 }  // namespace
 
 double calibrated_headroom(const Calibration& c) {
@@ -350,13 +363,15 @@ ShmPlan plan_shm(const Profile& profile, const SizingRequest& r) {
   p.nccl = p.nccl_plan.bytes;
   p.headroom =
       main.calibrated ? std::max(profile.headroom, calibrated_headroom(*profile.calibration)) : profile.headroom;
+  if (main.calibrated && profile.calibration->burst_shm && !r.guarded) p.guarded_headroom = p.headroom;
   std::optional<LimitRaise> raise;
   if (r.limit_raised_from)
     raise = LimitRaise{*r.limit_raised_from, p.headroom, sat_add(sat_mul(p.ranks, p.per_rank), p.nccl)};
   p.engines = plan_engines(profile, p.ranks, r.memory_limit, raise);
   // The model's need to 64 KiB; the size applied to whole MiB, as engines and people write it.
-  p.need =
-      round_up(scale(sat_add(sat_add(sat_mul(p.ranks, p.per_rank), p.nccl), p.engines.bytes), p.headroom), kNeedAlign);
+  const std::uint64_t base = sat_add(sat_add(sat_mul(p.ranks, p.per_rank), p.nccl), p.engines.bytes);
+  if (p.guarded_headroom) p.headroom = unguarded_headroom(profile, r, base, p.headroom);
+  p.need = round_up(scale(base, p.headroom), kNeedAlign);
   p.min_shm = profile.min_shm;
   p.max_shm = profile.max_shm;
   p.shm = std::max(round_up(p.need, kMiB), p.min_shm);
@@ -514,6 +529,10 @@ std::string explain(const ShmPlan& p, const RequestWords& words) {
                             "is not a bound)"
                           : "")
       << "\n";
+  if (p.guarded_headroom)
+    out << "  headroom " << p.headroom << ", not " << *p.guarded_headroom
+        << ": a learned peak moves between runs and no guard runs here to grow /dev/shm (start the node guard: "
+           "gpu-run-ctl configure, or gpu-run --guard)\n";
   out << "  shm          = " << format_mib(p.shm);
   if (p.shm == p.min_shm && p.shm > p.need)
     out << " (raised to min_shm " << format_size(p.min_shm) << ")";
@@ -548,6 +567,7 @@ nlohmann::json plan_to_json(const ShmPlan& p, const RequestWords& words) {
             {"per_rank_last_bytes", p.per_rank_last},
             {"nccl_bytes", p.nccl},
             {"headroom", p.headroom}});
+  if (p.guarded_headroom) j["guarded_headroom"] = *p.guarded_headroom;
   nlohmann::json loaders = nlohmann::json::array();
   for (const LoaderPlan& l : p.loaders) {
     nlohmann::json lf = nlohmann::json::array();

@@ -27,6 +27,9 @@ struct SizingRequest {
   double memory_fraction_max = 0.5;
   GpuReach gpu_reach = GpuReach::unknown;
   std::string gpu_reach_why;  // how the door knows, for --explain ("--gpu-request none")
+  // A guard will grow the container's /dev/shm (the node guard runs on this host, or gpu-run
+  // --guard): a learned calibration may then start tight (kUnguardedLearnedHeadroom).
+  bool guarded = false;
 };
 
 struct FieldBytes {
@@ -99,6 +102,9 @@ struct ShmPlan {
   NcclPlan nccl_plan;
   EnginesPlan engines;  // the other engines the profile names (engines.hpp)
   double headroom = 1.0;
+  // Set when a learned calibration was planned without a guard (kUnguardedLearnedHeadroom): the
+  // headroom it would have had under one.
+  std::optional<double> guarded_headroom;
   std::uint64_t need = 0;  // before the min/max clamp
   std::uint64_t shm = 0;   // the size to apply
   std::uint64_t min_shm = 0;
@@ -141,6 +147,12 @@ inline constexpr double kCalibratedHeadroom = 1.25;
 // at once) keeps the most, one of many small batches the least.
 inline constexpr std::uint64_t kLearnedBursts = 1;
 inline constexpr double kLearnedMinHeadroom = 1.15;
+// A learned calibration is one run's peak, and a job's peak moves between runs: up to 1.54x its
+// lowest over 41 drawn jobs and 801 runs (bench/guard/peak_spread.py, bench/GUARD-FUZZ.md). Under a
+// guard the tight headroom above is safe, since the guard grows what a later run needs; without one
+// (SizingRequest::guarded false) a learned plan keeps this headroom over the peak, or the plan the
+// profile gives without its calibration when that lies between (it already covered the peak).
+inline constexpr double kUnguardedLearnedHeadroom = 1.55;
 
 // The headroom a plan scaled from `calibration` keeps at least: 1 + kLearnedBursts x burst / peak
 // within [kLearnedMinHeadroom, kCalibratedHeadroom] when it has a burst, else kCalibratedHeadroom.

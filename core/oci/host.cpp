@@ -66,6 +66,15 @@ fs::path cgroup_dir(const fs::path& mount, const std::string& path) {
 
 }  // namespace
 
+bool node_guard_runs(const fs::path& lock) {
+  UniqueFd fd(::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!fd) return false;
+  struct flock probe {};
+  probe.l_type = F_WRLCK;
+  probe.l_whence = SEEK_SET;
+  return ::fcntl(fd.get(), F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
+}
+
 OrWhy<std::string> read_kernel_file(const fs::path& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
   if (!fd) return OrWhy<std::string>::none(system_error(path.string() + ": open", errno).what());

@@ -28,6 +28,14 @@ struct HostInfo {
 // there but cannot be read leave their figure unknown and are named in `unread`.
 HostInfo probe_host(const fs::path& root = "/");
 
+// The lock the running node guard holds (gpu-run-ctl guard: a POSIX record lock, dropped by the
+// kernel when the guard exits, however).
+inline constexpr const char* kNodeGuardLockPath = "/run/gpu-run/guard.lock";
+
+// Whether another process holds the node guard's lock at `lock` (F_GETLK): a node guard runs on
+// this host. False when the file cannot be opened (no guard yet; not root: it is 0600).
+bool node_guard_runs(const fs::path& lock = kNodeGuardLockPath);
+
 // Reads a small /proc or /sys file (at most 64KiB) with read(2), no streams: the hook reads
 // these on every container start. Trailing newlines and spaces are removed. Else why not (the
 // file missing, unreadable or larger), naming the file and the errno's words.

@@ -25,9 +25,11 @@ constexpr std::size_t kMaxLogBytes = 64 << 20;
 constexpr std::uint64_t kPage = 4096;
 
 // The request a run was planned with, as a profile's plan sees it: no memory limit; its GPUs
-// reaching it unless its first loader, pinned, had no pin thread (--gpu-request none).
+// reaching it unless its first loader, pinned, had no pin thread (--gpu-request none); under a
+// guard (the calibration learned is the tight one; plan_unguarded shows the other).
 SizingRequest request_of(const PerfRecord& r, const Profile& p) {
   SizingRequest q;
+  q.guarded = true;
   q.gpus = r.gpus;
   q.workers = r.workers;
   q.batch_size = r.batch_size;
@@ -143,7 +145,12 @@ Learned learn_calibration(const Profile& profile, const std::vector<LoggedRun>& 
   out.calibration = best;
   const Profile learned = calibrated_profile(profile.name, profile, *best);
   for (LearnedRun& l : out.runs)
-    if (l.skipped.empty()) l.plan_after = plan_shm(learned, request_of(l.run.record, profile)).shm;
+    if (l.skipped.empty()) {
+      SizingRequest q = request_of(l.run.record, profile);
+      l.plan_after = plan_shm(learned, q).shm;
+      q.guarded = false;
+      l.plan_unguarded = plan_shm(learned, q).shm;
+    }
   return out;
 }
 
@@ -224,7 +231,10 @@ void run_profiles_learn(const ProfilesLearnOptions& o) {
     }
     ++used;
     std::cout << " (" << (r.exit_status ? "exit " + std::to_string(*r.exit_status) : std::string("exit unknown"))
-              << "): plan " << format_size(l.plan_before) << " -> " << format_size(l.plan_after) << "\n";
+              << "): plan " << format_size(l.plan_before) << " -> " << format_size(l.plan_after)
+              << (l.plan_unguarded != l.plan_after ? " (" + format_size(l.plan_unguarded) + " where no guard runs)"
+                                                   : "")
+              << "\n";
   }
   if (!learned.calibration)
     throw usage_error("profiles learn " + o.name +
@@ -240,9 +250,9 @@ void run_profiles_learn(const ProfilesLearnOptions& o) {
   // bench/GUARD-FUZZ.md: one job's peak moved by up to 1.54x between runs, so a plan learned from one
   // run is below some later run's peak for a few jobs in a hundred; the guard grows those.
   if (used == 1)
-    std::cout << "note: learned from 1 run, and a job's peak can move between runs: keep the guard on for its\n"
-                 "  next runs (gpu-run --guard, or the node guard gpu-run-ctl configure starts); each guarded run\n"
-                 "  adds a line, and learning again plans above every peak seen\n";
+    std::cout << "note: learned from 1 run, and a job's peak can move between runs: doors plan it tight where a\n"
+                 "  guard grows /dev/shm (gpu-run --guard, or the node guard gpu-run-ctl configure starts), with\n"
+                 "  the wider headroom elsewhere; each guarded run adds a line, and learning again covers every peak\n";
 
   const fs::path dir = o.profile_dirs.empty() ? user_profile_dir() : fs::path(o.profile_dirs.front());
   const fs::path path = dir / (o.name + ".json");

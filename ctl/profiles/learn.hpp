@@ -34,7 +34,8 @@ struct LearnedRun {
   std::string skipped;            // why it taught nothing (empty: it was used)
   std::uint64_t need = 0;         // the margin over its peak: ceil(headroom x peak), what its shape's plan must reach
   std::uint64_t plan_before = 0;  // the plan of its shape with the profile as it is
-  std::uint64_t plan_after = 0;   // with the learned calibration
+  std::uint64_t plan_after = 0;   // with the learned calibration, under a guard
+  std::uint64_t plan_unguarded = 0;  // with it where no guard runs (kUnguardedLearnedHeadroom)
 };
 
 struct Learned {

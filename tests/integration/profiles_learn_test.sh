@@ -70,6 +70,19 @@ it_log "learned plan: $learned bytes (peak $peak, unlearned $unlearned)"
 [[ $learned -lt $unlearned ]] && it_pass "learned plan $learned < the unlearned plan $unlearned" ||
   it_fail "learned plan $learned >= unlearned $unlearned"
 
+# --- tight under a guard, wide without one (sizing.hpp, kUnguardedLearnedHeadroom) -----------------
+# No node guard runs here: plan and the wrapper keep 1.55x the learned peak; --guard, whose guard
+# grows /dev/shm for a run that peaks higher, starts the job at the tight plan (1.15-1.25x).
+wrapper=$("$GPU_RUN" "${shape[@]}" --json "$IMAGE" | jq -r '.plan.shm_bytes')
+tight=$("$GPU_RUN" --guard "${shape[@]}" --json "$IMAGE" | jq -r '.plan.shm_bytes')
+assert_eq "$learned" "$wrapper" "no guard: the wrapper plans what plan does"
+[[ $learned -ge $((peak * 155 / 100)) ]] && it_pass "no guard: the learned plan $learned keeps 1.55x the peak $peak" ||
+  it_fail "no guard: the learned plan $learned is below 1.55x the peak $peak"
+[[ $tight -ge $((peak * 115 / 100)) && $tight -le $((peak * 125 / 100 + 1048576)) && $tight -lt $learned ]] &&
+  it_pass "--guard: the tight plan $tight, 1.15-1.25x the peak" || it_fail "--guard: plan [$tight] (peak $peak)"
+assert_exit 0 "$CTL" plan "${shape[@]}"
+assert_contains "$IT_OUT" "no guard runs here" "plan: says why the headroom is 1.55"
+
 # --- the learned plan runs the job ----------------------------------------------------------------
 assert_exit 0 "$GPU_RUN" "${shape[@]}" --rm "$IMAGE" sh -c 'head -c 20971520 /dev/zero >/dev/shm/a'
 

@@ -1,7 +1,10 @@
 #include "oci/host.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -160,6 +163,46 @@ TEST(ParseCpuList, Counts) {
   EXPECT_FALSE(parse_cpu_list("a-b").has_value());
   EXPECT_FALSE(parse_cpu_list("0-").has_value());
   EXPECT_FALSE(parse_cpu_list("0-70000").has_value());
+}
+
+// A door plans a learned profile tight only while a node guard holds its lock: another process's
+// POSIX record lock (the guard's), seen with F_GETLK; none, no file, or the lock let go: no guard.
+TEST(NodeGuardRuns, OnlyWhileAnotherProcessHoldsTheLock) {
+  TempDir dir;
+  const fs::path lock = dir.path() / "guard.lock";
+  EXPECT_FALSE(node_guard_runs(lock)) << "no lock file: no guard has run";
+  dir.write("guard.lock", "");
+  EXPECT_FALSE(node_guard_runs(lock)) << "a file left by a guard that exited";
+  int ready[2];
+  int release[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(release), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the guard: holds the lock until told to go
+    const int fd = ::open(lock.c_str(), O_RDWR);
+    struct flock whole {};
+    whole.l_type = F_WRLCK;
+    whole.l_whence = SEEK_SET;
+    const char ok = (fd >= 0 && ::fcntl(fd, F_SETLK, &whole) == 0) ? 'y' : 'n';
+    if (::write(ready[1], &ok, 1) != 1) ::_exit(1);
+    char c;
+    const ssize_t n = ::read(release[0], &c, 1);
+    ::_exit(n == 1 ? 0 : 1);
+  }
+  char ok = 0;
+  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
+  EXPECT_EQ(ok, 'y');
+  EXPECT_TRUE(node_guard_runs(lock)) << "the guard holds its lock";
+  const char go = 'g';
+  EXPECT_EQ(::write(release[1], &go, 1), 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_FALSE(node_guard_runs(lock)) << "the kernel dropped the lock with the guard";
+  for (int fd : {ready[0], ready[1], release[0], release[1]}) ::close(fd);
+  const fs::path link = dir.path() / "link.lock";
+  fs::create_symlink(lock, link);
+  EXPECT_FALSE(node_guard_runs(link)) << "a symlink is not the guard's lock";
 }
 
 TEST(UsableCpus, AffinityBoundedByQuota) {

@@ -941,18 +941,49 @@ TEST(PlanShm, ALearnedCalibrationPlansThePeakPlusItsBurst) {
   Calibration c = calibration_of_400mib();
   c.burst_shm = 72 * MiB;  // 18% of the peak
   prof.calibration = c;
-  ShmPlan p = plan_shm(prof, request(1, 4));
+  SizingRequest guarded = request(1, 4);
+  guarded.guarded = true;  // under a guard: the tight headroom (unguarded: the test below)
+  ShmPlan p = plan_shm(prof, guarded);
   EXPECT_DOUBLE_EQ(p.headroom, 1.18);
+  EXPECT_FALSE(p.guarded_headroom);
   EXPECT_GE(p.need, 472 * MiB);  // the peak + one burst at its own conditions, to 64 KiB
   EXPECT_LE(p.need, 472 * MiB + 65536);
   c.burst_shm = 4 * MiB;
   prof.calibration = c;
-  p = plan_shm(prof, request(1, 4));
+  p = plan_shm(prof, guarded);
   EXPECT_EQ(p.headroom, 1.15);
   EXPECT_GE(p.need, 460 * MiB) << "never below the peak x 1.15";
   EXPECT_LE(p.need, 460 * MiB + 65536);
   prof.headroom = 1.3;  // a profile's own headroom larger than the learned one wins
-  EXPECT_EQ(plan_shm(prof, request(1, 4)).headroom, 1.3);
+  EXPECT_EQ(plan_shm(prof, guarded).headroom, 1.3);
+}
+
+// Without a guard a learned plan keeps kUnguardedLearnedHeadroom over the peak, or the profile's
+// own plan when that lies between (its model covered the peak); calibrate's (no burst) is as it was.
+TEST(PlanShm, WithoutAGuardALearnedPlanKeepsTheWideHeadroom) {
+  Profile prof = imagenet_like();
+  prof.headroom = 1.0;
+  Calibration c = calibration_of_400mib();
+  c.burst_shm = 4 * MiB;
+  const std::uint64_t model = plan_shm(prof, request(1, 4)).need;  // without the calibration
+  c.peak_shm = model * 10 / 13;  // the model 1.3x the learned peak: between 1.15 and 1.55
+  prof.calibration = c;
+  ShmPlan p = plan_shm(prof, request(1, 4));
+  ASSERT_TRUE(p.guarded_headroom);
+  EXPECT_EQ(*p.guarded_headroom, 1.15);
+  EXPECT_GT(p.headroom, 1.29);
+  EXPECT_LT(p.headroom, 1.31);
+  EXPECT_GE(p.need + 65536, model) << "the model between: its plan";
+  EXPECT_LE(p.need, model + 65536);
+  EXPECT_NE(explain(p).find("no guard runs here"), std::string::npos) << explain(p);
+  prof.calibration->peak_shm = model / 4;  // a model far above the learned peak: the wide headroom, not more
+  p = plan_shm(prof, request(1, 4));
+  EXPECT_DOUBLE_EQ(p.headroom, kUnguardedLearnedHeadroom);
+  prof.calibration->peak_shm = 4000 * MiB;  // the model below the learned peak: the wide headroom
+  p = plan_shm(prof, request(1, 4));
+  EXPECT_DOUBLE_EQ(p.headroom, kUnguardedLearnedHeadroom);
+  prof.calibration->burst_shm.reset();  // calibrate's: no burst, the headroom it had
+  EXPECT_EQ(plan_shm(prof, request(1, 4)).headroom, kCalibratedHeadroom);
 }
 
 }  // namespace

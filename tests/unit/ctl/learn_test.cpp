@@ -48,6 +48,7 @@ SizingRequest shape(const PerfRecord& r) {
   q.workers = r.workers;
   q.batch_size = r.batch_size;
   q.prefetch_factor = r.prefetch_factor;
+  q.guarded = true;  // learn fits the plan a guarded run starts at (plan_unguarded: the other)
   return q;
 }
 
@@ -146,6 +147,29 @@ TEST(LearnTest, TheRunsBurstSetsTheMarginOverItsPeak) {
   EXPECT_LE(small_burst, 460 * kMiB + 2 * kMiB);
   r.burst_shm = 300 * kMiB;  // most of the peak at once: no more than 1.25
   EXPECT_EQ(need_at(r), without);
+}
+
+// Where no guard runs, a plan learned from one run keeps 1.55x its peak: a job's peak moves by up
+// to 1.54x between runs (bench/guard/peak_spread.py), and nothing grows /dev/shm for the run that
+// goes higher. learn shows both plans.
+TEST(LearnTest, WithoutAGuardTheLearnedPlanKeepsTheWideHeadroom) {
+  const Profile p = default_like();
+  PerfRecord r = run(400 * kMiB, 4, 32);
+  r.burst_shm = 8 * kMiB;
+  const Learned l = learn_calibration(p, {{r, "a:1"}}, "t");
+  ASSERT_TRUE(l.calibration);
+  ASSERT_EQ(l.runs.size(), 1u);
+  EXPECT_GE(l.runs[0].plan_after, 460 * kMiB);
+  EXPECT_LE(l.runs[0].plan_after, 462 * kMiB);
+  EXPECT_GE(l.runs[0].plan_unguarded, 620 * kMiB) << "400 MiB x 1.55";
+  EXPECT_LE(l.runs[0].plan_unguarded, 622 * kMiB);
+  SizingRequest q = shape(r);
+  q.guarded = false;
+  const ShmPlan unguarded = plan_shm(calibrated_profile(p.name, p, *l.calibration), q);
+  EXPECT_EQ(unguarded.shm, l.runs[0].plan_unguarded);
+  ASSERT_TRUE(unguarded.guarded_headroom);
+  EXPECT_EQ(*unguarded.guarded_headroom, 1.15);
+  EXPECT_EQ(unguarded.headroom, kUnguardedLearnedHeadroom);
 }
 
 TEST(LearnTest, ARunThatDidNotEndWellTeachesNothing) {
