@@ -233,7 +233,8 @@ def report(paths):
         if ung:
             print(f"without a guard: {runs} runs at the learned plan's unguarded size, {crashes} crashes; that size / "
                   f"smallest that runs: median {median(ung)}x (max {max(ung)}x)")
-        print(f"learned: {len(learned)} jobs, {runs} runs at {bare}, {crashes} crashes; plan / smallest that "
+        tight = " (the plan under a guard)" if ung else ""
+        print(f"learned: {len(learned)} jobs, {runs} runs at {bare}, {crashes} crashes; plan{tight} / smallest that "
               f"runs: median {median(pos)}x over {len(pos)} jobs with a known smallest (max {max(pos) if pos else '-'}x); "
               f"plan / the taught run's recorded peak: median "
               f"{median([c['learned_plan'] / c['guess']['record_peak_bytes'] for c in learned if c['guess'].get('record_peak_bytes')])}x; "
