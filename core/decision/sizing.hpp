@@ -148,7 +148,7 @@ inline constexpr double kCalibratedHeadroom = 1.25;
 inline constexpr std::uint64_t kLearnedBursts = 1;
 inline constexpr double kLearnedMinHeadroom = 1.15;
 // A learned calibration is one run's peak, and a job's peak moves between runs: up to 1.54x its
-// lowest over 41 drawn jobs and 801 runs (bench/guard/peak_spread.py, bench/GUARD-FUZZ.md). Under a
+// lowest over 41 drawn jobs and 1,048 runs (bench/guard/peak_spread.py, bench/GUARD-FUZZ.md). Under a
 // guard the tight headroom above is safe, since the guard grows what a later run needs; without one
 // (SizingRequest::guarded false) a learned plan keeps this headroom over the peak, or the plan the
 // profile gives without its calibration when that lies between (it already covered the peak).
