@@ -186,6 +186,33 @@ TEST(RayTerm, HoldsAfterTheLimitIsRaisedByTheShmRayReads) {
   EXPECT_EQ(plan_engines(p, 1, std::nullopt, LimitRaise{4096 * GiB, headroom, 0}).bytes, 222222225408u);
 }
 
+// A learned profile where no guard runs keeps the wide headroom (kUnguardedLearnedHeadroom), applied
+// after the Ray term was solved for the webhook's raise at the tight one: the store Ray sizes from
+// the limit raised by the larger /dev/shm still fits what the others leave free (0.3 of the growth
+// against 0.9 of it).
+TEST(RayTerm, HoldsUnderTheRaiseAtAnUnguardedLearnedHeadroom) {
+  Profile p = serving();
+  p.engines.ray = RaySpec{};
+  p.workers_per_gpu = 2;
+  Calibration c;
+  c.peak_shm = 2 * GiB;
+  c.burst_shm = 16 * 1024 * 1024;
+  c.workers = 2;
+  c.batch_size = 1;
+  c.gpus = 1;
+  c.prefetch_factor = 2;
+  p.calibration = c;
+  SizingRequest r = gpus(1);
+  r.limit_raised_from = 64 * GiB;
+  const ShmPlan plan = plan_shm(p, r);
+  ASSERT_TRUE(plan.guarded_headroom) << "no guard: the wide headroom";
+  ASSERT_GT(plan.headroom, *plan.guarded_headroom);
+  const std::uint64_t others = plan.ranks * plan.per_rank + plan.nccl;
+  const long double store = static_cast<long double>(64 * GiB + plan.shm) * 0.3L;
+  EXPECT_LE(store, 0.9L * static_cast<long double>(plan.shm - others)) << "the store of the raised limit fits";
+  EXPECT_EQ(part(term(plan.engines, "ray"), "memory_limit"), 64 * GiB);
+}
+
 TEST(RayTerm, AnExplicitSizeOrAPlasmaDirectoryElsewhere) {
   Profile p = serving();
   p.engines.ray = RaySpec{};
