@@ -8,7 +8,8 @@
 # The wrapper's profile is a user's (--profile-dir) the guard's store does not know: the recorded
 # ceiling alone bounds it. A container sized before the record existed (only GPU_RUN_* and the
 # gpu-run.profile label) is still guarded from its old keys, and one gpu-run did not size is said
-# and left alone.
+# and left alone. While the node guard runs (it holds /run/gpu-run/guard.lock), the wrapper and the
+# runtime plan a learned profile tight; once it has stopped, with the wide headroom.
 # Usage: guard_doors_test.sh [PATH/TO/gpu-run]   (the other binaries next to it, or in $GPU_RUN_BIN_DIR)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -31,6 +32,12 @@ profile() {
 }
 profile doorjob "$work/profiles"
 profile userjob "$work/user"
+# A profile learned from one run (a calibration with its burst): tight (1.15x its 100 MiB peak) where a
+# guard grows /dev/shm, 1.55x where none runs (sizing.hpp, kUnguardedLearnedHeadroom); both above
+# Docker's 64 MiB, which the runtime does not shrink.
+printf '{"name": "learned", "extends": "default", "min_shm": "1m", "calibration": {"peak_shm": "100m",
+  "burst_shm": "1m", "workers": 2, "batch_size": 8, "gpus": 0, "prefetch_factor": 2, "pin_memory": false,
+  "measured_at": "2026-12-07T00:00:00Z"}}\n' >"$work/profiles/learned.json"
 it_isolate_config "$work" "{\"log_file\": \"$hostlog\", \"hook_path\": \"$HOOK\", \"runtimes\": [\"runc\"],
   \"profile_dirs\": [\"$work/profiles\"], \"guard\": {\"min_free_fraction\": 0.25, \"step_fraction\": 0.5}}"
 plan_kib=$("$GPU_RUN" --profile doorjob --gpu-request none --json img | jq -r '.plan.shm_bytes / 1024 | floor')
@@ -45,6 +52,15 @@ IMAGE=gr-busybox
 it_docker_image "$IMAGE"
 
 # 14 x 8 MiB into /dev/shm, one file every 0.3 s (after 3 s), then the file count and df.
+# The learned plan as the wrapper and the runtime (what the container's df shows) give it, in MiB.
+learned_plans() {
+  local wrapped runtimed
+  wrapped=$("$GPU_RUN" --profile learned --workers 2 --batch-size 8 --gpu-request none --json img |
+    jq -r '.plan.shm_bytes / 1048576 | floor')
+  runtimed=$(docker run --rm --runtime gpu-run -e GPU_RUN_PROFILE=learned -e GPU_RUN_WORKERS=2 -e GPU_RUN_BATCH_SIZE=8 \
+    "$IMAGE" df -k /dev/shm | awk '$NF == "/dev/shm" { print int($2 / 1024) }')
+  echo "$wrapped $runtimed"
+}
 FILL='sleep 3; i=0; while [ $i -lt 14 ]; do head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1;
   i=$((i+1)); sleep 0.3; done; sleep 1; ls /dev/shm | wc -l; df -k /dev/shm'
 
@@ -62,6 +78,10 @@ check_job() {
 # ------------------------------------------------------------ docker: wrapper, runtime, old keys
 it_guard_start --engine docker
 it_guard_wait_for "watching docker's containers as they start (" "docker: dockerd's container directories watched"
+read -r tight tight_runtimed <<<"$(learned_plans)"
+assert_eq "$tight" "$tight_runtimed" "the node guard runs: the runtime sizes the learned plan as the wrapper plans it"
+((tight >= 115 && tight <= 116)) && it_pass "the node guard runs (it holds its lock): the learned plan is tight, $tight MiB" ||
+  it_fail "the node guard runs: the learned plan [$tight] MiB, not 1.15 x 100 MiB"
 "$GPU_RUN" --engine docker --gpu-request none --profile-dir "$work/user" --profile userjob -d --name wrapped \
   "$IMAGE" sh -c "$FILL" >/dev/null || it_die "gpu-run -d wrapped failed"
 docker run -d --name runtimed --runtime gpu-run -e GPU_RUN_PROFILE=doorjob -e GPU_RUN_WORKERS=2 \
@@ -101,6 +121,10 @@ assert_contains "$(cat "$work/guard.err")" "the ceiling recorded when it was siz
   "a growth capped by the recorded ceiling says so"
 it_guard_stop "docker"
 docker rm -f wrapped runtimed old plain >/dev/null 2>&1
+read -r wide wide_runtimed <<<"$(learned_plans)"
+assert_eq "$wide" "$wide_runtimed" "no node guard: the runtime sizes the learned plan as the wrapper plans it"
+((wide >= 155 && wide <= 156)) && it_pass "the node guard stopped: the learned plan keeps 1.55 x 100 MiB, $wide MiB" ||
+  it_fail "the node guard stopped: the learned plan [$wide] MiB, not 1.55 x 100 MiB"
 
 # ------------------------------------------------------------ podman: the hook's state file
 hooks=$work/hooks.d
