@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -203,6 +204,10 @@ TEST(NodeGuardRuns, OnlyWhileAnotherProcessHoldsTheLock) {
   const fs::path link = dir.path() / "link.lock";
   fs::create_symlink(lock, link);
   EXPECT_FALSE(node_guard_runs(link)) << "a symlink is not the guard's lock";
+  // A FIFO at the path: a blocking open would wait for a writer, and every container start with it.
+  const fs::path fifo = dir.path() / "fifo.lock";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_FALSE(node_guard_runs(fifo)) << "a FIFO is not the guard's lock, and does not block";
 }
 
 TEST(UsableCpus, AffinityBoundedByQuota) {
