@@ -299,6 +299,16 @@ void NodeGuard::run(const std::function<bool()>& stop) const {
     throw Error(std::string("another gpu-run-ctl guard runs on this host (it holds ") + kNodeGuardLockPath +
                 "): one guard a host, so its metrics count every growth; stop that one first "
                 "(systemctl stop gpu-run-guard)");
+  // The sign this host's doors read (node_guard_runs): while it is locked they plan a learned
+  // profile tight, since this guard grows the run that peaks higher. Without it they plan as if no
+  // guard ran, the safe side: a warning, not a guard that does not start.
+  UniqueFd alive;
+  try {
+    alive = publish_node_guard_alive();
+  } catch (const Error& e) {
+    std::cerr << "gpu-run-ctl: warning: guard: " << e.what()
+              << ": this host's doors will plan learned profiles as if no guard ran\n";
+  }
 
   GuardRun guard(*this, config_, clock_, address_.has_value());
   std::unique_ptr<MetricsServer> server;
@@ -335,6 +345,9 @@ void NodeGuard::run(const std::function<bool()>& stop) const {
     guard.sample_all();
     clock_.sleep(interval_);
   }
+  // Growing nothing from here on: the doors plan as if no guard ran.
+  if (alive) ::unlink(kNodeGuardAlivePath);
+  alive.reset();
   roster.stop();
   poller.join();
   guard.stop_scanning_orphans();

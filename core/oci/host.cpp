@@ -7,6 +7,8 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <string_view>
 #include <vector>
 
@@ -67,16 +69,33 @@ fs::path cgroup_dir(const fs::path& mount, const std::string& path) {
 
 }  // namespace
 
-bool node_guard_runs(const fs::path& lock) {
+bool node_guard_runs(const fs::path& alive) {
   // Non-blocking and a regular file only: every container start asks, and a FIFO or a device put
   // at the path must not hang it.
-  UniqueFd fd(::open(lock.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY));
+  UniqueFd fd(::open(alive.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY));
   struct stat st {};
   if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  // Asked for a read lock, the kernel reports only a write lock in the way.
   struct flock probe {};
-  probe.l_type = F_WRLCK;
+  probe.l_type = F_RDLCK;
   probe.l_whence = SEEK_SET;
-  return ::fcntl(fd.get(), F_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
+  return ::fcntl(fd.get(), F_GETLK, &probe) == 0 && probe.l_type == F_WRLCK;
+}
+
+UniqueFd publish_node_guard_alive(const fs::path& alive) {
+  std::string name = alive.string() + ".XXXXXX";
+  UniqueFd fd(::mkostemp(name.data(), O_CLOEXEC));
+  if (!fd) throw system_error("create " + name, errno);
+  struct flock whole {};
+  whole.l_type = F_WRLCK;
+  whole.l_whence = SEEK_SET;
+  if (::fchmod(fd.get(), 0644) != 0 || ::fcntl(fd.get(), F_SETLK, &whole) != 0 ||
+      ::rename(name.c_str(), alive.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(name.c_str());
+    throw system_error("publish " + alive.string(), err);
+  }
+  return fd;
 }
 
 OrWhy<std::string> read_kernel_file(const fs::path& path) {

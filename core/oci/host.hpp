@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "base/fd.hpp"
 #include "base/or_why.hpp"
 
 namespace gpurun {
@@ -29,12 +30,24 @@ struct HostInfo {
 HostInfo probe_host(const fs::path& root = "/");
 
 // The lock the running node guard holds (gpu-run-ctl guard: a POSIX record lock, dropped by the
-// kernel when the guard exits, however).
+// kernel when the guard exits, however): one guard a host. 0600: a read lock that any user who
+// could open it might take would keep every guard from starting.
 inline constexpr const char* kNodeGuardLockPath = "/run/gpu-run/guard.lock";
 
-// Whether another process holds the node guard's lock at `lock` (F_GETLK): a node guard runs on
-// this host. False when the file cannot be opened (no guard yet; not root: it is 0600).
-bool node_guard_runs(const fs::path& lock = kNodeGuardLockPath);
+// The sign every user's door reads: the running guard keeps this file (0644, made anew by each
+// guard) write-locked. Only a writer of the file, root, can hold a write lock on it, so no user
+// can make the doors believe a guard runs.
+inline constexpr const char* kNodeGuardAlivePath = "/run/gpu-run/guard.alive";
+
+// Whether a node guard runs on this host: another process holds a write lock on `alive` (F_GETLK
+// for a read lock, so a reader's read lock does not count). False when it is missing (no guard
+// yet), not a regular file, or cannot be opened.
+bool node_guard_runs(const fs::path& alive = kNodeGuardAlivePath);
+
+// The guard's side of node_guard_runs: a new file (0644) write-locked, then renamed to `alive`,
+// so a read lock some user holds on an old one is left on a file nobody reads. The lock lasts as
+// long as the returned descriptor. Throws Error naming the path when it cannot.
+UniqueFd publish_node_guard_alive(const fs::path& alive = kNodeGuardAlivePath);
 
 // Reads a small /proc or /sys file (at most 64KiB) with read(2), no streams: the hook reads
 // these on every container start. Trailing newlines and spaces are removed. Else why not (the

@@ -23,8 +23,9 @@ constexpr const char* kGuardName = "gpu-run-guard";
 constexpr const char* kGuardConfigMap = "gpu-run-guard-config";
 constexpr const char* kGuardConfigDir = "/etc/gpu-run/guard";
 constexpr const char* kGuardDashboardConfigMap = "gpu-run-guard-dashboard";
-// Where the guard keeps guard.lock (one guard a host), guard.state (what a restarted guard
-// resumes) and resize/ (the locks gpu-run-ctl resize takes turns on): node_guard.cpp, file_lock.hpp.
+// Where the guard keeps guard.lock (one guard a host), guard.alive (its sign to the node's doors),
+// guard.state (what a restarted guard resumes) and resize/ (the locks gpu-run-ctl resize takes
+// turns on): node_guard.cpp, file_lock.hpp.
 constexpr const char* kGuardRunDir = "/run/gpu-run";
 
 // The port of the metrics server, 1 to 65535.
@@ -478,8 +479,9 @@ std::string render_guard_manifests(const GuardManifestOptions& o, const ProfileT
       ": its containerd.sock is reachable through a read-only mount.\n"
       "#   " +
       kGuardRunDir +
-      ", read-write: guard.lock (one guard a host), guard.state (a restarted guard resumes),\n"
-      "#     resize/ (turns with gpu-run-ctl resize).\n"
+      ", read-write: guard.lock (one guard a host), guard.alive (the node's doors plan learned\n"
+      "#     profiles tight while it runs), guard.state (a restarted guard resumes), resize/ (turns with\n"
+      "#     gpu-run-ctl resize).\n"
       "#   /dev/shm, read-only: the host's, which the remount compares with and never touches.\n"
       "#   seccomp RuntimeDefault (containerd 1.6 allows setns, fspick and fsconfig with SYS_ADMIN); AppArmor\n"
       "#     unconfined (the runtime's profile denies mount).\n";

@@ -8,8 +8,9 @@
 # The wrapper's profile is a user's (--profile-dir) the guard's store does not know: the recorded
 # ceiling alone bounds it. A container sized before the record existed (only GPU_RUN_* and the
 # gpu-run.profile label) is still guarded from its old keys, and one gpu-run did not size is said
-# and left alone. While the node guard runs (it holds /run/gpu-run/guard.lock), the wrapper and the
-# runtime plan a learned profile tight; once it has stopped, with the wide headroom.
+# and left alone. While the node guard runs (it keeps /run/gpu-run/guard.alive write-locked), the
+# wrapper, the runtime and a user's gpu-run-ctl plan plan a learned profile tight; once it has
+# stopped, with the wide headroom.
 # Usage: guard_doors_test.sh [PATH/TO/gpu-run]   (the other binaries next to it, or in $GPU_RUN_BIN_DIR)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -17,7 +18,7 @@ source "$here/lib.sh"
 source "$here/oci_lib.sh"
 
 it_require_root
-it_require_cmd dockerd containerd runc docker podman conmon jq
+it_require_cmd dockerd containerd runc docker podman conmon jq setpriv
 CTL=$BIN_DIR/gpu-run-ctl
 [[ -x $CTL && -x $HOOK && -x $RUNTIME && -x $GPU_RUN ]] || it_die "build gpu-run, gpu-run-ctl, -hook and -runtime first"
 
@@ -52,14 +53,22 @@ IMAGE=gr-busybox
 it_docker_image "$IMAGE"
 
 # 14 x 8 MiB into /dev/shm, one file every 0.3 s (after 3 s), then the file count and df.
-# The learned plan as the wrapper and the runtime (what the container's df shows) give it, in MiB.
+# The same profile where a user who is not root reads it (the guard's lock is 0600; its sign,
+# guard.alive, 0644).
+pub=$(mktemp -d /tmp/gr-pub-XXXXXX) || it_die "mktemp failed"
+it_on_exit rm -rf "$pub"
+cp "$work/profiles/learned.json" "$pub/" && chmod 755 "$pub" && chmod 644 "$pub/learned.json"
+# The learned plan as the wrapper and the runtime (what the container's df shows) give it, and
+# gpu-run-ctl plan run as nobody, in MiB.
 learned_plans() {
-  local wrapped runtimed
+  local wrapped runtimed user
   wrapped=$("$GPU_RUN" --profile learned --workers 2 --batch-size 8 --gpu-request none --json img |
     jq -r '.plan.shm_bytes / 1048576 | floor')
   runtimed=$(docker run --rm --runtime gpu-run -e GPU_RUN_PROFILE=learned -e GPU_RUN_WORKERS=2 -e GPU_RUN_BATCH_SIZE=8 \
     "$IMAGE" df -k /dev/shm | awk '$NF == "/dev/shm" { print int($2 / 1024) }')
-  echo "$wrapped $runtimed"
+  user=$(setpriv --reuid nobody --regid nogroup --clear-groups env -i PATH=/usr/bin:/bin "$CTL" plan --profile-dir "$pub" \
+    --profile learned --workers 2 --batch-size 8 --gpus 0 --json | jq -r '.shm_bytes / 1048576 | floor')
+  echo "$wrapped $runtimed $user"
 }
 FILL='sleep 3; i=0; while [ $i -lt 14 ]; do head -c 8388608 /dev/zero >/dev/shm/f$i || exit 1;
   i=$((i+1)); sleep 0.3; done; sleep 1; ls /dev/shm | wc -l; df -k /dev/shm'
@@ -78,8 +87,10 @@ check_job() {
 # ------------------------------------------------------------ docker: wrapper, runtime, old keys
 it_guard_start --engine docker
 it_guard_wait_for "watching docker's containers as they start (" "docker: dockerd's container directories watched"
-read -r tight tight_runtimed <<<"$(learned_plans)"
+read -r tight tight_runtimed tight_user <<<"$(learned_plans)"
 assert_eq "$tight" "$tight_runtimed" "the node guard runs: the runtime sizes the learned plan as the wrapper plans it"
+assert_eq "$tight" "$tight_user" "the node guard runs: a user who is not root sees it too (guard.alive), the same plan"
+assert_eq 644 "$(stat -c %a /run/gpu-run/guard.alive)" "the guard's sign, /run/gpu-run/guard.alive, is 0644"
 ((tight >= 115 && tight <= 116)) && it_pass "the node guard runs (it holds its lock): the learned plan is tight, $tight MiB" ||
   it_fail "the node guard runs: the learned plan [$tight] MiB, not 1.15 x 100 MiB"
 "$GPU_RUN" --engine docker --gpu-request none --profile-dir "$work/user" --profile userjob -d --name wrapped \
@@ -121,8 +132,10 @@ assert_contains "$(cat "$work/guard.err")" "the ceiling recorded when it was siz
   "a growth capped by the recorded ceiling says so"
 it_guard_stop "docker"
 docker rm -f wrapped runtimed old plain >/dev/null 2>&1
-read -r wide wide_runtimed <<<"$(learned_plans)"
+read -r wide wide_runtimed wide_user <<<"$(learned_plans)"
 assert_eq "$wide" "$wide_runtimed" "no node guard: the runtime sizes the learned plan as the wrapper plans it"
+assert_eq "$wide" "$wide_user" "no node guard: a user who is not root plans it as wide"
+[[ ! -e /run/gpu-run/guard.alive ]] && it_pass "the stopped guard removed its sign" || it_fail "guard.alive is left behind"
 ((wide >= 155 && wide <= 156)) && it_pass "the node guard stopped: the learned plan keeps 1.55 x 100 MiB, $wide MiB" ||
   it_fail "the node guard stopped: the learned plan [$wide] MiB, not 1.55 x 100 MiB"
 

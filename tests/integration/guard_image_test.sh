@@ -190,8 +190,8 @@ assert_contains "$status" "Seccomp: 2" "...under the runtime's default seccomp f
 assert_eq "$(stat -c %d /dev/shm)" "$(stat -c %d "/proc/$gpid/root/dev/shm")" \
   "its /dev/shm is the host's (what the remount compares with)"
 assert_eq "$host_shm_before" "$(stat -f -c '%b %S' /dev/shm)" "the host's /dev/shm is unchanged"
-[[ -f $d/run-gpu-run/guard.lock && -f $d/run-gpu-run/guard.state ]]
-assert_eq 0 "$?" "guard.lock and guard.state are in the mounted /run/gpu-run"
+[[ -f $d/run-gpu-run/guard.lock && -f $d/run-gpu-run/guard.alive && -f $d/run-gpu-run/guard.state ]]
+assert_eq 0 "$?" "guard.lock, guard.alive and guard.state are in the mounted /run/gpu-run"
 assert_eq "" "$(docker logs gr-guard-$$ 2>&1 | grep -i 'warning')" "the guard warned of nothing"
 docker stop -t 10 gr-guard-$$ >/dev/null
 assert_eq 0 "$(docker inspect -f '{{.State.ExitCode}}' gr-guard-$$)" "docker stop (SIGTERM): exit 0"

@@ -9,9 +9,11 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 
+#include "base/error.hpp"
 #include "support/test_files.hpp"
 #include "support/test_util.hpp"
 
@@ -166,48 +168,108 @@ TEST(ParseCpuList, Counts) {
   EXPECT_FALSE(parse_cpu_list("0-70000").has_value());
 }
 
-// A door plans a learned profile tight only while a node guard holds its lock: another process's
-// POSIX record lock (the guard's), seen with F_GETLK; none, no file, or the lock let go: no guard.
-TEST(NodeGuardRuns, OnlyWhileAnotherProcessHoldsTheLock) {
-  TempDir dir;
-  const fs::path lock = dir.path() / "guard.lock";
-  EXPECT_FALSE(node_guard_runs(lock)) << "no lock file: no guard has run";
-  dir.write("guard.lock", "");
-  EXPECT_FALSE(node_guard_runs(lock)) << "a file left by a guard that exited";
-  int ready[2];
-  int release[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  ASSERT_EQ(::pipe(release), 0);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {  // the guard: holds the lock until told to go
-    const int fd = ::open(lock.c_str(), O_RDWR);
-    struct flock whole {};
-    whole.l_type = F_WRLCK;
-    whole.l_whence = SEEK_SET;
-    const char ok = (fd >= 0 && ::fcntl(fd, F_SETLK, &whole) == 0) ? 'y' : 'n';
-    if (::write(ready[1], &ok, 1) != 1) ::_exit(1);
-    char c;
-    const ssize_t n = ::read(release[0], &c, 1);
-    ::_exit(n == 1 ? 0 : 1);
+// A process of its own (a record lock is a process's) that runs `act` and holds what it made
+// until the holder goes: the node guard, or a user's reader.
+class Holder {
+ public:
+  explicit Holder(const std::function<bool()>& act) {
+    int ready[2];
+    if (::pipe(ready) != 0 || ::pipe(release_) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(release_[1]);
+      char ok = 'n';
+      try {
+        ok = act() ? 'y' : 'n';
+      } catch (...) {
+      }
+      if (::write(ready[1], &ok, 1) != 1) ::_exit(1);
+      char c;
+      const ssize_t n = ::read(release_[0], &c, 1);  // EOF when the parent lets go
+      ::_exit(n >= 0 ? 0 : 1);
+    }
+    char ok = 0;
+    ok_ = pid_ > 0 && ::read(ready[0], &ok, 1) == 1 && ok == 'y';
+    ::close(ready[0]);
+    ::close(ready[1]);
+    ::close(release_[0]);
   }
-  char ok = 0;
-  ASSERT_EQ(::read(ready[0], &ok, 1), 1);
-  EXPECT_EQ(ok, 'y');
-  EXPECT_TRUE(node_guard_runs(lock)) << "the guard holds its lock";
-  const char go = 'g';
-  EXPECT_EQ(::write(release[1], &go, 1), 1);
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  EXPECT_FALSE(node_guard_runs(lock)) << "the kernel dropped the lock with the guard";
-  for (int fd : {ready[0], ready[1], release[0], release[1]}) ::close(fd);
-  const fs::path link = dir.path() / "link.lock";
-  fs::create_symlink(lock, link);
-  EXPECT_FALSE(node_guard_runs(link)) << "a symlink is not the guard's lock";
+  ~Holder() { let_go(); }
+  bool ok() const { return ok_; }
+  void let_go() {
+    if (pid_ <= 0) return;
+    ::close(release_[1]);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int release_[2] = {-1, -1};
+  bool ok_ = false;
+};
+
+bool lock_file(const fs::path& path, short type) {
+  const int fd = ::open(path.c_str(), type == F_WRLCK ? O_RDWR : O_RDONLY);  // left open: the lock stays
+  struct flock whole {};
+  whole.l_type = type;
+  whole.l_whence = SEEK_SET;
+  return fd >= 0 && ::fcntl(fd, F_SETLK, &whole) == 0;
+}
+
+// A door plans a learned profile tight only while a node guard holds its sign: another process's
+// write lock on guard.alive (seen with F_GETLK); none, no file, a reader's lock, or the lock let go:
+// no guard.
+TEST(NodeGuardRuns, OnlyWhileAnotherProcessHoldsAWriteLock) {
+  TempDir dir;
+  const fs::path alive = dir.path() / "guard.alive";
+  EXPECT_FALSE(node_guard_runs(alive)) << "no file: no guard has run";
+  dir.write("guard.alive", "");
+  EXPECT_FALSE(node_guard_runs(alive)) << "a file left by a guard that exited";
+  {
+    Holder reader([&] { return lock_file(alive, F_RDLCK); });
+    ASSERT_TRUE(reader.ok());
+    EXPECT_FALSE(node_guard_runs(alive)) << "any user may read-lock a 0644 file: that is no guard";
+  }
+  Holder guard([&] { return lock_file(alive, F_WRLCK); });
+  ASSERT_TRUE(guard.ok());
+  EXPECT_TRUE(node_guard_runs(alive)) << "the guard holds its lock";
+  guard.let_go();
+  EXPECT_FALSE(node_guard_runs(alive)) << "the kernel dropped the lock with the guard";
+  const fs::path link = dir.path() / "link.alive";
+  fs::create_symlink(alive, link);
+  EXPECT_FALSE(node_guard_runs(link)) << "a symlink is not the guard's sign";
   // A FIFO at the path: a blocking open would wait for a writer, and every container start with it.
-  const fs::path fifo = dir.path() / "fifo.lock";
+  const fs::path fifo = dir.path() / "fifo.alive";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  EXPECT_FALSE(node_guard_runs(fifo)) << "a FIFO is not the guard's lock, and does not block";
+  EXPECT_FALSE(node_guard_runs(fifo)) << "a FIFO is not the guard's sign, and does not block";
+}
+
+// The guard's side: a new 0644 file each start, write-locked, so a read lock a user took on the
+// last one neither hides the new guard nor keeps it from publishing.
+TEST(NodeGuardRuns, TheGuardPublishesANewLockedFileEachStart) {
+  TempDir dir;
+  const fs::path alive = dir.path() / "guard.alive";
+  Holder first([&] { return publish_node_guard_alive(alive).release() >= 0; });  // kept open to _exit
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(node_guard_runs(alive));
+  struct stat st {};
+  ASSERT_EQ(::stat(alive.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u) << "every user's door can open it";
+  first.let_go();
+  EXPECT_FALSE(node_guard_runs(alive));
+  Holder reader([&] { return lock_file(alive, F_RDLCK); });
+  ASSERT_TRUE(reader.ok());
+  Holder second([&] { return publish_node_guard_alive(alive).release() >= 0; });
+  ASSERT_TRUE(second.ok()) << "a user's read lock on the old file does not stop the next guard";
+  EXPECT_TRUE(node_guard_runs(alive));
+  second.let_go();
+  EXPECT_FALSE(node_guard_runs(alive));
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir.path())) ++files;
+  EXPECT_EQ(files, 1u) << "no temporary file left beside it";
+  EXPECT_THROW(publish_node_guard_alive(dir.path() / "no-such-dir" / "guard.alive"), Error);
 }
 
 TEST(UsableCpus, AffinityBoundedByQuota) {
