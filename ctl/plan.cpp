@@ -22,7 +22,7 @@ ShmPlan make_plan(const PlanOptions& o, const Config& config, HostInfo host, con
   limits.cpus = o.cpus;
   // --cpus describes the machine the job will run on, so this machine's count must not bound it.
   if (o.cpus) host.cpus = std::numeric_limits<unsigned>::max();
-  HostFacts facts = command_host_facts(host);
+  HostFacts facts = node_host_facts(host);
   facts.gpus_counted = false;  // the job may run on another machine: its GPUs are not these
   return plan_from_flags(o.sizing, limits, config, facts, env);
 }

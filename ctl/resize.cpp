@@ -67,7 +67,7 @@ std::uint64_t size_asked(const ResizeOptions& o, const Config& config) {
         "resize: missing SIZE: usage: gpu-run-ctl resize CONTAINER SIZE, or CONTAINER --profile NAME "
         "--gpus N [--workers N --batch-size N ...]");
   // The budget is checked by plan_resize (which --force may pass), not by the plan.
-  const ShmPlan plan = plan_from_flags(s, EngineOptionFacts{}, config, command_host_facts(probe_host()));
+  const ShmPlan plan = plan_from_flags(s, EngineOptionFacts{}, config, node_host_facts(probe_host()));
   require_fits(plan, kFlagWords);
   return plan.shm;
 }

@@ -118,7 +118,7 @@ EngineInvocation prepare_run(const WrapperOptions& given, const Config& config, 
   add_gpu_reach(spec, o.sizing, gpu_mode, inv.engine);
   spec.args = o.command;
   const ProfileStore store = sizing_store(o.sizing, config, env);
-  HostFacts host_facts = command_host_facts(host);
+  HostFacts host_facts = node_host_facts(host);
   host_facts.guarded = host_facts.guarded || o.guard;  // its own guard grows it
   const ShmDecision d = decide_shm(request, spec, config, store, host_facts);
   const std::string ipc = facts.ipc.value_or("");

@@ -6,7 +6,6 @@
 #include "base/error.hpp"
 #include "base/units.hpp"
 #include "engine/run_args.hpp"
-#include "oci/gpus.hpp"
 #include "profiles/profile_store.hpp"
 
 namespace gpurun {
@@ -80,10 +79,6 @@ void add_gpu_reach(SpecFacts& spec, const SizingFlags& flags, const std::string&
     spec.gpu_reach = GpuReach::some;
     spec.gpu_reach_why = "--gpu-request " + mode + " hands the GPUs to " + engine;
   }
-}
-
-HostFacts command_host_facts(const HostInfo& host) {
-  return HostFacts{host.cpus, count_host_gpus(), host.mem_total, /*gpus_counted=*/true, node_guard_runs()};
 }
 
 std::string profile_argument(const SizingFlags& flags, const Config& config) {

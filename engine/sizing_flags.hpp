@@ -48,9 +48,6 @@ std::string gpu_request_mode(const SizingFlags& flags, const Config& config, con
 // loader is planned as PyTorch runs it there); docker and cdi hand it the --gpus.
 void add_gpu_reach(SpecFacts& spec, const SizingFlags& flags, const std::string& mode, const std::string& engine);
 
-// The host as the decision sees it from a person's command line on it.
-HostFacts command_host_facts(const HostInfo& host);
-
 // What --profile asks for: the flag, else the config's default_profile, else "default".
 std::string profile_argument(const SizingFlags& flags, const Config& config);
 

@@ -96,6 +96,10 @@ ContainerRequest recorded_request(const std::map<std::string, std::string>& env,
   return r;
 }
 
+HostFacts node_host_facts(const HostInfo& info) {
+  return HostFacts{info.cpus, count_host_gpus(), info.mem_total, /*gpus_counted=*/true, node_guard_runs()};
+}
+
 SizingRequest sizing_request(const ContainerRequest& request, const SpecFacts& spec, const HostFacts& host,
                              const Config& config) {
   const bool flags = request.origin == RequestOrigin::kFlags;

@@ -8,6 +8,7 @@
 #include "decision/config.hpp"
 #include "decision/refusal.hpp"
 #include "decision/sizing.hpp"
+#include "oci/host.hpp"
 #include "oci/oci.hpp"
 #include "profiles/profile_store.hpp"
 
@@ -81,6 +82,11 @@ struct HostFacts {
   bool gpus_counted = false;  // gpus was counted on the node that runs the container (not a webhook)
   bool guarded = false;       // a guard will grow its /dev/shm (SizingRequest::guarded)
 };
+
+// The facts of the host a door runs on, the container's too (the hook, the runtime, gpu-run and
+// the ctl commands that plan for this host): `info`'s CPUs and memory, the GPUs under /dev and
+// whether the node guard runs (node_guard_runs).
+HostFacts node_host_facts(const HostInfo& info);
 
 // The one adapter from a request, whatever door read it, to the planner's input: parses each
 // key (bounded; throws Error naming the key), counts GPUs (the request, else

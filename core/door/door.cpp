@@ -2,7 +2,6 @@
 
 #include "base/units.hpp"
 #include "decision/contract.hpp"
-#include "oci/gpus.hpp"
 #include "oci/host.hpp"
 
 namespace gpurun {
@@ -16,7 +15,7 @@ DecisionContext::DecisionContext(const fs::path& file, const char* program)
 HostFacts probe_host_facts(const Logger& log) {
   const HostInfo info = probe_host();
   for (const std::string& why : info.unread) log.warn("action=warn host_probe=" + log_quote(why));
-  return HostFacts{info.cpus, count_host_gpus(), info.mem_total, /*gpus_counted=*/true, node_guard_runs()};
+  return node_host_facts(info);
 }
 
 std::optional<std::uint64_t> probe_pod_memory_limit(const SpecFacts& spec) {

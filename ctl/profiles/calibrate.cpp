@@ -185,8 +185,8 @@ void run_calibrate(const CalibrateOptions& o) {
   dirs.insert(dirs.end(), w.sizing.profile_dirs.begin(), w.sizing.profile_dirs.end());
   const Profile written = ctl_store(dirs, config).load_file(out_path);
   const EngineOptionFacts plain_facts = scan_engine_options({});
-  const ShmPlan plan = plan_shm(written, sizing_request(flags_request(w.sizing), engine_option_spec(plain_facts),
-                                                        command_host_facts(host), config));
+  const ShmPlan plan = plan_shm(
+      written, sizing_request(flags_request(w.sizing), engine_option_spec(plain_facts), node_host_facts(host), config));
 
   std::cout << "measured peak /dev/shm: " << format_size(run.shm.peak) << " (" << run.shm.peak << " bytes; "
             << run.shm.samples << " samples over " << static_cast<int>(run.shm.seconds * 10 + 0.5) / 10.0
