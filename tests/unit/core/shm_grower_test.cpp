@@ -126,10 +126,10 @@ TEST(ShmGrowerTest, AHangingRemountHoldsUpItsOwnContainerAndNoOther) {
   }
   const auto took = Clock::now() - start;
   EXPECT_GE(other_growths_while_stuck, 3u) << "the other container grew while the stuck remount ran";
-  // A round that waited for the hung helper would take its whole deadline; a third of it leaves
-  // room for a loaded machine (ctest -j2 beside other tests), where spawning a helper can take
-  // tens of milliseconds.
-  EXPECT_LT(slowest, deadline / 3) << "a round of samples waited for a remount";
+  // A round that waited for the hung helper would take its whole deadline; two thirds of it leave
+  // room for a loaded machine, where spawning a helper can take hundreds of milliseconds (509 ms
+  // under ASan beside the PyTorch benches and a background build, in a CI-like run).
+  EXPECT_LT(slowest, deadline * 2 / 3) << "a round of samples waited for a remount";
   EXPECT_FALSE(stuck.remounting()) << "killed at its deadline";
   EXPECT_GE(took, deadline);
   EXPECT_EQ(stuck.growths(), 0u);

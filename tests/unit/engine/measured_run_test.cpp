@@ -26,7 +26,8 @@ class FakeEngine : public ::testing::Test {
                               "  [ \"$2\" = --cidfile ] || exit 90\n"
                               "  echo $$ > \"$d/pid\"\n"
                               "  printf feedfacefeedfacefeed > \"$3\"\n"
-                              "  sleep 0.3\n"
+                              // 2 s, not 0.3: a loaded machine once started sampling too late for 3 samples
+                              "  sleep 2\n"
                               "  exit 7;;\n"
                               "inspect)\n"
                               "  printf '[{\"Id\":\"feedfacefeedfacefeed\",\"State\":{\"Running\":true,\"Pid\":%s}}]' "
